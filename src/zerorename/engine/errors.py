@@ -1,0 +1,80 @@
+"""Errors raised by the engine; every one derives from :class:`EngineError`.
+
+botocore and aiohttp errors are translated here at the boundary, so callers never
+need to import botocore to handle a failure.
+"""
+
+from __future__ import annotations
+
+
+class EngineError(Exception):
+    """Root of every error the engine raises."""
+
+
+class ConfigError(EngineError, ValueError):
+    """Raised when an :class:`EngineConfig` or call argument is invalid (before any request)."""
+
+
+class PlanError(EngineError, ValueError):
+    """Raised when an object cannot be uploaded within S3's limits (size, parts, part size)."""
+
+
+class S3Error(EngineError):
+    """Raised when S3 answers with an error that retrying cannot fix, or retries ran out.
+
+    ``code`` is the S3 error code (``NoSuchBucket``, ``SlowDown``...) or a short name for
+    a network failure; ``operation`` is the S3 operation; ``status`` the HTTP status.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str = "",
+        operation: str = "",
+        status: int | None = None,
+        bucket: str = "",
+        key: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.operation = operation
+        self.status = status
+        self.bucket = bucket
+        self.key = key
+
+
+class BucketNotFound(S3Error):
+    """Raised when the bucket does not exist (NoSuchBucket)."""
+
+
+class AccessDenied(S3Error):
+    """Raised on AccessDenied, bad or missing credentials, or a signature mismatch."""
+
+
+class PreconditionFailed(S3Error):
+    """Raised when a conditional write (If-None-Match) finds the object already exists."""
+
+
+class ObjectNotFound(S3Error):
+    """Raised when an object read (GET) finds no object at the key."""
+
+
+class UploadNotFound(S3Error):
+    """Raised when a multipart upload no longer exists (completed or aborted elsewhere)."""
+
+
+class EndpointUnreachable(S3Error):
+    """Raised when the endpoint could not be reached within the retry budget."""
+
+
+class RetriesExhausted(S3Error):
+    """Raised when a throttled or transient failure persisted past the retry budget."""
+
+
+class StreamTooLarge(PlanError):
+    """Raised when a stream of unknown size grows past what S3 can store in one object."""
+
+
+class RecordError(EngineError, ValueError):
+    """Raised when a PendingUpload record is malformed or of an unknown version."""

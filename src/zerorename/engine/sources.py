@@ -1,0 +1,165 @@
+"""Turn any upload source into a stream of parts.
+
+Sources: bytes-like, a path, a binary file object, a sync or async iterable of bytes.
+:func:`part_stream` yields parts sized by the plan (known size) or the growth schedule
+(unknown size). Parts are assembled in one preallocated buffer each, so memory is one
+part per part in flight plus the one being filled.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import anyio
+
+from zerorename.engine.errors import ConfigError, PlanError
+from zerorename.engine.planning import plan_known_size, stream_part_size
+
+BytesLike = bytes | bytearray | memoryview
+Source = BytesLike | str | os.PathLike[str] | BinaryIO | Iterable[bytes] | AsyncIterable[bytes]
+
+# file reads happen in a worker thread in blocks of this size at most
+_READ_BLOCK = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part: its number, body, and whether it is the last of the object."""
+
+    number: int
+    body: bytes | bytearray | memoryview
+    last: bool
+
+    @property
+    def size(self) -> int:
+        return memoryview(self.body).nbytes
+
+
+def source_size(source: Any) -> int | None:
+    """Size of a source when it can be known without reading it."""
+    if isinstance(source, bytes | bytearray):
+        return len(source)
+    if isinstance(source, memoryview):
+        return source.nbytes
+    if isinstance(source, str | os.PathLike):
+        return os.stat(source).st_size
+    if isinstance(source, io.IOBase | io.BufferedIOBase) or hasattr(source, "read"):
+        try:
+            if source.seekable():
+                pos = source.tell()
+                end = source.seek(0, io.SEEK_END)
+                source.seek(pos)
+                return int(end - pos)
+        except (AttributeError, OSError, ValueError):
+            return None
+    return None
+
+
+async def _file_chunks(f: BinaryIO) -> AsyncIterator[bytes]:
+    while True:
+        block = await anyio.to_thread.run_sync(f.read, _READ_BLOCK)
+        if not block:
+            return
+        yield block
+
+
+async def _path_chunks(path: str | os.PathLike[str]) -> AsyncIterator[bytes]:
+    f = await anyio.to_thread.run_sync(open, Path(path), "rb")
+    try:
+        async for block in _file_chunks(f):
+            yield block
+    finally:
+        await anyio.to_thread.run_sync(f.close)
+
+
+async def _sync_chunks(it: Iterable[bytes]) -> AsyncIterator[bytes]:
+    for block in it:
+        yield block
+
+
+def chunks_of(source: Any) -> AsyncIterator[BytesLike]:
+    """Any source as an async iterator of byte blocks."""
+    if isinstance(source, bytes | bytearray | memoryview):
+
+        async def one() -> AsyncIterator[BytesLike]:
+            yield source
+
+        return one()
+    if isinstance(source, str | os.PathLike):
+        if not os.path.isfile(source):
+            raise ConfigError(f"source path {os.fspath(source)!r} is not a readable file")
+        return _path_chunks(source)
+    if hasattr(source, "read"):
+        return _file_chunks(source)
+    if hasattr(source, "__aiter__"):
+        return aiter(source)
+    if hasattr(source, "__iter__"):
+        return _sync_chunks(source)
+    raise ConfigError(
+        f"cannot upload a {type(source).__name__}: give bytes, a path, a binary file object, "
+        "or a (sync or async) iterable of bytes"
+    )
+
+
+async def part_stream(
+    chunks: AsyncIterator[BytesLike], *, part_size: int, size: int | None
+) -> AsyncGenerator[Part, None]:
+    """Cut ``chunks`` into parts. With a known ``size`` the plan's part size is used and a
+    source that delivers more or fewer bytes is an error; otherwise parts grow with the
+    stream. The last part (possibly empty) is flagged ``last``."""
+    if size is not None:
+        plan = plan_known_size(size, part_size)
+
+        def target(n: int) -> int:
+            return plan.part_size
+    else:
+
+        def target(n: int) -> int:
+            return stream_part_size(n, part_size)
+
+    number = 1
+    want = target(number)
+    buf: bytearray | None = None
+    filled = 0
+    total = 0
+    async for chunk in chunks:
+        view = memoryview(chunk).cast("B") if not isinstance(chunk, bytes) else memoryview(chunk)
+        n = view.nbytes
+        if n == 0:
+            continue
+        total += n
+        if size is not None and total > size:
+            raise PlanError(f"source delivered more than the declared {size} bytes")
+        pos = 0
+        while pos < n:
+            if buf is None and n - pos >= want:
+                # a whole part inside the block: handed over without a copy
+                whole = pos == 0 and n == want and isinstance(chunk, bytes | bytearray)
+                yield Part(number, chunk if whole else view[pos : pos + want], False)
+                pos += want
+                number += 1
+                want = target(number)
+                continue
+            if buf is None:
+                buf = bytearray(want)
+                filled = 0
+            take = min(want - filled, n - pos)
+            buf[filled : filled + take] = view[pos : pos + take]
+            filled += take
+            pos += take
+            if filled == want:
+                yield Part(number, buf, False)
+                buf, filled = None, 0
+                number += 1
+                want = target(number)
+    if size is not None and total != size:
+        raise PlanError(f"source delivered {total} bytes, but {size} were declared")
+    if buf is None:
+        yield Part(number, b"", True)
+    else:
+        yield Part(number, memoryview(buf)[:filled], True)

@@ -1,0 +1,234 @@
+"""Small-object operations the committers need (records, listings, deletes), retried
+like every other request. Mixed into :class:`UploadEngine`."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from typing import TYPE_CHECKING, Any
+
+import botocore.exceptions as bexc
+
+from zerorename.engine import errors
+from zerorename.engine.planning import validate_bucket, validate_key
+from zerorename.engine.records import ObjectInfo
+from zerorename.engine.retry import FailureKind, classify, error_code
+
+if TYPE_CHECKING:
+    from zerorename.engine.retry import Retrier
+
+DELETE_BATCH = 1000
+
+
+def _ts(value: Any) -> float:
+    return float(value.timestamp()) if value is not None else 0.0
+
+
+def _etag(value: Any) -> str:
+    return str(value or "")
+
+
+class ObjectOps:
+    """GET/PUT/HEAD/LIST/DELETE of whole objects, with the engine's retries."""
+
+    _retrier: Retrier
+
+    @property
+    def _client(self) -> Any:  # provided by UploadEngine
+        raise NotImplementedError
+
+    async def put_object(
+        self,
+        bucket: str,
+        key: str,
+        data: bytes,
+        *,
+        if_none_match: bool = False,
+        content_type: str | None = None,
+    ) -> str:
+        """Write a small object in one PutObject; returns its ETag. With ``if_none_match``
+        an existing object makes it fail with :class:`PreconditionFailed`."""
+        validate_bucket(bucket)
+        validate_key(key)
+        args: dict[str, Any] = {}
+        if if_none_match:
+            args["IfNoneMatch"] = "*"
+        if content_type:
+            args["ContentType"] = content_type
+
+        async def call(attempt: int) -> Any:
+            return await self._client.put_object(Bucket=bucket, Key=key, Body=data, **args)
+
+        resp = await self._retrier.call("PutObject", call, bucket=bucket, key=key)
+        return _etag(resp.get("ETag"))
+
+    async def get_object(self, bucket: str, key: str) -> bytes:
+        """Read a whole (small) object; :class:`ObjectNotFound` when it is missing."""
+        validate_bucket(bucket)
+        validate_key(key)
+
+        async def call(attempt: int) -> bytes:
+            resp = await self._client.get_object(Bucket=bucket, Key=key)
+            async with resp["Body"] as body:
+                data: bytes = await body.read()
+            return data
+
+        return await self._retrier.call("GetObject", call, bucket=bucket, key=key)
+
+    async def iter_object(
+        self, bucket: str, key: str, *, chunk_size: int = 1 << 20
+    ) -> AsyncIterator[bytes]:
+        """Stream an object in chunks; a transient failure mid-body resumes with a ranged
+        GET of the same version (If-Match on the ETag) from where it stopped."""
+        validate_bucket(bucket)
+        validate_key(key)
+        offset = 0
+        etag: str | None = None
+        resumes = 0
+        while True:
+            args: dict[str, Any] = {"Bucket": bucket, "Key": key}
+            if offset:
+                args["Range"] = f"bytes={offset}-"
+                if etag:
+                    args["IfMatch"] = etag
+
+            async def call(attempt: int, args: dict[str, Any] = args) -> Any:
+                return await self._client.get_object(**args)
+
+            resp = await self._retrier.call("GetObject", call, bucket=bucket, key=key)
+            etag = etag or resp.get("ETag")
+            try:
+                async with resp["Body"] as body:
+                    while True:
+                        chunk: bytes = await body.read(chunk_size)
+                        if not chunk:
+                            return
+                        offset += len(chunk)
+                        yield chunk
+            except Exception as exc:
+                resumes += 1
+                if (
+                    classify(exc) is FailureKind.FATAL
+                    or resumes > self._retrier.config.max_attempts
+                ):
+                    raise errors.RetriesExhausted(
+                        f"reading s3://{bucket}/{key} failed at byte {offset}: {exc}",
+                        code=type(exc).__name__,
+                        operation="GetObject",
+                        bucket=bucket,
+                        key=key,
+                    ) from exc
+
+    async def head_object(self, bucket: str, key: str) -> ObjectInfo | None:
+        """Size, ETag and time of an object; None when it does not exist."""
+        validate_bucket(bucket)
+        validate_key(key)
+
+        async def call(attempt: int) -> Any:
+            try:
+                return await self._client.head_object(Bucket=bucket, Key=key)
+            except bexc.ClientError as exc:
+                code, status = error_code(exc)
+                if status == 404 or code in ("404", "NoSuchKey", "NotFound"):
+                    return None
+                raise
+
+        resp = await self._retrier.call("HeadObject", call, bucket=bucket, key=key)
+        if resp is None:
+            return None
+        return ObjectInfo(
+            bucket,
+            key,
+            int(resp.get("ContentLength", 0)),
+            _etag(resp.get("ETag")),
+            _ts(resp.get("LastModified")),
+        )
+
+    async def _list_pages(
+        self, bucket: str, prefix: str, delimiter: str | None
+    ) -> AsyncIterator[dict[str, Any]]:
+        validate_bucket(bucket)
+        token: str | None = None
+        while True:
+            args: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
+            if delimiter:
+                args["Delimiter"] = delimiter
+            if token:
+                args["ContinuationToken"] = token
+
+            async def call(attempt: int, args: dict[str, Any] = args) -> Any:
+                return await self._client.list_objects_v2(**args)
+
+            page: dict[str, Any] = await self._retrier.call(
+                "ListObjectsV2", call, bucket=bucket, key=prefix
+            )
+            yield page
+            token = page.get("NextContinuationToken")
+            if not page.get("IsTruncated") or not token:
+                return
+
+    async def list_objects(
+        self, bucket: str, prefix: str = "", *, delimiter: str | None = None
+    ) -> AsyncIterator[ObjectInfo]:
+        """Objects under ``prefix`` (a plain string prefix: add '/' for a directory)."""
+        async for page in self._list_pages(bucket, prefix, delimiter):
+            for o in page.get("Contents", []) or []:
+                yield ObjectInfo(
+                    bucket,
+                    o["Key"],
+                    int(o.get("Size", 0)),
+                    _etag(o.get("ETag")),
+                    _ts(o.get("LastModified")),
+                )
+
+    async def list_prefixes(
+        self, bucket: str, prefix: str, *, delimiter: str = "/"
+    ) -> AsyncIterator[str]:
+        """The 'subdirectories' (CommonPrefixes) right under ``prefix``."""
+        async for page in self._list_pages(bucket, prefix, delimiter):
+            for cp in page.get("CommonPrefixes", []) or []:
+                yield str(cp["Prefix"])
+
+    async def delete_object(self, bucket: str, key: str) -> None:
+        """Delete one object (no error when it does not exist)."""
+        await self.delete_objects(bucket, [key])
+
+    async def delete_objects(self, bucket: str, keys: Iterable[str] | AsyncIterable[str]) -> int:
+        """Delete keys in batches of 1000; returns how many were asked to be deleted.
+        Raises :class:`S3Error` naming the first key the store refused to delete."""
+        validate_bucket(bucket)
+        deleted = 0
+        batch: list[str] = []
+        if hasattr(keys, "__aiter__"):
+            async for k in keys:
+                batch.append(k)
+                if len(batch) == DELETE_BATCH:
+                    deleted += await self._delete_batch(bucket, batch)
+                    batch = []
+        else:
+            it = iter(keys)
+            while chunk := list(itertools.islice(it, DELETE_BATCH)):
+                deleted += await self._delete_batch(bucket, chunk)
+        if batch:
+            deleted += await self._delete_batch(bucket, batch)
+        return deleted
+
+    async def _delete_batch(self, bucket: str, keys: list[str]) -> int:
+        request = {"Objects": [{"Key": k} for k in keys], "Quiet": True}
+
+        async def call(attempt: int) -> Any:
+            return await self._client.delete_objects(Bucket=bucket, Delete=request)
+
+        resp = await self._retrier.call("DeleteObjects", call, bucket=bucket, key=keys[0])
+        failed = resp.get("Errors") or []
+        if failed:
+            first = failed[0]
+            raise errors.S3Error(
+                f"DeleteObjects s3://{bucket}: {len(failed)} of {len(keys)} keys not deleted; "
+                f"first {first.get('Key')!r}: {first.get('Code')} {first.get('Message', '')}",
+                code=str(first.get("Code", "")),
+                operation="DeleteObjects",
+                bucket=bucket,
+                key=str(first.get("Key", "")),
+            )
+        return len(keys)

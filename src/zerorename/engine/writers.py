@@ -1,0 +1,309 @@
+"""File-like writers that stream into a multipart upload.
+
+:class:`AsyncUploadWriter` is used on the event loop (``async with``); it gathers writes
+into whole parts and hands them to the upload through a one-slot channel, so a fast
+producer waits (backpressure). :class:`SyncUploadWriter` is a blocking ``io.RawIOBase``
+for another thread (pyarrow's and csv's writers write into it); it gathers whole parts
+on the caller's thread and hands each to the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import threading
+from collections.abc import AsyncIterator
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from zerorename.engine.errors import EngineError
+from zerorename.engine.events import ProgressCallback
+from zerorename.engine.records import PendingUpload, UploadResult
+from zerorename.engine.sources import BytesLike, part_stream
+
+if TYPE_CHECKING:
+    from zerorename.engine.core import UploadEngine
+
+
+class _PartGatherer:
+    """Gathers written bytes into blocks of exactly ``size`` bytes (copies once)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.buf = bytearray(size)
+        self.filled = 0
+        self.total = 0
+
+    def add(self, data: BytesLike) -> list[bytearray]:
+        view = memoryview(data).cast("B")
+        full: list[bytearray] = []
+        pos, n = 0, view.nbytes
+        while pos < n:
+            take = min(self.size - self.filled, n - pos)
+            self.buf[self.filled : self.filled + take] = view[pos : pos + take]
+            self.filled += take
+            pos += take
+            if self.filled == self.size:
+                full.append(self.buf)
+                self.buf = bytearray(self.size)
+                self.filled = 0
+        self.total += n
+        return full
+
+    def rest(self) -> bytes | None:
+        if not self.filled:
+            return None
+        out = bytes(memoryview(self.buf)[: self.filled])
+        self.filled = 0
+        return out
+
+
+async def _drain(recv: MemoryObjectReceiveStream[BytesLike]) -> AsyncIterator[BytesLike]:
+    async with recv:
+        async for block in recv:
+            yield block
+
+
+class AsyncUploadWriter:
+    """``async with engine.open_writer(bucket, key) as w: await w.write(data)``."""
+
+    def __init__(
+        self,
+        engine: UploadEngine,
+        bucket: str,
+        key: str,
+        defer: bool,
+        progress: ProgressCallback | None,
+        object_args: dict[str, Any],
+    ) -> None:
+        self._engine = engine
+        self.bucket, self.key = bucket, key
+        self._defer = defer
+        self._progress = progress
+        self._args = object_args
+        self._gather = _PartGatherer(engine.config.part_size)
+        self._send: MemoryObjectSendStream[BytesLike] | None = None
+        self._tg: Any = None
+        self._error: BaseException | None = None
+        self.result: UploadResult | PendingUpload | None = None
+
+    async def __aenter__(self) -> AsyncUploadWriter:
+        send, recv = anyio.create_memory_object_stream[BytesLike](1)
+        self._send = send
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        self._tg.start_soon(self._run, recv)
+        return self
+
+    async def _run(self, recv: MemoryObjectReceiveStream[BytesLike]) -> None:
+        parts = part_stream(_drain(recv), part_size=self._engine.config.part_size, size=None)
+        try:
+            self.result = await self._engine._upload_parts(
+                self.bucket, self.key, parts, self._defer, self._progress, self._args
+            )
+        except Exception as exc:
+            self._error = exc
+            recv.close()
+
+    @property
+    def bytes_written(self) -> int:
+        return self._gather.total
+
+    async def write(self, data: BytesLike) -> int:
+        """Buffer ``data``; whole parts go to the upload (waits while it is busy)."""
+        if self._send is None:
+            raise EngineError("use the writer inside `async with engine.open_writer(...)`")
+        n = memoryview(data).nbytes
+        for block in self._gather.add(data):
+            await self._hand_over(block)
+        return n
+
+    async def _hand_over(self, block: BytesLike) -> None:
+        assert self._send is not None
+        try:
+            await self._send.send(block)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            raise self._failure() from None
+
+    def _failure(self) -> BaseException:
+        if self._error is not None:
+            return self._error
+        return EngineError(f"upload of s3://{self.bucket}/{self.key} is no longer running")
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        assert self._send is not None and self._tg is not None
+        if exc is None:
+            try:
+                rest = self._gather.rest()
+                if rest is not None:
+                    await self._hand_over(rest)
+            except BaseException:
+                self._tg.cancel_scope.cancel()
+                await self._tg.__aexit__(None, None, None)
+                raise
+            await self._send.aclose()
+            await self._tg.__aexit__(None, None, None)
+            if self._error is not None:
+                raise self._error
+            return False
+        self._tg.cancel_scope.cancel()  # the upload aborts itself (shielded)
+        await self._send.aclose()
+        await self._tg.__aexit__(None, None, None)
+        return False
+
+
+class SyncUploadWriter(io.RawIOBase):
+    """A blocking binary file that streams into an upload run on ``loop``.
+
+    Use it from any thread but the loop's. ``close()`` completes (or defers) and sets
+    ``result``; ``abort()`` aborts; leaving a ``with`` block by an exception aborts.
+    """
+
+    def __init__(
+        self,
+        engine: UploadEngine,
+        bucket: str,
+        key: str,
+        loop: asyncio.AbstractEventLoop,
+        defer: bool,
+        progress: ProgressCallback | None,
+        object_args: dict[str, Any],
+    ) -> None:
+        super().__init__()
+        self._loop = loop
+        self.bucket, self.key = bucket, key
+        self._gather = _PartGatherer(engine.config.part_size)
+        self._error: BaseException | None = None
+        self._scope: anyio.CancelScope | None = None
+        self._ready = threading.Event()
+        self._send: MemoryObjectSendStream[BytesLike] | None = None
+        self.result: UploadResult | PendingUpload | None = None
+        self._finished = False
+        self._check_thread()
+        self._future = asyncio.run_coroutine_threadsafe(
+            self._run(engine, defer, progress, object_args), loop
+        )
+        self._ready.wait()
+
+    def _check_thread(self) -> None:
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        if running is self._loop:
+            raise EngineError(
+                "SyncUploadWriter blocks: use it from another thread than the event loop's "
+                "(on the loop, use engine.open_writer)"
+            )
+
+    async def _run(
+        self,
+        engine: UploadEngine,
+        defer: bool,
+        progress: ProgressCallback | None,
+        object_args: dict[str, Any],
+    ) -> UploadResult | PendingUpload | None:
+        send, recv = anyio.create_memory_object_stream[BytesLike](1)
+        self._send = send
+        with anyio.CancelScope() as scope:
+            self._scope = scope
+            self._ready.set()
+            parts = part_stream(_drain(recv), part_size=engine.config.part_size, size=None)
+            try:
+                return await engine._upload_parts(
+                    self.bucket, self.key, parts, defer, progress, object_args
+                )
+            except Exception as exc:
+                self._error = exc
+                recv.close()
+                raise
+        return None
+
+    def _call(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    async def _put(self, block: BytesLike | None) -> None:
+        assert self._send is not None
+        try:
+            if block is None:
+                await self._send.aclose()
+            else:
+                await self._send.send(block)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            raise (self._error or EngineError("the upload is no longer running")) from None
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def tell(self) -> int:
+        return self._gather.total
+
+    @property
+    def bytes_written(self) -> int:
+        return self._gather.total
+
+    def write(self, data: Any) -> int:
+        if self.closed:
+            raise ValueError("write to a closed SyncUploadWriter")
+        if self._error is not None:
+            raise self._error
+        n = memoryview(data).nbytes
+        for block in self._gather.add(data):
+            self._call(self._put(block))
+        return n
+
+    def close(self) -> None:
+        """Finish the upload (complete, or defer) and set ``result``."""
+        if self.closed:
+            return
+        try:
+            if not self._finished:
+                self._finished = True
+                rest = self._gather.rest()
+                if rest is not None:
+                    self._call(self._put(rest))
+                self._call(self._put(None))
+                self.result = self._future.result()
+        except BaseException:
+            self.abort()
+            raise
+        finally:
+            super().close()
+
+    def abort(self) -> None:
+        """Abort the upload (nothing is left behind) and wait until it is aborted."""
+        self._finished = True
+
+        async def cancel() -> None:
+            if self._scope is not None:
+                self._scope.cancel()
+
+        if not self._future.done():
+            self._call(cancel())
+            with contextlib.suppress(BaseException):
+                self._future.result()
+        if not self.closed:
+            super().close()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is not None:
+            self.abort()
+        else:
+            self.close()
