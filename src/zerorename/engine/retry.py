@@ -112,7 +112,7 @@ def classify(exc: BaseException) -> FailureKind:
         return FailureKind.FATAL
     if isinstance(exc, (bexc.NoCredentialsError, bexc.PartialCredentialsError)):
         return FailureKind.FATAL
-    if isinstance(exc, bexc.HTTPClientError):  # connection closed/refused, timeouts
+    if isinstance(exc, bexc.HTTPClientError | bexc.ConnectionError):  # resets, refused, timeouts
         return FailureKind.TRANSIENT
     if isinstance(exc, (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError)):
         return FailureKind.TRANSIENT
