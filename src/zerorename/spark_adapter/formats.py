@@ -1,0 +1,227 @@
+"""Streaming file-format writers over a binary sink (pyarrow; no Spark, no S3).
+
+Each writer takes Arrow record batches and writes encoded bytes into a sink as it goes:
+nothing holds a whole file. Parquet buffers one row group (``ROW_GROUP_BYTES`` of Arrow
+data) so files do not end up with a row group per Spark batch.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import decimal
+import json
+import math
+from typing import Any, BinaryIO, Protocol
+
+import pyarrow as pa
+
+from zerorename.engine.errors import ConfigError
+from zerorename.spark_adapter.options import WriteOptions
+
+#: Arrow bytes buffered before a Parquet row group is written.
+ROW_GROUP_BYTES = 32 * 1024 * 1024
+
+_STREAM_CODECS = {"gzip": "gzip", "bzip2": "bz2", "zstd": "zstd"}
+
+
+class FormatWriter(Protocol):
+    """Encodes batches into a sink; ``close`` flushes and ends the file (not the sink)."""
+
+    rows: int
+
+    def write(self, batch: pa.RecordBatch) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class _NonClosing:
+    """File-like view of a sink that pyarrow may 'close' without ending the upload."""
+
+    def __init__(self, sink: BinaryIO) -> None:
+        self._sink = sink
+        self.closed = False
+
+    def write(self, data: Any) -> int:
+        return self._sink.write(data)
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def readable(self) -> bool:
+        return False
+
+    def tell(self) -> int:
+        return self._sink.tell()
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _stream(sink: BinaryIO, codec: str) -> tuple[Any, Any]:
+    """(stream to write encoded bytes to, compressed stream to close or None)."""
+    view = _NonClosing(sink)
+    if codec == "none":
+        return view, None
+    compressed = pa.CompressedOutputStream(view, _STREAM_CODECS[codec])
+    return compressed, compressed
+
+
+class ParquetWriter:
+    def __init__(self, sink: BinaryIO, schema: pa.Schema, opts: WriteOptions) -> None:
+        import pyarrow.parquet as pq
+
+        self.rows = 0
+        self._pending: list[pa.RecordBatch] = []
+        self._pending_bytes = 0
+        codec = None if opts.compression == "none" else opts.compression
+        self._writer = pq.ParquetWriter(_NonClosing(sink), schema, compression=codec)
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        if batch.num_rows == 0:
+            return
+        self._pending.append(batch)
+        self._pending_bytes += batch.nbytes
+        self.rows += batch.num_rows
+        if self._pending_bytes >= ROW_GROUP_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._pending:
+            table = pa.Table.from_batches(self._pending)
+            self._writer.write_table(table, row_group_size=table.num_rows)
+            self._pending, self._pending_bytes = [], 0
+
+    def close(self) -> None:
+        self._flush()
+        self._writer.close()
+
+
+class CsvWriter:
+    def __init__(self, sink: BinaryIO, schema: pa.Schema, opts: WriteOptions) -> None:
+        import pyarrow.csv as pcsv
+
+        self.rows = 0
+        self._out, self._compressed = _stream(sink, opts.compression)
+        wo = pcsv.WriteOptions(
+            include_header=opts.csv_header, delimiter=opts.csv_sep, quoting_style="needed"
+        )
+        self._writer = pcsv.CSVWriter(self._out, schema, write_options=wo)
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        if batch.num_rows:
+            self._writer.write_batch(batch)
+            self.rows += batch.num_rows
+
+    def close(self) -> None:
+        self._writer.close()
+        if self._compressed is not None:
+            self._compressed.close()
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dt.datetime):
+        return value.isoformat()
+    if isinstance(value, dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, dict):
+        return {str(k): _json_value(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list | tuple):
+        return [_json_value(v) for v in value]
+    return value
+
+
+class JsonWriter:
+    """JSON Lines, as Spark writes them: one object per row, null fields left out."""
+
+    def __init__(self, sink: BinaryIO, schema: pa.Schema, opts: WriteOptions) -> None:
+        self.rows = 0
+        self._out, self._compressed = _stream(sink, opts.compression)
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        if not batch.num_rows:
+            return
+        lines = []
+        for row in batch.to_pylist():
+            obj = {k: _json_value(v) for k, v in row.items() if v is not None}
+            lines.append(json.dumps(obj, ensure_ascii=False, separators=(",", ":")))
+        lines.append("")
+        self._out.write("\n".join(lines).encode("utf-8"))
+        self.rows += batch.num_rows
+
+    def close(self) -> None:
+        if self._compressed is not None:
+            self._compressed.close()
+
+
+class TextWriter:
+    """One line per row of the single string column (Spark's text format)."""
+
+    def __init__(self, sink: BinaryIO, schema: pa.Schema, opts: WriteOptions) -> None:
+        if len(schema) != 1 or not (
+            pa.types.is_string(schema[0].type) or pa.types.is_large_string(schema[0].type)
+        ):
+            raise ConfigError(
+                "format text needs exactly one string column (besides partition columns); "
+                f"got {schema}"
+            )
+        self.rows = 0
+        self._out, self._compressed = _stream(sink, opts.compression)
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        if not batch.num_rows:
+            return
+        values = batch.column(0).to_pylist()
+        text = "\n".join("" if v is None else v for v in values) + "\n"
+        self._out.write(text.encode("utf-8"))
+        self.rows += batch.num_rows
+
+    def close(self) -> None:
+        if self._compressed is not None:
+            self._compressed.close()
+
+
+def open_format_writer(sink: BinaryIO, schema: pa.Schema, opts: WriteOptions) -> FormatWriter:
+    """A writer for ``opts.format`` writing into ``sink`` (which it never closes)."""
+    if opts.format == "parquet":
+        return ParquetWriter(sink, schema, opts)
+    if opts.format == "csv":
+        return CsvWriter(sink, schema, opts)
+    if opts.format == "json":
+        return JsonWriter(sink, schema, opts)
+    return TextWriter(sink, schema, opts)
+
+
+def check_schema(schema: pa.Schema, opts: WriteOptions) -> None:
+    """Refuse, on the driver, a schema the format or partitioning cannot write."""
+    names = schema.names
+    missing = [c for c in opts.partition_by if c not in names]
+    if missing:
+        raise ConfigError(f"partitionBy columns {missing} are not in the data ({names})")
+    data_fields = [f for f in schema if f.name not in opts.partition_by]
+    if not data_fields:
+        raise ConfigError("every column is a partition column: no data would be written")
+    if opts.format == "text":
+        TextWriter(_NullSink(), pa.schema(data_fields), opts)  # type: ignore[arg-type]
+
+
+class _NullSink:
+    def write(self, data: Any) -> int:
+        return len(data)
+
+    def tell(self) -> int:
+        return 0

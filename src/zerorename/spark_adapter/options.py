@@ -1,0 +1,222 @@
+"""Options of the ``zerorename`` data source: parsed once, validated, picklable (pure).
+
+Spark hands a Python data source its options with lower-cased keys; this module accepts
+any case and the ``partitionBy`` spelling. Credentials are never options: executors use
+the standard AWS chain (environment, shared files, instance roles), so nothing secret
+is pickled into the plan, stored in records or logged.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from zerorename.engine import EngineConfig
+from zerorename.engine.errors import ConfigError
+
+MiB = 1024 * 1024
+
+Committer = Literal["magic", "directory", "partitioned"]
+Format = Literal["parquet", "csv", "json", "text"]
+Conflict = Literal["fail", "append", "replace"]
+
+PARQUET_CODECS = ("none", "snappy", "gzip", "zstd", "lz4", "brotli")
+STREAM_CODECS = ("none", "gzip", "bzip2", "zstd")
+_CODEC_ALIASES = {"uncompressed": "none", "bz2": "bzip2", "zst": "zstd", "lz4_raw": "lz4"}
+
+#: option -> (default shown to users, meaning). The single source of the docs table.
+OPTION_DOCS: dict[str, tuple[str, str]] = {
+    "path": ("(required)", "destination s3://bucket/prefix (the argument of save())"),
+    "committer": ("magic", "magic | directory | partitioned"),
+    "format": ("parquet", "parquet | csv | json | text"),
+    "partitionBy": (
+        "(none)",
+        "comma-separated partition columns, written as Hive-style col=value directories "
+        "escaped as Spark does (Spark 4 rejects .partitionBy() for Python data sources)",
+    ),
+    "conflict": (
+        "append (mode append), replace (mode overwrite)",
+        "fail | append | replace: what job commit does about existing objects; "
+        "overwrite mode means replace (whole destination; touched partitions only with "
+        "the partitioned committer)",
+    ),
+    "compression": (
+        "snappy (parquet), none (others)",
+        "parquet: none|snappy|gzip|zstd|lz4|brotli; csv/json/text: none|gzip|bzip2|zstd",
+    ),
+    "partSize": ("16m", "multipart part size (5m..5g; k/m/g suffixes)"),
+    "concurrency": ("8", "parts in flight per Python worker process"),
+    "poolSize": ("(concurrency-based)", "HTTP connections kept per Python worker process"),
+    "endpoint": ("(AWS)", "S3 endpoint URL (MinIO, Ceph RGW, ...)"),
+    "region": ("(AWS chain)", "S3 region"),
+    "profile": ("(default chain)", "AWS profile name from the shared config files"),
+    "addressingStyle": ("auto", "auto | path | virtual"),
+    "maxOpenFiles": ("16", "partition files one task keeps open at once (memory bound)"),
+    "maxRecordsPerFile": ("0", "start a new file after this many rows (0: no limit)"),
+    "header": ("false", "csv: write a header line"),
+    "sep": (",", "csv: field delimiter (one character)"),
+}
+
+_KNOWN = {k.lower() for k in OPTION_DOCS}
+_SECRET_HINTS = ("secret", "accesskey", "access_key", "sessiontoken", "session_token", "password")
+
+
+def options_table() -> str:
+    """The options as a Markdown table (for the README and ``--help``)."""
+    lines = ["| option | default | meaning |", "| --- | --- | --- |"]
+    lines += [f"| `{k}` | {d} | {m} |" for k, (d, m) in OPTION_DOCS.items()]
+    return "\n".join(lines)
+
+
+def parse_size(text: str, what: str = "size") -> int:
+    """``"16m"``, ``"16MiB"``, ``"5242880"``, ``"1g"`` -> bytes (binary units)."""
+    m = re.fullmatch(r"\s*(\d+)\s*([kmgt]?)(i?b)?\s*", text.lower())
+    if not m:
+        raise ConfigError(f"{what} {text!r} is not a size (examples: 16m, 64MiB, 8388608)")
+    power: int = " kmgt".index(m.group(2) or " ")
+    count = int(m.group(1))
+    return count << (10 * power)
+
+
+def _int(text: str, what: str, minimum: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise ConfigError(f"{what} must be an integer, got {text!r}") from None
+    if value < minimum:
+        raise ConfigError(f"{what} must be >= {minimum}, got {value}")
+    return value
+
+
+def _bool(text: str, what: str) -> bool:
+    low = text.strip().lower()
+    if low in ("true", "1", "yes"):
+        return True
+    if low in ("false", "0", "no"):
+        return False
+    raise ConfigError(f"{what} must be true or false, got {text!r}")
+
+
+def _choice(text: str, what: str, choices: tuple[str, ...]) -> str:
+    low = text.strip().lower()
+    if low not in choices:
+        raise ConfigError(f"{what} must be one of {', '.join(choices)}; got {text!r}")
+    return low
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """Everything a write needs, decided on the driver and shipped to every task."""
+
+    path: str
+    overwrite: bool = False
+    committer: Committer = "magic"
+    format: Format = "parquet"
+    partition_by: tuple[str, ...] = ()
+    conflict: Conflict = "append"
+    compression: str = "snappy"
+    part_size: int = 16 * MiB
+    concurrency: int = 8
+    pool_size: int | None = None
+    endpoint: str | None = None
+    region: str | None = None
+    profile: str | None = None
+    addressing_style: Literal["auto", "path", "virtual"] = "auto"
+    max_open_files: int = 16
+    max_records_per_file: int = 0
+    csv_header: bool = False
+    csv_sep: str = ","
+    #: options this version does not know (kept so a typo can be reported, not acted on).
+    unknown: tuple[str, ...] = field(default=())
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str], *, overwrite: bool = False) -> WriteOptions:
+        """Validate Spark's options (any key case) into a WriteOptions."""
+        opts = {str(k).lower(): str(v) for k, v in options.items()}
+        for key in opts:
+            if any(h in key.replace("-", "").replace(".", "") for h in _SECRET_HINTS):
+                raise ConfigError(
+                    f"option {key!r} looks like a credential: zerorename never takes "
+                    "credentials as options; executors use the standard AWS chain "
+                    "(environment, ~/.aws files with the 'profile' option, instance roles)"
+                )
+        path = opts.get("path", "").strip()
+        if not path:
+            raise ConfigError("no destination: use .save('s3://bucket/prefix')")
+        if not path.startswith(("s3://", "s3a://")):
+            raise ConfigError(f"destination {path!r} must be an s3:// URI")
+        fmt = _choice(opts.get("format", "parquet"), "format", ("parquet", "csv", "json", "text"))
+        committer = _choice(
+            opts.get("committer", "magic"), "committer", ("magic", "directory", "partitioned")
+        )
+        part_cols = tuple(c.strip() for c in opts.get("partitionby", "").split(",") if c.strip())
+        if len(set(part_cols)) != len(part_cols):
+            raise ConfigError(f"partitionBy names a column twice: {part_cols}")
+        if committer == "partitioned" and not part_cols:
+            raise ConfigError("the partitioned committer needs partitionBy columns")
+        if "conflict" in opts:
+            conflict = _choice(opts["conflict"], "conflict", ("fail", "append", "replace"))
+            if overwrite and conflict != "replace":
+                raise ConfigError(
+                    f"mode('overwrite') replaces the destination; conflict={conflict!r} "
+                    "contradicts it (use mode('append') with that conflict mode)"
+                )
+        else:
+            conflict = "replace" if overwrite else "append"
+        default_codec = "snappy" if fmt == "parquet" else "none"
+        codec = opts.get("compression", default_codec).strip().lower()
+        codec = _CODEC_ALIASES.get(codec, codec)
+        codecs = PARQUET_CODECS if fmt == "parquet" else STREAM_CODECS
+        codec = _choice(codec, f"compression for {fmt}", codecs)
+        sep = opts.get("sep", ",")
+        if len(sep) != 1:
+            raise ConfigError(f"sep must be one character, got {sep!r}")
+        style = _choice(
+            opts.get("addressingstyle", "auto"), "addressingStyle", ("auto", "path", "virtual")
+        )
+        out = cls(
+            path=path,
+            overwrite=overwrite,
+            committer=committer,  # type: ignore[arg-type]
+            format=fmt,  # type: ignore[arg-type]
+            partition_by=part_cols,
+            conflict=conflict,  # type: ignore[arg-type]
+            compression=codec,
+            part_size=parse_size(opts.get("partsize", "16m"), "partSize"),
+            concurrency=_int(opts.get("concurrency", "8"), "concurrency", 1),
+            pool_size=_int(opts["poolsize"], "poolSize", 1) if "poolsize" in opts else None,
+            endpoint=opts.get("endpoint") or None,
+            region=opts.get("region") or None,
+            profile=opts.get("profile") or None,
+            addressing_style=style,  # type: ignore[arg-type]
+            max_open_files=_int(opts.get("maxopenfiles", "16"), "maxOpenFiles", 1),
+            max_records_per_file=_int(opts.get("maxrecordsperfile", "0"), "maxRecordsPerFile", 0),
+            csv_header=_bool(opts.get("header", "false"), "header"),
+            csv_sep=sep,
+            unknown=tuple(sorted(k for k in opts if k not in _KNOWN)),
+        )
+        out.engine_config()  # refuse a bad part size etc. on the driver, before any task
+        return out
+
+    def engine_config(self) -> EngineConfig:
+        """The engine configuration (no credentials: the AWS chain supplies them)."""
+        return EngineConfig(
+            endpoint_url=self.endpoint,
+            region=self.region,
+            profile=self.profile,
+            addressing_style=self.addressing_style,
+            part_size=self.part_size,
+            max_concurrency=self.concurrency,
+            max_pool_connections=self.pool_size,
+        )
+
+    @property
+    def extension(self) -> str:
+        """File name extension, Spark style: ``.snappy.parquet``, ``.csv.gz``, ``.json``."""
+        if self.format == "parquet":
+            return ".parquet" if self.compression == "none" else f".{self.compression}.parquet"
+        base = {"csv": ".csv", "json": ".json", "text": ".txt"}[self.format]
+        suffix = {"none": "", "gzip": ".gz", "bzip2": ".bz2", "zstd": ".zst"}[self.compression]
+        return base + suffix
