@@ -1,0 +1,278 @@
+"""An incremental (push) JSON scanner for one top-level object with one streamed array.
+
+A pendingset is one JSON object; its ``commits`` array can hold many thousand uploads.
+This scanner is fed bytes as they arrive and hands back the object's other members whole
+and the array's elements one at a time, so a reader never holds the whole file. It is
+sans-IO: :func:`iter_object_stream` and :func:`aiter_object_stream` drive it from sync or
+async chunk sources. Each member value and each array element is decoded with the
+standard library's decoder once it is complete, so values are exactly ``json.loads``'s.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+_WS = " \t\r\n"
+_DECODER = json.JSONDecoder()
+
+
+class JsonStreamError(ValueError):
+    """The stream is not valid JSON of the expected shape, or it ended too soon."""
+
+
+@dataclass(frozen=True)
+class Member:
+    """A member of the top-level object other than the streamed array."""
+
+    key: str
+    value: Any
+
+
+@dataclass(frozen=True)
+class ArrayStart:
+    key: str
+
+
+@dataclass(frozen=True)
+class Item:
+    """One element of the streamed array."""
+
+    value: Any
+
+
+@dataclass(frozen=True)
+class ArrayEnd:
+    key: str
+    count: int
+
+
+@dataclass(frozen=True)
+class End:
+    """The top-level object closed and nothing but whitespace followed."""
+
+
+Event = Member | ArrayStart | Item | ArrayEnd | End
+
+
+class _NeedMore(Exception):
+    pass
+
+
+class ObjectStreamScanner:
+    """Push scanner: ``feed(bytes)``, ``close()`` at end of input, then drain ``events()``.
+
+    ``array_field`` names the member whose array is streamed; ``max_value_chars`` bounds a
+    single member value or array element (a guard against a corrupt file that never
+    closes a string).
+    """
+
+    def __init__(self, array_field: str, *, max_value_chars: int = 16 * 1024 * 1024) -> None:
+        self._field = array_field
+        self._max = max_value_chars
+        self._utf8 = codecs.getincrementaldecoder("utf-8")()
+        self._buf = ""
+        self._pos = 0
+        self._base = 0  # characters dropped from the front of _buf
+        self._eof = False
+        self._state = "start"
+        self._key = ""
+        self._seen: set[str] = set()
+        self._count = 0
+        self._retry_at = 0  # do not retry a failed value decode before _buf is this long
+        self._done = False
+
+    # -- input -----------------------------------------------------------------------
+    def feed(self, data: bytes) -> None:
+        if self._eof:
+            raise JsonStreamError("data fed after close()")
+        try:
+            self._buf += self._utf8.decode(data)
+        except UnicodeDecodeError as exc:
+            raise JsonStreamError(f"not UTF-8 near character {self._offset()}: {exc}") from None
+
+    def close(self) -> None:
+        try:
+            self._buf += self._utf8.decode(b"", final=True)
+        except UnicodeDecodeError:
+            raise JsonStreamError("input ends inside a UTF-8 character (truncated)") from None
+        self._eof = True
+
+    # -- output ----------------------------------------------------------------------
+    def events(self) -> Iterator[Event]:
+        """Events available from the input so far (stops when more input is needed)."""
+        while not self._done:
+            try:
+                ev = self._step()
+            except _NeedMore:
+                if self._eof:
+                    raise JsonStreamError(
+                        f"input ends at character {self._offset()} in the middle of the JSON "
+                        f"(truncated file?)"
+                    ) from None
+                self._compact()
+                return
+            if ev is not None:
+                yield ev
+
+    # -- internals -------------------------------------------------------------------
+    def _offset(self) -> int:
+        return self._base + self._pos
+
+    def _compact(self) -> None:
+        if self._pos > 65536:
+            self._buf = self._buf[self._pos:]
+            self._base += self._pos
+            self._retry_at = max(0, self._retry_at - self._pos)
+            self._pos = 0
+
+    def _skip_ws(self) -> str:
+        buf, pos = self._buf, self._pos
+        n = len(buf)
+        while pos < n and buf[pos] in _WS:
+            pos += 1
+        self._pos = pos
+        if pos >= n:
+            raise _NeedMore
+        return buf[pos]
+
+    def _error(self, what: str) -> JsonStreamError:
+        near = self._buf[self._pos:self._pos + 20]
+        return JsonStreamError(f"{what} at character {self._offset()} (near {near!r})")
+
+    def _value(self) -> Any:
+        if len(self._buf) < self._retry_at and not self._eof:
+            raise _NeedMore
+        start = self._pos
+        try:
+            value, end = _DECODER.raw_decode(self._buf, start)
+        except json.JSONDecodeError as exc:
+            if self._eof:
+                raise self._error(f"invalid or truncated JSON value ({exc.msg})") from None
+            pending = len(self._buf) - start
+            if pending > self._max:
+                raise self._error(f"a JSON value is longer than {self._max} characters") \
+                    from None
+            self._retry_at = start + 2 * max(pending, 4096)
+            raise _NeedMore from None
+        if end >= len(self._buf) and not self._eof:
+            # A number at the end of the buffer may continue in the next chunk.
+            self._retry_at = len(self._buf) + 1
+            raise _NeedMore
+        self._retry_at = 0
+        self._pos = end
+        return value
+
+    def _step(self) -> Event | None:
+        st = self._state
+        if st == "start":
+            if self._skip_ws() != "{":
+                raise self._error("expected '{' (a JSON object)")
+            self._pos += 1
+            self._state = "key_or_end"
+            return None
+        if st in ("key_or_end", "key"):
+            c = self._skip_ws()
+            if c == "}" and st == "key_or_end":
+                self._pos += 1
+                self._state = "trailer"
+                return End() if self._trailer_ok() else None
+            if c != '"':
+                raise self._error("expected a member name")
+            key = self._value()
+            if key in self._seen:
+                raise self._error(f"member {key!r} appears twice")
+            self._seen.add(key)
+            self._key = key
+            self._state = "colon"
+            return None
+        if st == "colon":
+            if self._skip_ws() != ":":
+                raise self._error("expected ':'")
+            self._pos += 1
+            self._state = "value"
+            return None
+        if st == "value":
+            c = self._skip_ws()
+            if self._key == self._field:
+                if c != "[":
+                    raise self._error(f"member {self._field!r} must be an array")
+                self._pos += 1
+                self._state = "item_or_end"
+                self._count = 0
+                return ArrayStart(self._key)
+            value = self._value()
+            self._state = "comma_or_end"
+            return Member(self._key, value)
+        if st == "comma_or_end":
+            c = self._skip_ws()
+            self._pos += 1
+            if c == ",":
+                self._state = "key"
+                return None
+            if c == "}":
+                self._state = "trailer"
+                return End() if self._trailer_ok() else None
+            self._pos -= 1
+            raise self._error("expected ',' or '}'")
+        if st in ("item_or_end", "item"):
+            c = self._skip_ws()
+            if c == "]" and st == "item_or_end":
+                self._pos += 1
+                self._state = "comma_or_end"
+                return ArrayEnd(self._key, self._count)
+            value = self._value()
+            self._count += 1
+            self._state = "item_comma_or_end"
+            return Item(value)
+        if st == "item_comma_or_end":
+            c = self._skip_ws()
+            self._pos += 1
+            if c == ",":
+                self._state = "item"
+                return None
+            if c == "]":
+                self._state = "comma_or_end"
+                return ArrayEnd(self._key, self._count)
+            self._pos -= 1
+            raise self._error("expected ',' or ']' in the array")
+        if st == "trailer":
+            return End() if self._trailer_ok() else None
+        raise AssertionError(st)  # pragma: no cover
+
+    def _trailer_ok(self) -> bool:
+        """After the closing '}': only whitespace may follow, checked at end of input."""
+        rest = self._buf[self._pos:]
+        if rest.strip(_WS):
+            raise self._error("unexpected data after the JSON object")
+        self._pos = len(self._buf)
+        if not self._eof:
+            raise _NeedMore
+        self._done = True
+        return True
+
+
+def iter_object_stream(chunks: Iterable[bytes], array_field: str) -> Iterator[Event]:
+    """Scan a sync chunk source; the last event is :class:`End`, or JsonStreamError."""
+    sc = ObjectStreamScanner(array_field)
+    for chunk in chunks:
+        sc.feed(chunk)
+        yield from sc.events()
+    sc.close()
+    yield from sc.events()
+
+
+async def aiter_object_stream(chunks: AsyncIterable[bytes],
+                              array_field: str) -> AsyncIterator[Event]:
+    """Scan an async chunk source; the last event is :class:`End`, or JsonStreamError."""
+    sc = ObjectStreamScanner(array_field)
+    async for chunk in chunks:
+        sc.feed(chunk)
+        for ev in sc.events():
+            yield ev
+    sc.close()
+    for ev in sc.events():
+        yield ev

@@ -1,0 +1,140 @@
+"""Pure path logic: destinations, magic mapping (reference 001 / paper table III), naming."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from zerorename.committers.errors import InvalidJobId, PathError
+from zerorename.committers.paths import (
+    Destination,
+    JobLayout,
+    check_job_id,
+    check_partitioned_path,
+    check_relative_path,
+    is_job_record,
+    job_id_of_dir,
+    key_carries_job,
+    magic_destination,
+    new_job_id,
+    output_name,
+    parse_hive_partition,
+    partition_of,
+    pending_record_destination,
+    task_name,
+    with_job_id,
+)
+
+JOB = "6f1c2b9e-8a4d-4c57-9a0e-3b2f1d0c9e8a"
+
+
+@pytest.mark.parametrize(
+    ("original", "final"),
+    [
+        ("dest", "dest"),
+        ("dest/__magic/1", "dest/1"),
+        ("dest/__magic/1/2", "dest/1/2"),
+        ("dest/__magic/job1/task003/__base/3", "dest/3"),
+        ("dest/__magic/job2/task004/__base/4/5", "dest/4/5"),
+        ("dest/__magic/1/2.pending", "dest/__magic/1/2.pending"),
+        ("dest/__magic/job1/task003.pendingset", "dest/__magic/job1/task003.pendingset"),
+        (f"dest/__magic_job-{JOB}/tasks/00003-1/__base/y=2024/a b.csv", "dest/y=2024/a b.csv"),
+        # the last __base sets the base
+        ("d/__magic/j/t/__base/x/__base/z", "d/z"),
+        ("__magic/j/__base/top", "top"),
+    ],
+)
+def test_magic_mapping_table(original: str, final: str) -> None:
+    assert magic_destination(original) == final
+
+
+def test_pending_record_destination_uses_layout() -> None:
+    dest = Destination.parse("s3://b/out/data set ü")
+    lay = JobLayout(dest, JOB)
+    rec = lay.pending_record(3, 1, "k=v 1/part #1+%.csv")
+    assert rec.startswith(f"out/data set ü/__magic_job-{JOB}/tasks/00003-1/__base/")
+    assert pending_record_destination(rec) == "out/data set ü/k=v 1/part #1+%.csv"
+    with pytest.raises(PathError):
+        pending_record_destination("a/b.csv")
+
+
+def test_destination_parse_and_list_prefix() -> None:
+    d = Destination.parse("s3://bucket/dataset1/")
+    assert (d.bucket, d.prefix, d.list_prefix) == ("bucket", "dataset1", "dataset1/")
+    assert d.rel("dataset10/x") is None
+    assert d.rel("dataset1/x") == "x"
+    assert d.rel("dataset1/") is None
+    root = Destination.parse("s3a://bucket")
+    assert root.list_prefix == "" and root.key("a") == "a" and root.uri == "s3://bucket"
+    for bad in ("http://x/y", "s3://", "s3:///k", "s3://b//k"):
+        with pytest.raises(PathError):
+            Destination.parse(bad)
+
+
+def test_job_ids_are_random_uuids() -> None:
+    ids = {new_job_id() for _ in range(1000)}
+    assert len(ids) == 1000
+    assert all(uuid.UUID(i).version == 4 for i in ids)
+    assert check_job_id(JOB.upper()) == JOB
+    with pytest.raises(InvalidJobId):
+        check_job_id("job_20240101120000_0001")
+    with pytest.raises(InvalidJobId):
+        check_job_id(str(uuid.uuid1()))
+
+
+def test_relative_path_validation_keeps_odd_characters() -> None:
+    for ok in ("a b/c d.csv", "ü/ß€.txt", "p%2F+#/x", "x"):
+        assert check_relative_path(ok) == ok
+    for bad in ("", "/a", "a/", "a//b", "a/../b", "./a", "__magic/x", "a/__base/b",
+                "_SUCCESS", "x.pending", "x.pendingset", "__magic_job-1/x"):
+        with pytest.raises(PathError):
+            check_relative_path(bad)
+
+
+def test_with_job_id_and_output_name() -> None:
+    assert with_job_id("a=1/part-00003.snappy.parquet", JOB) == \
+        f"a=1/part-00003-{JOB}.snappy.parquet"
+    assert with_job_id("noext", JOB) == f"noext-{JOB}"
+    assert with_job_id(".hidden", JOB) == f".hidden-{JOB}"
+    assert with_job_id("d/.h.x", JOB) == f"d/.h-{JOB}.x"
+    already = f"d/part-{JOB}.csv"
+    assert with_job_id(already, JOB) == already
+    # the job id in a directory name does not count: the file name must carry it
+    assert with_job_id(f"{JOB}/x.csv", JOB) == f"{JOB}/x-{JOB}.csv"
+    name = output_name(3, JOB, "csv")
+    assert name == f"part-00003-{JOB}-c000.csv"
+    assert key_carries_job("d/" + name, JOB)
+    assert output_name(12, JOB, ".parquet", file_index=2).endswith("-c002.parquet")
+
+
+def test_task_names() -> None:
+    assert task_name(3) == "00003"
+    assert task_name("stage-1.task_7") == "stage-1.task_7"
+    for bad in (-1, "a/b", "", "x y", True):
+        with pytest.raises(PathError):
+            task_name(bad)  # type: ignore[arg-type]
+
+
+def test_hive_partitions() -> None:
+    assert partition_of("y=2024/m=01/part.csv") == "y=2024/m=01"
+    assert partition_of("part.csv") == ""
+    assert parse_hive_partition("y=2024/city=New%20York") == (("y", "2024"), ("city", "New York"))
+    assert parse_hive_partition("k=") == (("k", ""),)
+    for bad in ("", "y=2024/notkv", "=v"):
+        with pytest.raises(PathError):
+            parse_hive_partition(bad)
+    assert check_partitioned_path("y=1/f.csv") == "y=1"
+    with pytest.raises(PathError):
+        check_partitioned_path("f.csv")
+    with pytest.raises(PathError):
+        check_partitioned_path("plain/f.csv")
+
+
+def test_job_records_and_dirs() -> None:
+    assert is_job_record(f"__magic_job-{JOB}/job.json")
+    assert is_job_record("x/__magic/y")
+    assert not is_job_record("__magic_lookalike.csv")
+    assert job_id_of_dir(f"__magic_job-{JOB}/") == JOB
+    assert job_id_of_dir("__magic_job-nope") is None
+    assert job_id_of_dir("data") is None
