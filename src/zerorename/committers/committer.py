@@ -1,0 +1,316 @@
+"""Committers and jobs: the protocol's entry points (async).
+
+    async with UploadEngine(cfg) as engine:
+        committer = MagicCommitter(engine, "s3://bucket/table", conflict="append")
+        job = await committer.setup_job()                 # uuid4 job id, job.json written
+        ta = job.task_attempt(task_id=3, attempt=0)       # anywhere, any process
+        await ta.setup()
+        async with ta.open("year=2024/part.csv") as out:
+            await out.write(b"...")
+        summary = await ta.commit()                       # small, JSON-serialisable
+        result = await job.commit([summary])              # or job.commit() to list them
+
+A process that did not set the job up gets it with ``await committer.open_job(job_id)``
+(settings come from the job's ``job.json``) and can ``resume()`` or ``abort()`` it.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from zerorename.committers.conflict import ConflictMode, ConflictScope
+from zerorename.committers.errors import (
+    CommitterError,
+    JobCommitError,
+    JobNotFound,
+    RecordFormatError,
+)
+from zerorename.committers.jobcommit import (
+    AbortResult,
+    JobCommitResult,
+    JobCommitRun,
+    ProgressFn,
+    abort_job_storage,
+    release_job_storage,
+)
+from zerorename.committers.journal import CommitPlan, JobMarker, Journal, PlannedSet
+from zerorename.committers.paths import (
+    PENDINGSET_SUFFIX,
+    Destination,
+    JobLayout,
+    check_job_id,
+    new_job_id,
+)
+from zerorename.committers.store import abort_uploads, read_optional
+from zerorename.committers.tasks import (
+    MagicTaskAttempt,
+    StagingTaskAttempt,
+    TaskAttempt,
+    TaskCommitSummary,
+)
+from zerorename.engine import UploadEngine
+from zerorename.engine.errors import EngineError
+
+
+@dataclass(frozen=True)
+class CommitOptions:
+    """Tuning and policy shared by a committer's jobs."""
+
+    #: completes in flight during job commit (None: the engine's batch_concurrency).
+    concurrency: int | None = None
+    #: pendingsets being completed at once (bounds memory and what a crash leaves unsure).
+    window: int = 8
+    #: pendingsets read at once in the scan before completing.
+    scan_concurrency: int = 8
+    #: uploads at once in a staging task commit.
+    task_concurrency: int = 8
+    #: seconds between progress callbacks during job commit.
+    progress_interval: float = 1.0
+    #: on a failed commit, abort the job (a failed job leaves nothing); else keep the
+    #: journal so resume/abort can be run later.
+    rollback_on_failure: bool = True
+    #: write a .pending record per magic output (lets another process abort the attempt).
+    pending_records: bool = True
+    write_success: bool = True
+    #: local root for staging committers' attempt directories.
+    staging_dir: Path = field(default_factory=lambda: Path(tempfile.gettempdir()))
+
+    def __post_init__(self) -> None:
+        if self.window < 1 or self.scan_concurrency < 1 or self.task_concurrency < 1:
+            raise CommitterError("window, scan_concurrency and task_concurrency must be >= 1")
+        if self.concurrency is not None and self.concurrency < 1:
+            raise CommitterError("concurrency must be >= 1")
+        if self.progress_interval <= 0:
+            raise CommitterError("progress_interval must be > 0")
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """What the store says about a job."""
+
+    job_id: str
+    active: bool
+    marker: JobMarker | None
+    journal: Journal | None
+    pendingsets: int
+
+
+class Committer:
+    """Base of the committers; subclasses choose where task attempts put their output."""
+
+    kind = "base"
+    attempt_class: type[TaskAttempt] = TaskAttempt
+    default_scope = ConflictScope.DESTINATION
+
+    def __init__(self, engine: UploadEngine, destination: str | Destination, *,
+                 conflict: str | ConflictMode = ConflictMode.APPEND,
+                 options: CommitOptions | None = None) -> None:
+        self.engine = engine
+        self.dest = (destination if isinstance(destination, Destination)
+                     else Destination.parse(destination))
+        self.conflict = ConflictMode.parse(conflict)
+        self.options = options or CommitOptions()
+
+    def job(self, job_id: str) -> Job:
+        """A handle on job ``job_id`` with this committer's settings (no I/O)."""
+        return Job(self, check_job_id(job_id), self.kind, self.conflict.value,
+                   self.default_scope.value)
+
+    async def setup_job(self, job_id: str | None = None) -> Job:
+        """Set up a new job: a random UUID (or the given UUID), its ``job.json`` written."""
+        job = self.job(job_id or new_job_id())
+        marker = JobMarker(job.job_id, job.kind, self.dest.uri, job.conflict, job.scope)
+        try:
+            if await job.is_active():
+                raise CommitterError(f"job {job.job_id} is already set up at {self.dest.uri}")
+            await self.engine.put_object(self.dest.bucket, job.layout.marker, marker.to_json(),
+                                         content_type="application/json")
+        except EngineError as exc:
+            raise CommitterError(f"could not set up job at {self.dest.uri}: {exc}") from exc
+        return job
+
+    async def open_job(self, job_id: str) -> Job:
+        """The job as recorded in its ``job.json`` (any committer kind); JobNotFound if the
+        job has no records (a journal alone is enough to resume or abort it)."""
+        job_id = check_job_id(job_id)
+        layout = JobLayout(self.dest, job_id)
+        data = await read_optional(self.engine, self.dest.bucket, layout.marker)
+        if data is not None:
+            m = JobMarker.from_json(data, location=self.dest.uri_of(layout.marker))
+            return Job(self, job_id, m.committer, m.conflict, m.scope)
+        async for _ in self.engine.list_objects(self.dest.bucket, layout.root):
+            return self.job(job_id)
+        raise JobNotFound(f"no job {job_id} under {self.dest.uri}")
+
+
+class MagicCommitter(Committer):
+    """Tasks stream outputs straight to their final keys as deferred uploads."""
+
+    kind = "magic"
+    attempt_class = MagicTaskAttempt
+
+
+class StagingCommitter(Committer):
+    """Tasks write local files; task commit uploads them (the 'directory' committer)."""
+
+    kind = "staging"
+    attempt_class = StagingTaskAttempt
+
+
+class PartitionedCommitter(StagingCommitter):
+    """Staging, with every file in a ``k=v`` partition directory and conflicts judged per
+    touched partition (fail if a touched partition holds files; replace its files)."""
+
+    kind = "partitioned"
+    default_scope = ConflictScope.PARTITIONS
+
+
+_KINDS: dict[str, type[Committer]] = {
+    "magic": MagicCommitter, "staging": StagingCommitter, "directory": StagingCommitter,
+    "partitioned": PartitionedCommitter,
+}
+
+
+def committer_class(kind: str) -> type[Committer]:
+    try:
+        return _KINDS[kind]
+    except KeyError:
+        raise CommitterError(f"unknown committer {kind!r}; one of {sorted(_KINDS)}") from None
+
+
+class Job:
+    """One job of a committer at its destination."""
+
+    def __init__(self, committer: Committer, job_id: str, kind: str, conflict: str,
+                 scope: str) -> None:
+        self.committer = committer
+        self.engine = committer.engine
+        self.dest = committer.dest
+        self.options = committer.options
+        self.job_id = job_id
+        self.kind = kind
+        self.conflict = ConflictMode.parse(conflict).value
+        self.scope = ConflictScope(scope).value
+        self.layout = JobLayout(self.dest, job_id)
+        self.local_job_dir = self.options.staging_dir / f"zerorename-{job_id}"
+
+    @property
+    def scope_enum(self) -> ConflictScope:
+        return ConflictScope(self.scope)
+
+    @property
+    def partitioned(self) -> bool:
+        return self.kind == "partitioned"
+
+    def __repr__(self) -> str:
+        return f"Job({self.job_id}, {self.kind}, {self.dest.uri}, conflict={self.conflict})"
+
+    async def is_active(self) -> bool:
+        """True while the job's ``job.json`` exists (set up, not yet committed or aborted)."""
+        return await self.engine.head_object(self.dest.bucket, self.layout.marker) is not None
+
+    def task_attempt(self, task_id: int | str, attempt: int = 0) -> TaskAttempt:
+        cls = _KINDS[self.kind].attempt_class
+        return cls(self, task_id, attempt)
+
+    async def _plan_from_listing(self) -> CommitPlan:
+        sets = []
+        async for obj in self.engine.list_objects(self.dest.bucket, self.layout.pendingsets_dir):
+            if obj.key.endswith(PENDINGSET_SUFFIX):
+                sets.append(PlannedSet(obj.key))
+        return CommitPlan(self.job_id, tuple(sets), "listing")
+
+    def _plan_from_summaries(self, summaries: Iterable[TaskCommitSummary]) -> CommitPlan:
+        by_task: dict[str, PlannedSet] = {}
+        for s in summaries:
+            if s.job_id != self.job_id:
+                raise RecordFormatError(f"task summary of job {s.job_id} given to job "
+                                        f"{self.job_id}")
+            d = Destination.parse(s.pendingset)
+            if d.bucket != self.dest.bucket or not d.prefix.startswith(
+                    self.layout.pendingsets_dir):
+                raise RecordFormatError(f"pendingset {s.pendingset} is not one of job "
+                                        f"{self.job_id}'s")
+            by_task[s.task_id] = PlannedSet(d.prefix, s.task_id, s.attempt)
+        return CommitPlan(self.job_id, tuple(by_task[t] for t in sorted(by_task)), "summaries")
+
+    async def commit(self, summaries: Iterable[TaskCommitSummary] | None = None, *,
+                     progress: ProgressFn | None = None) -> JobCommitResult:
+        """Complete every upload of the committed tasks, write ``_SUCCESS``, then abort the
+        job's leftover uploads and delete its records. With ``summaries`` (the driver's
+        list of successful attempts) nothing is listed; without, the job's pendingsets are.
+        On failure raises JobCommitError (``rolled_back`` says whether nothing is left)."""
+        try:
+            plan = (self._plan_from_summaries(summaries) if summaries is not None
+                    else await self._plan_from_listing())
+            return await JobCommitRun(self, progress).commit(plan)
+        except CommitterError:
+            raise
+        except EngineError as exc:
+            raise JobCommitError(f"job {self.job_id} commit failed: {exc}",
+                                 job_id=self.job_id, rolled_back=False,
+                                 state="started") from exc
+
+    async def resume(self, *, progress: ProgressFn | None = None) -> JobCommitResult:
+        """Finish a job commit another process started (from its journal), idempotently."""
+        try:
+            return await JobCommitRun(self, progress).resume()
+        except CommitterError:
+            raise
+        except EngineError as exc:
+            raise JobCommitError(f"resuming job {self.job_id} failed: {exc}",
+                                 job_id=self.job_id, rolled_back=False, state="") from exc
+
+    async def abort(self) -> AbortResult:
+        """Abort the job: every pending upload of it aborted, every object it completed and
+        its records deleted. Refused (JournalError) once a commit deleted replaced files or
+        wrote _SUCCESS."""
+        try:
+            return await JobCommitRun(self).rollback()
+        except CommitterError:
+            raise
+        except EngineError as exc:
+            raise CommitterError(f"aborting job {self.job_id} failed: {exc}") from exc
+
+    async def wipe(self) -> AbortResult:
+        """The abort procedure without the journal checks (used by abort and rollback)."""
+        return await abort_job_storage(self)
+
+    async def release(self) -> int:
+        """Delete the job's records and abort its leftover uploads (after _SUCCESS)."""
+        return await release_job_storage(self)
+
+    async def cleanup(self, *, older_than: float | None = None) -> int:
+        """Abort this job's leftover uploads and delete its records (never another job's);
+        with ``older_than`` (seconds), also every pending upload under the destination
+        initiated longer ago than that. Returns the number of uploads aborted."""
+        try:
+            journal = await JobCommitRun(self)._read_journal()
+            if journal is not None and journal.state.value not in ("succeeded",):
+                raise CommitterError(f"job {self.job_id} has an unfinished commit "
+                                     f"({journal.state.value}); resume or abort it first")
+            aborted = await self.release()
+            if older_than is not None:
+                from zerorename.committers.maintenance import uploads_older_than
+
+                aborted += await abort_uploads(
+                    self.engine, uploads_older_than(self.engine, self.dest, older_than))
+            return aborted
+        except CommitterError:
+            raise
+        except EngineError as exc:
+            raise CommitterError(f"cleaning up job {self.job_id} failed: {exc}") from exc
+
+    async def status(self) -> JobStatus:
+        marker_data = await read_optional(self.engine, self.dest.bucket, self.layout.marker)
+        marker = (JobMarker.from_json(marker_data, location=self.dest.uri_of(self.layout.marker))
+                  if marker_data is not None else None)
+        journal = await JobCommitRun(self)._read_journal()
+        count = 0
+        async for obj in self.engine.list_objects(self.dest.bucket, self.layout.pendingsets_dir):
+            count += obj.key.endswith(PENDINGSET_SUFFIX)
+        return JobStatus(self.job_id, marker is not None, marker, journal, count)
+

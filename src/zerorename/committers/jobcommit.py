@@ -1,0 +1,572 @@
+"""Job commit, resume and rollback: the I/O that runs the journal's state machine.
+
+Commit: fix the plan (pendingsets) -> scan every pendingset once, streaming (checks,
+totals, touched partitions) -> conflict pre-check -> complete, reading one pendingset at a
+time into a spool and feeding its uploads to ``engine.complete_many`` with at most
+``window`` pendingsets in flight -> (replace: delete older objects) -> ``_SUCCESS`` ->
+abort this job's leftover uploads and delete its records. Memory does not grow with the
+number of uploads. The journal in the store lets another process resume or roll back.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from zerorename.committers.conflict import ConflictMode, is_foreign, plan_conflicts
+from zerorename.committers.errors import (
+    CommitterError,
+    ConflictError,
+    JobCommitError,
+    JobNotActive,
+    JournalError,
+    RecordFormatError,
+)
+from zerorename.committers.journal import CommitPlan, Journal, State, Watermark, can_abort
+from zerorename.committers.paths import key_carries_job, partition_of
+from zerorename.committers.records import MAX_SUCCESS_FILENAMES, PendingRecord, SuccessData
+from zerorename.committers.store import (
+    SpooledPendingSet,
+    abort_uploads,
+    bounded_map,
+    check_record,
+    first_foreign,
+    is_completed_object,
+    job_uploads,
+    keys_under,
+    read_optional,
+    scan_pendingset,
+    unwrapped,
+)
+from zerorename.engine.errors import EngineError, PreconditionFailed
+from zerorename.engine.records import PendingUpload
+
+if TYPE_CHECKING:
+    from zerorename.committers.committer import Job
+
+log = logging.getLogger("zerorename.committers")
+
+
+@dataclass(frozen=True)
+class CommitProgress:
+    """A snapshot handed to the progress callback (at least once a second while working)."""
+
+    job_id: str
+    phase: str
+    pendingsets_done: int
+    pendingsets_total: int
+    uploads_done: int
+    uploads_total: int
+    bytes_done: int
+    bytes_total: int
+    elapsed: float
+
+
+ProgressFn = Callable[[CommitProgress], "Awaitable[None] | None"]
+
+
+@dataclass(frozen=True)
+class JobCommitResult:
+    """What a successful job commit did."""
+
+    job_id: str
+    files: int
+    bytes: int
+    pendingsets: int
+    duration: float
+    retries: int
+    throttles: int
+    success_key: str | None
+    resumed: bool = False
+    cleanup_error: str | None = None
+
+
+@dataclass
+class AbortResult:
+    """What a job abort (or rollback) removed."""
+
+    job_id: str
+    uploads_aborted: int = 0
+    objects_deleted: int = 0
+
+
+@dataclass
+class _Counters:
+    uploads_done: int = 0
+    bytes_done: int = 0
+    sets_done: int = 0
+    diagnostics: dict[str, str] = field(default_factory=dict)
+
+
+class JobCommitRun:
+    """One process's work on one job commit (a fresh commit, a resume, or a rollback)."""
+
+    def __init__(self, job: Job, progress: ProgressFn | None = None) -> None:
+        self.job = job
+        self.engine = job.engine
+        self.dest = job.dest
+        self.layout = job.layout
+        self.opts = job.options
+        self.progress = progress
+        self.journal = Journal(job.job_id, window=self.opts.window)
+        self.plan = CommitPlan(job.job_id, (), "summaries")
+        self.partitions: set[str] = set()
+        self.phase = "starting"
+        self.c = _Counters()
+        self._t0 = time.monotonic()
+        self._stats0 = (self.engine.stats.retries, self.engine.stats.throttles)
+
+    # ---------------------------------------------------------------- progress & journal
+    def snapshot(self) -> CommitProgress:
+        j = self.journal
+        return CommitProgress(self.job.job_id, self.phase, self.c.sets_done,
+                              len(self.plan.pendingsets), self.c.uploads_done, j.uploads_total,
+                              self.c.bytes_done, j.bytes_total, time.monotonic() - self._t0)
+
+    async def _report(self) -> None:
+        if self.progress is None:
+            return
+        try:
+            out = self.progress(self.snapshot())
+            if out is not None:
+                await out
+        except Exception:
+            log.exception("job commit progress callback raised")
+
+    async def _ticker(self) -> None:
+        while True:
+            await self._report()
+            await anyio.sleep(self.opts.progress_interval)
+
+    async def _save_journal(self) -> None:
+        j = self.journal
+        j.updated = time.time()
+        j.uploads_done = max(j.uploads_done, self.c.uploads_done)
+        r0, t0 = self._stats0
+        j.retries += self.engine.stats.retries - r0
+        j.throttles += self.engine.stats.throttles - t0
+        self._stats0 = (self.engine.stats.retries, self.engine.stats.throttles)
+        await self.engine.put_object(self.dest.bucket, self.layout.journal, j.to_json(),
+                                     content_type="application/json")
+
+    async def _move(self, state: State) -> None:
+        self.journal.move(state)
+        self.phase = state.value
+        await self._save_journal()
+        await self._report()
+
+    async def _read_journal(self) -> Journal | None:
+        data = await read_optional(self.engine, self.dest.bucket, self.layout.journal)
+        if data is None:
+            return None
+        j = Journal.from_json(data, location=self.dest.uri_of(self.layout.journal))
+        if j.job_id != self.job.job_id:
+            raise JournalError(f"journal at {self.dest.uri_of(self.layout.journal)} is of "
+                               f"job {j.job_id}, not {self.job.job_id}")
+        return j
+
+    # ---------------------------------------------------------------- entry points
+    async def commit(self, plan: CommitPlan) -> JobCommitResult:
+        if not await self.job.is_active():
+            raise JobNotActive(f"job {self.job.job_id} is not active at {self.dest.uri} "
+                               f"(never set up, or already committed/aborted)")
+        if await self._read_journal() is not None:
+            raise JournalError(f"job {self.job.job_id} already started a commit; use "
+                               f"resume() or abort() (zerorename jobs resume|abort)")
+        self.plan = plan
+        await self.engine.put_object(self.dest.bucket, self.layout.plan, plan.to_json(),
+                                     content_type="application/json")
+        await self._save_journal()
+        return await self._run(resumed=False)
+
+    async def resume(self) -> JobCommitResult:
+        j = await self._read_journal()
+        if j is None:
+            raise JournalError(f"job {self.job.job_id} has no journal at {self.dest.uri}: it "
+                               f"never started committing (nothing to resume; abort it)")
+        self.journal = j
+        j.processes += 1
+        j.error = None
+        data = await read_optional(self.engine, self.dest.bucket, self.layout.plan)
+        if data is None:
+            raise JournalError(f"job {self.job.job_id} has a journal but no plan")
+        self.plan = CommitPlan.from_json(data, location=self.dest.uri_of(self.layout.plan))
+        self.c.uploads_done = j.uploads_done
+        self.c.sets_done = j.watermark
+        if j.state is State.ROLLING_BACK:
+            await self.rollback()
+            raise JobCommitError(f"job {self.job.job_id} was rolling back; the rollback is "
+                                 f"now finished", job_id=self.job.job_id, rolled_back=True,
+                                 state=j.state.value)
+        return await self._run(resumed=True)
+
+    async def _run(self, *, resumed: bool) -> JobCommitResult:
+        async with unwrapped(), anyio.create_task_group() as tg:
+            tg.start_soon(self._ticker)
+            try:
+                return await self._steps(resumed)
+            finally:
+                tg.cancel_scope.cancel()
+        raise AssertionError("unreachable")
+
+    async def _steps(self, resumed: bool) -> JobCommitResult:
+        j = self.journal
+        try:
+            if j.state is State.STARTED:
+                self.phase = "scanning"
+                await self._scan_and_check()
+                await self._move(State.COMPLETING)
+            if j.state is State.COMPLETING:
+                self.phase = "completing"
+                await self._complete(uncertain_until=j.watermark + j.window
+                                     if resumed else j.watermark)
+                mode = ConflictMode.parse(self.job.conflict)
+                await self._move(State.REPLACING if mode is ConflictMode.REPLACE
+                                 else State.SUCCEEDED)
+        except BaseException as exc:
+            with anyio.CancelScope(shield=True):
+                await self._failed(exc)
+            raise AssertionError("unreachable") from exc  # _failed always raises
+        try:
+            if j.state is State.REPLACING:
+                await self._replace()
+                await self._move(State.SUCCEEDED)
+            success_key = await self._write_success()
+        except BaseException as exc:
+            with anyio.CancelScope(shield=True):
+                j.error = f"{type(exc).__name__}: {exc}"
+                try:
+                    await self._save_journal()
+                except Exception:
+                    log.exception("could not save the journal of job %s", j.job_id)
+            if not isinstance(exc, Exception):
+                raise
+            raise JobCommitError(
+                f"job {j.job_id} failed in state {j.state.value} after its files were "
+                f"completed: {exc}; run resume to finish it", job_id=j.job_id,
+                rolled_back=False, state=j.state.value) from exc
+        self.phase = "cleanup"
+        cleanup_error = None
+        try:
+            await self._cleanup_records()
+        except Exception as exc:
+            cleanup_error = f"{type(exc).__name__}: {exc}"
+            log.warning("job %s committed, but cleaning up its records failed: %s",
+                        j.job_id, exc)
+        self.phase = "committed"
+        self.c.sets_done = len(self.plan.pendingsets)
+        await self._report()
+        return JobCommitResult(
+            job_id=j.job_id, files=j.uploads_total, bytes=j.bytes_total,
+            pendingsets=len(self.plan.pendingsets), duration=time.time() - j.started,
+            retries=j.retries, throttles=j.throttles, success_key=success_key,
+            resumed=resumed, cleanup_error=cleanup_error,
+        )
+
+    async def _failed(self, exc: BaseException) -> None:
+        """A commit failed before any old file was touched: roll back or leave a journal."""
+        j = self.journal
+        j.error = f"{type(exc).__name__}: {exc}"
+        rolled = False
+        if self.opts.rollback_on_failure and isinstance(exc, Exception):
+            try:
+                await self.rollback()
+                rolled = True
+            except Exception:
+                log.exception("rolling back job %s failed; its journal is left", j.job_id)
+        else:
+            try:
+                await self._save_journal()
+            except Exception:
+                log.exception("could not save the journal of job %s", j.job_id)
+        if not isinstance(exc, Exception):
+            raise exc
+        what = ("rolled back: nothing of it is left" if rolled else
+                "left for resume/abort (see its journal)")
+        msg = f"job {j.job_id} commit failed in state {j.state.value}: {exc}; {what}"
+        if isinstance(exc, ConflictError):
+            raise ConflictError(msg, job_id=j.job_id, rolled_back=rolled,
+                                state=j.state.value, conflicts=exc.conflicts) from exc
+        raise JobCommitError(msg, job_id=j.job_id, rolled_back=rolled,
+                             state=j.state.value) from exc
+
+    # ---------------------------------------------------------------- phases
+    def _check(self, rec: PendingRecord, location: str) -> None:
+        check_record(rec, self.dest, self.job.job_id, location, partitioned=self.job.partitioned)
+
+    async def _scan_and_check(self) -> None:
+        """Read every pendingset once, streaming; fail before completing anything."""
+        j = self.journal
+        j.uploads_total = j.bytes_total = 0
+        j.filenames = []
+        j.pendingsets_total = len(self.plan.pendingsets)
+        mode = ConflictMode.parse(self.job.conflict)
+        need_parts = self.job.partitioned or (mode is not ConflictMode.APPEND
+                                              and self.job.scope == "partitions")
+        mismatched = 0
+
+        async def scan(index: int) -> None:
+            nonlocal mismatched
+            ps = self.plan.pendingsets[index]
+            async for item in scan_pendingset(self.engine, self.dest.bucket, ps.key,
+                                              self.job.job_id):
+                if isinstance(item, PendingRecord):
+                    self._check(item, self.dest.uri_of(ps.key))
+                    j.uploads_total += 1
+                    j.bytes_total += item.upload.length
+                    rel = self.dest.rel(item.upload.key) or ""
+                    if len(j.filenames) < MAX_SUCCESS_FILENAMES:
+                        j.filenames.append(rel)
+                    if need_parts:
+                        self.partitions.add(partition_of(rel))
+                elif ps.attempt is not None and item.attempt != ps.attempt:
+                    mismatched += 1  # a later attempt overwrote it: still a valid task output
+
+        await bounded_map(range(len(self.plan.pendingsets)), scan, self.opts.scan_concurrency)
+        if mismatched:
+            self.c.diagnostics["pendingsets_from_other_attempt"] = str(mismatched)
+        plan = plan_conflicts(mode, self.job.scope_enum, self.dest, self.partitions)
+        for prefix in plan.check_prefixes:
+            found = await first_foreign(self.engine, self.dest, prefix, self.job.job_id)
+            if found:
+                raise ConflictError(
+                    f"destination {self.dest.uri} already has objects where job "
+                    f"{self.job.job_id} writes (conflict mode 'fail'), e.g. "
+                    f"{self.dest.uri_of(found[0])}", job_id=self.job.job_id,
+                    conflicts=tuple(found))
+        if plan.replace_prefixes and self.job.scope == "partitions":
+            await self.engine.put_object(
+                self.dest.bucket, self.layout.partitions,
+                _json_list(sorted(self.partitions)), content_type="application/json")
+
+    async def _settled(self, upload: PendingUpload, exc: BaseException) -> bool:
+        """After a failed complete: is the object there already, ours (an earlier attempt or
+        process completed it)? A PreconditionFailed on someone else's object is a conflict."""
+        try:
+            info = await self.engine.head_object(upload.bucket, upload.key)
+        except EngineError:
+            return False
+        if is_completed_object(upload, info):
+            return True
+        if isinstance(exc, PreconditionFailed):
+            raise ConflictError(f"another writer created {upload.uri} during the commit "
+                                f"(If-None-Match)", job_id=self.job.job_id,
+                                conflicts=(upload.key,)) from exc
+        return False
+
+    async def _complete(self, uncertain_until: int) -> None:
+        total = len(self.plan.pendingsets)
+        j = self.journal
+        wm = Watermark(j.watermark, j.window, total)
+        mode = ConflictMode.parse(self.job.conflict)
+        if_none_match = plan_conflicts(mode, self.job.scope_enum, self.dest).if_none_match
+        remaining: dict[int, int] = {}
+        inflight: dict[tuple[str, str], int] = {}
+        failures: list[BaseException] = []
+        changed = [anyio.Event()]
+
+        def signal() -> None:
+            changed[0].set()
+            changed[0] = anyio.Event()
+
+        def finish(idx: int) -> None:
+            remaining[idx] -= 1
+            if remaining[idx] == 0:
+                del remaining[idx]
+                wm.done(idx)
+                self.c.sets_done = wm.low
+                signal()
+
+        async def on_result(upload: PendingUpload, exc: BaseException | None) -> None:
+            idx = inflight.pop((upload.key, upload.upload_id))
+            if exc is not None:
+                try:
+                    if await self._settled(upload, exc):
+                        exc = None
+                except ConflictError as conflict:
+                    exc = conflict
+            if exc is None:
+                self.c.uploads_done += 1
+                self.c.bytes_done += upload.length
+                finish(idx)
+            else:
+                failures.append(exc)
+                signal()
+
+        async def persist() -> None:
+            j.watermark = wm.low
+            await self._save_journal()
+            wm.persisted_at(j.watermark)
+
+        async def records() -> AsyncIterator[PendingUpload]:
+            for idx in range(wm.low, total):
+                while not wm.may_start(idx) and not failures:
+                    if wm.low > wm.persisted:
+                        await persist()
+                    else:
+                        await changed[0].wait()
+                if failures:
+                    return
+                ps = self.plan.pendingsets[idx]
+                spool = await SpooledPendingSet.load(self.engine, self.dest.bucket, ps.key,
+                                                     self.job.job_id, self._check)
+                remaining[idx] = 1  # held until every record was handed out
+                try:
+                    for rec in spool.records():
+                        if failures:
+                            return
+                        up = rec.upload
+                        if idx < uncertain_until and is_completed_object(
+                                up, await self.engine.head_object(up.bucket, up.key)):
+                            self.c.uploads_done += 1
+                            self.c.bytes_done += up.length
+                            continue
+                        remaining[idx] += 1
+                        inflight[(up.key, up.upload_id)] = idx
+                        yield up
+                finally:
+                    spool.close()
+                finish(idx)
+                if wm.should_persist():
+                    await persist()
+
+        async with unwrapped():
+            await self.engine.complete_many(records(), concurrency=self.opts.concurrency,
+                                            if_none_match=if_none_match, on_result=on_result)
+        if failures:
+            first = failures[0]
+            if isinstance(first, CommitterError):
+                raise first
+            raise JobCommitError(f"{len(failures)} uploads could not be completed: {first}",
+                                 job_id=self.job.job_id, rolled_back=False,
+                                 state=j.state.value) from first
+        if wm.low != total:
+            raise JobCommitError(f"internal error: {total - wm.low} pendingsets unfinished",
+                                 job_id=self.job.job_id, rolled_back=False, state="completing")
+        await persist()
+
+    async def _replace(self) -> None:
+        """Delete the older objects in the destination or the touched partitions."""
+        self.phase = "replacing"
+        parts: list[str] = []
+        if self.job.scope == "partitions":
+            data = await read_optional(self.engine, self.dest.bucket, self.layout.partitions)
+            if data is None:
+                raise JournalError(f"job {self.job.job_id}: partitions record missing")
+            parts = _parse_json_list(data, self.dest.uri_of(self.layout.partitions))
+        plan = plan_conflicts(ConflictMode.REPLACE, self.job.scope_enum, self.dest, parts)
+        job_id = self.job.job_id
+        for prefix in plan.replace_prefixes:
+            deleted = await self.engine.delete_objects(self.dest.bucket, keys_under(
+                self.engine, self.dest.bucket, prefix,
+                lambda k: is_foreign(self.dest, k, job_id)))
+            log.info("job %s replaced %d older objects under %s", job_id, deleted, prefix)
+
+    async def _write_success(self) -> str | None:
+        if not self.opts.write_success:
+            return None
+        j = self.journal
+        r0, t0 = self._stats0
+        metrics: dict[str, int | float] = {
+            "files": j.uploads_total, "uploads": j.uploads_total, "bytes": j.bytes_total,
+            "pendingsets": len(self.plan.pendingsets),
+            "duration_seconds": round(time.time() - j.started, 3),
+            "retries": j.retries + self.engine.stats.retries - r0,
+            "throttles": j.throttles + self.engine.stats.throttles - t0,
+            "commit_processes": j.processes,
+        }
+        diag = {"conflict": self.job.conflict, "scope": self.job.scope,
+                "destination": self.dest.uri, **self.c.diagnostics}
+        data = SuccessData(job_id=j.job_id, committer=self.job.kind, metrics=metrics,
+                           description=f"zerorename {self.job.kind} committer",
+                           diagnostics=diag, filenames=list(j.filenames))
+        await self.engine.put_object(self.dest.bucket, self.layout.success, data.to_json(),
+                                     content_type="application/json")
+        return self.layout.success
+
+    async def _cleanup_records(self) -> None:
+        """After _SUCCESS: abort this job's leftover uploads (failed or superseded attempts,
+        stragglers) and delete its records; the journal goes last."""
+        await self.job.release()
+
+    # ---------------------------------------------------------------- rollback
+    async def rollback(self) -> AbortResult:
+        """Abort every pending upload of the job and delete every object it completed and its
+        records: afterwards nothing of the job is left. Refused once old files were
+        deleted (replace) or _SUCCESS was written."""
+        j = await self._read_journal()
+        if j is not None:
+            if not can_abort(j.state):
+                raise JournalError(
+                    f"job {self.job.job_id} is in state {j.state.value}: its files are "
+                    f"complete and older files may be gone; resume it instead of aborting")
+            self.journal = j
+            if j.state is not State.ROLLING_BACK:
+                j.move(State.ROLLING_BACK)
+            self.phase = "rolling_back"
+            await self._save_journal()
+        return await self.job.wipe()
+
+
+def _json_list(items: list[str]) -> bytes:
+    import json
+
+    return json.dumps({"version": 1, "partitions": items}, ensure_ascii=False).encode()
+
+
+def _parse_json_list(data: bytes, location: str) -> list[str]:
+    import json
+
+    try:
+        d = json.loads(data)
+        items = d["partitions"]
+        if d.get("version") != 1 or not all(isinstance(x, str) for x in items):
+            raise ValueError("bad version or entries")
+        return list(items)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise RecordFormatError(f"malformed partitions record: {exc}", location=location) \
+            from None
+
+
+async def abort_job_storage(job: Job) -> AbortResult:
+    """Stateless abort: marker first (stragglers stop), then every pending upload and every
+    object under the destination that carries the job id, journal last."""
+    engine, dest, lay = job.engine, job.dest, job.layout
+    res = AbortResult(job.job_id)
+    await engine.delete_objects(dest.bucket, [lay.marker])
+    res.uploads_aborted = await abort_uploads(engine, job_uploads(engine, dest, job.job_id))
+    prefixes = [dest.list_prefix]
+    if job.scope == "partitions":
+        data = await read_optional(engine, dest.bucket, lay.partitions)
+        if data is not None:
+            parts = _parse_json_list(data, dest.uri_of(lay.partitions))
+            prefixes = [lay.root] + [dest.key(p + "/") for p in parts]
+    for prefix in prefixes:
+        res.objects_deleted += await engine.delete_objects(dest.bucket, keys_under(
+            engine, dest.bucket, prefix, lambda k: key_carries_job(k, job.job_id),
+            skip=[lay.journal]))
+    res.objects_deleted += await engine.delete_objects(dest.bucket, [lay.journal])
+    await anyio.to_thread.run_sync(lambda: shutil.rmtree(job.local_job_dir, ignore_errors=True))
+    return res
+
+
+async def release_job_storage(job: Job) -> int:
+    """After a successful commit (or for cleanup): marker first, then this job's leftover
+    uploads, then its records, journal last. Returns uploads aborted."""
+    engine, dest, lay = job.engine, job.dest, job.layout
+    await engine.delete_objects(dest.bucket, [lay.marker])
+    aborted = await abort_uploads(engine, job_uploads(engine, dest, job.job_id))
+    await engine.delete_objects(dest.bucket, keys_under(engine, dest.bucket, lay.root,
+                                                        lambda k: True, skip=[lay.journal]))
+    await engine.delete_objects(dest.bucket, [lay.journal])
+    await anyio.to_thread.run_sync(lambda: shutil.rmtree(job.local_job_dir, ignore_errors=True))
+    return aborted
+
+
+__all__ = ["AbortResult", "Any", "CommitProgress", "JobCommitResult", "JobCommitRun"]

@@ -1,0 +1,103 @@
+"""Housekeeping across jobs: pending uploads by age, the jobs under a destination, and
+reading any record for inspection. Used by ``Job.cleanup`` and the CLI."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from zerorename.committers.errors import RecordFormatError
+from zerorename.committers.journal import JobMarker, Journal
+from zerorename.committers.paths import (
+    MAGIC_JOB_PREFIX,
+    PENDING_SUFFIX,
+    PENDINGSET_SUFFIX,
+    SUCCESS_NAME,
+    Destination,
+    JobLayout,
+    job_id_of_dir,
+)
+from zerorename.committers.records import PendingRecord, SuccessData
+from zerorename.committers.store import read_optional, scan_pendingset
+from zerorename.engine import UploadEngine
+from zerorename.engine.records import UploadInfo
+
+
+async def uploads_under(engine: UploadEngine, dest: Destination) -> AsyncIterator[UploadInfo]:
+    """Pending uploads under the destination as a directory (``prefix + '/'``)."""
+    async for u in engine.list_uploads(dest.bucket, dest.list_prefix, directory=False):
+        if dest.rel(u.key) is not None:
+            yield u
+
+
+async def uploads_older_than(engine: UploadEngine, dest: Destination, seconds: float,
+                             *, now: float | None = None) -> AsyncIterator[UploadInfo]:
+    """Pending uploads under the destination initiated more than ``seconds`` ago (any job)."""
+    cutoff = (time.time() if now is None else now) - seconds
+    async for u in uploads_under(engine, dest):
+        if u.initiated <= cutoff:
+            yield u
+
+
+@dataclass(frozen=True)
+class JobEntry:
+    """One job found under a destination."""
+
+    job_id: str
+    marker: JobMarker | None
+    journal: Journal | None
+
+    @property
+    def state(self) -> str:
+        if self.journal is not None:
+            return f"committing ({self.journal.state.value})"
+        return "active" if self.marker is not None else "records only"
+
+
+async def list_jobs(engine: UploadEngine, dest: Destination) -> AsyncIterator[JobEntry]:
+    """Jobs with records (``__magic_job-<id>/``) directly under the destination."""
+    async for sub in engine.list_prefixes(dest.bucket, dest.list_prefix):
+        name = (dest.rel(sub) or "").rstrip("/")
+        job_id = job_id_of_dir(name)
+        if job_id is None or not name.startswith(MAGIC_JOB_PREFIX):
+            continue
+        lay = JobLayout(dest, job_id)
+        m = await read_optional(engine, dest.bucket, lay.marker)
+        j = await read_optional(engine, dest.bucket, lay.journal)
+        yield JobEntry(
+            job_id,
+            JobMarker.from_json(m, location=dest.uri_of(lay.marker)) if m is not None else None,
+            Journal.from_json(j, location=dest.uri_of(lay.journal)) if j is not None else None,
+        )
+
+
+async def inspect_record(engine: UploadEngine, uri: str, *, max_commits: int = 20
+                         ) -> dict[str, Any]:
+    """Read a ``_SUCCESS``, ``.pending`` or ``.pendingset`` (streamed: only the first
+    ``max_commits`` commits are kept, all are counted) into a JSON-ready dict."""
+    d = Destination.parse(uri)
+    name = d.prefix.rsplit("/", 1)[-1]
+    if name.endswith(PENDINGSET_SUFFIX):
+        commits: list[dict[str, Any]] = []
+        total = nbytes = 0
+        header: dict[str, Any] = {}
+        async for item in scan_pendingset(engine, d.bucket, d.prefix, job_id=None):
+            if isinstance(item, PendingRecord):
+                total += 1
+                nbytes += item.upload.length
+                if len(commits) < max_commits:
+                    commits.append(item.to_dict())
+            else:
+                header = item.to_dict()
+        return {"kind": "pendingset", "uri": uri, **header, "count": total, "bytes": nbytes,
+                "commits": commits, "commitsShown": len(commits)}
+    data = await read_optional(engine, d.bucket, d.prefix)
+    if data is None:
+        raise RecordFormatError("no such object", location=uri)
+    if name.endswith(PENDING_SUFFIX):
+        return {"kind": "pending", **PendingRecord.from_json(data, location=uri).to_dict()}
+    if name == SUCCESS_NAME or name.endswith(SUCCESS_NAME):
+        return {"kind": "success", **SuccessData.from_json(data, location=uri).to_dict()}
+    raise RecordFormatError("not a _SUCCESS, .pending or .pendingset record", location=uri)

@@ -1,0 +1,283 @@
+"""Store helpers over the engine: records in and out, streamed pendingsets, bounded maps,
+and the listings that cleanup and conflict checks run. All S3 access goes through the
+engine; engine errors are left to the callers, which wrap them."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import tempfile
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
+from typing import IO, Any, TypeVar
+
+import anyio
+
+from zerorename.committers.conflict import is_foreign
+from zerorename.committers.errors import RecordFormatError
+from zerorename.committers.jsonstream import JsonStreamError, aiter_object_stream
+from zerorename.committers.paths import Destination, check_partitioned_path, key_carries_job
+from zerorename.committers.records import (
+    PendingRecord,
+    PendingSetHeader,
+    PendingSetParser,
+    parse_pendingset,
+    stream_error,
+)
+from zerorename.engine import UploadEngine
+from zerorename.engine.errors import ObjectNotFound
+from zerorename.engine.records import ObjectInfo, PendingUpload, UploadInfo
+
+T = TypeVar("T")
+
+#: a pendingset larger than this is spooled to a local temporary file, not held in memory.
+SPOOL_MEMORY = 4 * 1024 * 1024
+READ_CHUNK = 256 * 1024
+
+
+def first_error(exc: BaseException) -> BaseException:
+    """The error inside (nested) exception groups that task groups wrap errors in,
+    preferring a real failure over a cancellation."""
+    while isinstance(exc, BaseExceptionGroup):
+        leaves = exc.exceptions
+        real = [e for e in leaves if not isinstance(e, anyio.get_cancelled_exc_class())]
+        exc = (real or list(leaves))[0]
+    return exc
+
+
+@contextlib.asynccontextmanager
+async def unwrapped() -> AsyncIterator[None]:
+    """Re-raise the first error of an exception group as itself (its cause kept)."""
+    try:
+        yield
+    except BaseExceptionGroup as eg:
+        raise first_error(eg)  # noqa: B904 - the leaf keeps its own __cause__
+
+
+async def bounded_map(items: Iterable[T] | AsyncIterable[T],
+                      fn: Callable[[T], Awaitable[None]], concurrency: int) -> None:
+    """Run ``fn`` over ``items`` with at most ``concurrency`` in flight; items are pulled
+    lazily. The first exception cancels the rest and propagates (in a task group)."""
+    limit = anyio.Semaphore(max(1, concurrency))
+
+    async def run(item: T) -> None:
+        try:
+            await fn(item)
+        finally:
+            limit.release()
+
+    async def aiter() -> AsyncIterator[T]:
+        if isinstance(items, AsyncIterable):
+            async for it in items:
+                yield it
+        else:
+            for it in items:
+                yield it
+
+    async with unwrapped(), anyio.create_task_group() as tg:
+        async for item in aiter():
+            await limit.acquire()
+            tg.start_soon(run, item)
+
+
+async def read_optional(engine: UploadEngine, bucket: str, key: str) -> bytes | None:
+    """The object's bytes, or None when it does not exist."""
+    try:
+        return await engine.get_object(bucket, key)
+    except ObjectNotFound:
+        return None
+
+
+def multipart_etag(upload: PendingUpload) -> str | None:
+    """The ETag S3 gives the completed object (MD5 of the part MD5s, '-N'), when every part
+    ETag is a plain MD5; None otherwise (e.g. SSE-KMS stores)."""
+    digests = []
+    for p in upload.parts:
+        e = p.etag.strip('"')
+        if len(e) != 32:
+            return None
+        try:
+            digests.append(bytes.fromhex(e))
+        except ValueError:
+            return None
+    return f"{hashlib.md5(b''.join(digests)).hexdigest()}-{len(digests)}"
+
+
+def is_completed_object(upload: PendingUpload, info: ObjectInfo | None) -> bool:
+    """True when ``info`` is the object that completing ``upload`` produces: the right
+    multipart ETag where it can be computed, else the right size."""
+    if info is None or info.size != upload.length:
+        return False
+    want = multipart_etag(upload)
+    have = info.etag.strip('"')
+    if want is None or not have or "-" not in have:
+        return True
+    return have == want
+
+
+def check_record(rec: PendingRecord, dest: Destination, job_id: str, location: str, *,
+                 partitioned: bool) -> None:
+    """A record a job may complete: its bucket, under its destination, carrying its id."""
+    u = rec.upload
+    rel = dest.rel(u.key) if u.bucket == dest.bucket else None
+    if rel is None:
+        raise RecordFormatError(f"upload {u.uri} is outside the destination {dest.uri}",
+                                location=location)
+    if rec.job_id != job_id or not key_carries_job(u.key, job_id):
+        raise RecordFormatError(f"upload {u.uri} does not belong to job {job_id}",
+                                location=location)
+    if partitioned:
+        try:
+            check_partitioned_path(rel)
+        except ValueError as exc:
+            raise RecordFormatError(str(exc), location=location) from None
+
+
+async def scan_pendingset(engine: UploadEngine, bucket: str, key: str, job_id: str | None
+                          ) -> AsyncIterator[PendingRecord | PendingSetHeader]:
+    """Stream a pendingset straight from the store: each record, then the header once the
+    file parsed to its end. For checks only: records come before the end is known."""
+    location = f"s3://{bucket}/{key}"
+    parser = PendingSetParser(location, expect_job_id=job_id)
+    try:
+        async for ev in aiter_object_stream(engine.iter_object(bucket, key,
+                                                               chunk_size=READ_CHUNK),
+                                            "commits"):
+            rec = parser.handle(ev)
+            if rec is not None:
+                yield rec
+    except JsonStreamError as exc:
+        raise stream_error(exc, location) from None
+    except ObjectNotFound:
+        raise RecordFormatError("pendingset does not exist", location=location) from None
+    yield parser.finish()
+
+
+class SpooledPendingSet:
+    """A pendingset copied to a spool (memory up to SPOOL_MEMORY, then a temp file) and
+    parsed to its end before any record is handed out: nothing is completed from a
+    pendingset that does not parse."""
+
+    def __init__(self, location: str, spool: IO[bytes], header: PendingSetHeader,
+                 count: int, nbytes: int, job_id: str) -> None:
+        self.location = location
+        self.header = header
+        self.count = count
+        self.bytes = nbytes
+        self._spool = spool
+        self._job_id = job_id
+
+    @classmethod
+    async def load(cls, engine: UploadEngine, bucket: str, key: str, job_id: str,
+                   check: Callable[[PendingRecord, str], None]) -> SpooledPendingSet:
+        location = f"s3://{bucket}/{key}"
+        spool: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY)  # noqa: SIM115
+        try:
+            try:
+                async for chunk in engine.iter_object(bucket, key, chunk_size=READ_CHUNK):
+                    spool.write(chunk)
+            except ObjectNotFound:
+                raise RecordFormatError("pendingset does not exist", location=location) \
+                    from None
+            header: PendingSetHeader | None = None
+            count = nbytes = 0
+            for item in cls._parse(spool, location, job_id):
+                if isinstance(item, PendingRecord):
+                    check(item, location)
+                    count += 1
+                    nbytes += item.upload.length
+                else:
+                    header = item
+            assert header is not None
+            return cls(location, spool, header, count, nbytes, job_id)
+        except BaseException:
+            spool.close()
+            raise
+
+    @staticmethod
+    def _parse(spool: IO[bytes], location: str, job_id: str
+               ) -> Iterable[PendingRecord | PendingSetHeader]:
+        spool.seek(0)
+        return parse_pendingset(iter(lambda: spool.read(READ_CHUNK), b""), location,
+                                expect_job_id=job_id)
+
+    def records(self) -> Iterable[PendingRecord]:
+        """The records again, from the spool (already validated)."""
+        for item in self._parse(self._spool, self.location, self._job_id):
+            if isinstance(item, PendingRecord):
+                yield item
+
+    def close(self) -> None:
+        self._spool.close()
+
+
+async def job_uploads(engine: UploadEngine, dest: Destination, job_id: str
+                      ) -> AsyncIterator[UploadInfo]:
+    """Pending uploads under the destination (``prefix + '/'``) whose key carries the job
+    id: only this job's; never another job's, never a sibling destination's."""
+    async for u in engine.list_uploads(dest.bucket, dest.list_prefix, directory=False):
+        if dest.rel(u.key) is not None and key_carries_job(u.key, job_id):
+            yield u
+
+
+async def abort_uploads(engine: UploadEngine, uploads: AsyncIterable[UploadInfo],
+                        *, concurrency: int | None = None,
+                        on_abort: Callable[[UploadInfo], None] | None = None) -> int:
+    """Abort a stream of uploads; returns how many were aborted (already gone counts)."""
+    count = 0
+
+    def seen(rec: Any, exc: BaseException | None) -> None:
+        nonlocal count
+        if exc is None:
+            count += 1
+            if on_abort is not None:
+                on_abort(rec)
+
+    result = await engine.abort_many(uploads, concurrency=concurrency, on_result=seen)
+    if result.failed:
+        first = result.failures[0]
+        raise RuntimeError(f"{result.failed} uploads could not be aborted, e.g. "
+                           f"s3://{first.bucket}/{first.key}: {first.error}")
+    return count
+
+
+async def delete_keys(engine: UploadEngine, bucket: str, keys: AsyncIterable[str]) -> int:
+    return await engine.delete_objects(bucket, keys)
+
+
+async def keys_under(engine: UploadEngine, bucket: str, prefix: str,
+                     keep: Callable[[str], bool], *, skip: Iterable[str] = ()
+                     ) -> AsyncIterator[str]:
+    """Keys under ``prefix`` for which ``keep`` is true (streamed from the listing)."""
+    skipped = set(skip)
+    async for obj in engine.list_objects(bucket, prefix):
+        if obj.key not in skipped and keep(obj.key):
+            yield obj.key
+
+
+async def first_foreign(engine: UploadEngine, dest: Destination, prefix: str, job_id: str,
+                        limit: int = 5) -> list[str]:
+    """Up to ``limit`` objects under ``prefix`` not created by this job (ignoring every
+    job's records). For the whole destination, top-level ``__magic*`` directories are
+    skipped without listing them."""
+    found: list[str] = []
+    if prefix == dest.list_prefix:
+        async for obj in engine.list_objects(dest.bucket, prefix, delimiter="/"):
+            if is_foreign(dest, obj.key, job_id):
+                found.append(obj.key)
+                if len(found) >= limit:
+                    return found
+        async for sub in engine.list_prefixes(dest.bucket, prefix):
+            rel = dest.rel(sub) or ""
+            if rel.startswith("__magic"):
+                continue
+            found += await first_foreign(dest=dest, engine=engine, prefix=sub, job_id=job_id,
+                                         limit=limit - len(found))
+            if len(found) >= limit:
+                return found
+        return found
+    async for obj in engine.list_objects(dest.bucket, prefix):
+        if is_foreign(dest, obj.key, job_id):
+            found.append(obj.key)
+            if len(found) >= limit:
+                break
+    return found

@@ -1,0 +1,490 @@
+"""Task attempts: where a task's outputs go until job commit, and task commit/abort.
+
+- :class:`MagicTaskAttempt`: each output streams straight to its final key as a deferred
+  multipart upload; a ``.pending`` record per output is kept under the job's magic
+  directory so another process can abort the attempt.
+- :class:`StagingTaskAttempt`: outputs are local files in a per-attempt directory; task
+  commit uploads them (bounded concurrency) as deferred uploads.
+
+Task commit writes the attempt's uploads as one pendingset, named per task: a later
+attempt of the same task overwrites it (last commit wins, never an error).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import json
+import logging
+import shutil
+import threading
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from zerorename.committers.errors import (
+    CommitterError,
+    JobNotActive,
+    PathError,
+    RecordFormatError,
+    TaskAttemptError,
+)
+from zerorename.committers.paths import (
+    PENDING_SUFFIX,
+    attempt_name,
+    check_partitioned_path,
+    check_relative_path,
+    pending_record_destination,
+    task_name,
+    with_job_id,
+)
+from zerorename.committers.records import PendingRecord, PendingSetHeader, pendingset_bytes
+from zerorename.committers.store import bounded_map
+from zerorename.engine.errors import EngineError
+from zerorename.engine.records import PendingUpload
+
+if TYPE_CHECKING:
+    from zerorename.committers.committer import Job
+    from zerorename.engine.writers import AsyncUploadWriter, SyncUploadWriter
+
+log = logging.getLogger("zerorename.committers")
+
+
+@dataclass(frozen=True)
+class TaskCommitSummary:
+    """What a committed task attempt hands to the job driver: small and JSON-serialisable.
+
+    ``bytes`` counts the data uploaded (not the zero bytes visible before job commit).
+    """
+
+    job_id: str
+    task_id: str
+    attempt: int
+    pendingset: str  # s3://bucket/key of the task's pendingset
+    files: int
+    bytes: int
+    uploads: int
+    committer: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> TaskCommitSummary:
+        try:
+            return cls(job_id=str(d["job_id"]), task_id=str(d["task_id"]),
+                       attempt=int(d["attempt"]), pendingset=str(d["pendingset"]),
+                       files=int(d["files"]), bytes=int(d["bytes"]),
+                       uploads=int(d["uploads"]), committer=str(d["committer"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise RecordFormatError(f"malformed task commit summary: {exc!r}") from None
+
+    @classmethod
+    def from_json(cls, text: str | builtins.bytes) -> TaskCommitSummary:
+        try:
+            return cls.from_dict(json.loads(text))
+        except json.JSONDecodeError as exc:
+            raise RecordFormatError(f"task commit summary is not JSON: {exc}") from None
+
+
+class TaskAttempt:
+    """One attempt of one task of a job. ``await setup()``, write outputs, then
+    ``await commit()`` (when the driver allows) or ``await abort()``."""
+
+    kind = "base"
+
+    def __init__(self, job: Job, task_id: int | str, attempt: int) -> None:
+        self.job = job
+        self.task_id = task_name(task_id)
+        self.attempt = attempt
+        self.name = attempt_name(task_id, attempt)
+        self._lock = threading.Lock()
+        self._records: list[PendingRecord] = []
+        self._files = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._state = "new"
+
+    @property
+    def engine(self) -> Any:
+        return self.job.engine
+
+    def final_rel(self, rel: str) -> str:
+        """Path (relative to the destination) an output finally gets: validated, with the
+        job id in its file name."""
+        rel = with_job_id(check_relative_path(rel), self.job.job_id)
+        if self.job.partitioned:
+            check_partitioned_path(rel)
+        return rel
+
+    def _check_open(self) -> None:
+        if self._state != "active":
+            raise TaskAttemptError(f"task attempt {self.name} is {self._state}: outputs can "
+                                   f"only be opened between setup() and commit()/abort()")
+
+    async def setup(self) -> None:
+        """Start the attempt; JobNotActive if the job is not set up (or already over)."""
+        self._loop = asyncio.get_running_loop()
+        if not await self.job.is_active():
+            raise JobNotActive(f"job {self.job.job_id} is not active at {self.job.dest.uri}")
+        self._state = "active"
+
+    def _add(self, rec: PendingRecord) -> None:
+        with self._lock:
+            self._records.append(rec)
+            self._files += 1
+
+    def _record(self, upload: PendingUpload) -> PendingRecord:
+        return PendingRecord(upload, self.job.job_id, self.task_id, self.attempt,
+                             text=f"zerorename {self.kind} committer")
+
+    async def _save_pendingset(self) -> TaskCommitSummary:
+        """Write the task's pendingset (overwriting an earlier attempt's), re-checking the job
+        is active before and after; a finished job's straggler cleans up after itself."""
+        job = self.job
+        if not await job.is_active():
+            raise JobNotActive(f"job {job.job_id} is no longer active: task attempt "
+                               f"{self.name} may not commit")
+        header = PendingSetHeader(job.job_id, self.task_id, self.attempt,
+                                  extra={"committer": self.kind})
+        key = job.layout.pendingset(self.task_id)
+        with self._lock:
+            records = list(self._records)
+        await self.engine.put_object(job.dest.bucket, key, pendingset_bytes(header, records),
+                                     content_type="application/json")
+        if not await job.is_active():
+            await self.engine.delete_objects(job.dest.bucket, [key])
+            raise JobNotActive(f"job {job.job_id} finished while task attempt {self.name} "
+                               f"committed; its output is discarded")
+        return TaskCommitSummary(
+            job_id=job.job_id, task_id=self.task_id, attempt=self.attempt,
+            pendingset=job.dest.uri_of(key), files=len(records),
+            bytes=sum(r.upload.length for r in records), uploads=len(records),
+            committer=self.kind,
+        )
+
+    async def _abort_records(self) -> None:
+        with self._lock:
+            records, self._records = self._records, []
+        if records:
+            await self.engine.abort_many([r.upload for r in records])
+
+    async def commit(self) -> TaskCommitSummary:
+        """Promote the attempt's output to the job (visible only at job commit)."""
+        if self._state != "active":
+            raise TaskAttemptError(f"task attempt {self.name} is {self._state}; cannot commit")
+        try:
+            summary = await self._commit()
+        except BaseException as exc:
+            self._state = "failed"
+            with anyio.CancelScope(shield=True):
+                try:
+                    await self._abort_all()
+                except Exception:
+                    log.exception("aborting task attempt %s after a failed commit", self.name)
+            if isinstance(exc, CommitterError) or not isinstance(exc, Exception):
+                raise
+            raise TaskAttemptError(f"task attempt {self.name} failed to commit: {exc}") from exc
+        self._state = "committed"
+        return summary
+
+    async def abort(self) -> None:
+        """Abort the attempt's uploads and delete its records and local files."""
+        self._state = "aborted"
+        await self._abort_all()
+
+    # subclass hooks
+    async def _commit(self) -> TaskCommitSummary:
+        raise NotImplementedError
+
+    async def _abort_all(self) -> None:
+        raise NotImplementedError
+
+    def needs_commit(self) -> bool:
+        raise NotImplementedError
+
+    def open_sync(self, rel: str, **object_args: Any) -> Any:
+        """A blocking binary file for output ``rel`` (for a thread other than the loop's)."""
+        raise NotImplementedError
+
+    def open(self, rel: str, **object_args: Any) -> Any:
+        """An async writer for output ``rel``: ``async with ta.open(rel) as out: ...``."""
+        raise NotImplementedError
+
+
+class MagicOutput:
+    """An output of a magic task attempt, async: ``async with ta.open(rel) as out:
+    await out.write(b)``. On a clean exit the deferred upload is recorded."""
+
+    def __init__(self, ta: MagicTaskAttempt, rel: str, writer: AsyncUploadWriter) -> None:
+        self.rel = rel
+        self._ta = ta
+        self._writer = writer
+
+    async def __aenter__(self) -> MagicOutput:
+        await self._writer.__aenter__()
+        return self
+
+    async def write(self, data: bytes | bytearray | memoryview) -> int:
+        return await self._writer.write(data)
+
+    @property
+    def bytes_written(self) -> int:
+        return self._writer.bytes_written
+
+    async def __aexit__(self, et: Any, ev: Any, tb: Any) -> None:
+        try:
+            await self._writer.__aexit__(et, ev, tb)
+        finally:
+            self._ta._open_outputs.discard(self)
+        if et is None:
+            result = self._writer.result
+            assert isinstance(result, PendingUpload)
+            await self._ta._register(self.rel, result)
+
+
+class MagicSyncOutput:
+    """A blocking binary file for a worker thread (pyarrow/csv writers write into it);
+    ``close()`` finishes the deferred upload and records it; ``abort()`` aborts."""
+
+    def __init__(self, ta: MagicTaskAttempt, rel: str, writer: SyncUploadWriter,
+                 loop: asyncio.AbstractEventLoop) -> None:
+        self.rel = rel
+        self._ta = ta
+        self._writer = writer
+        self._loop = loop
+        self.closed = False
+
+    def write(self, data: Any) -> int:
+        return self._writer.write(data)
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def tell(self) -> int:
+        return self._writer.tell()
+
+    def flush(self) -> None:
+        pass
+
+    @property
+    def bytes_written(self) -> int:
+        return self._writer.bytes_written
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self._writer.close()
+        finally:
+            self._ta._open_outputs.discard(self)
+        result = self._writer.result
+        assert isinstance(result, PendingUpload)
+        asyncio.run_coroutine_threadsafe(self._ta._register(self.rel, result),
+                                         self._loop).result()
+
+    def abort(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._ta._open_outputs.discard(self)
+            self._writer.abort()
+
+    def __enter__(self) -> MagicSyncOutput:
+        return self
+
+    def __exit__(self, et: Any, ev: Any, tb: Any) -> None:
+        if et is None:
+            self.close()
+        else:
+            self.abort()
+
+
+class MagicTaskAttempt(TaskAttempt):
+    """Outputs stream to their final keys as deferred uploads (nothing visible until job
+    commit); ``.pending`` records go under ``__magic_job-<id>/tasks/<task>-<n>/__base/``."""
+
+    kind = "magic"
+
+    def __init__(self, job: Job, task_id: int | str, attempt: int) -> None:
+        super().__init__(job, task_id, attempt)
+        self._open_outputs: set[Any] = set()
+
+    def open(self, rel: str, **object_args: Any) -> MagicOutput:
+        self._check_open()
+        final = self.final_rel(rel)
+        w = self.engine.open_writer(self.job.dest.bucket, self.job.dest.key(final), defer=True,
+                                    **object_args)
+        out = MagicOutput(self, final, w)
+        self._open_outputs.add(out)
+        return out
+
+    def open_sync(self, rel: str, **object_args: Any) -> MagicSyncOutput:
+        """For a thread other than the event loop's (the loop of ``setup()``)."""
+        self._check_open()
+        assert self._loop is not None
+        final = self.final_rel(rel)
+        w = self.engine.open_sync_writer(self.job.dest.bucket, self.job.dest.key(final),
+                                         loop=self._loop, defer=True, **object_args)
+        out = MagicSyncOutput(self, final, w, self._loop)
+        self._open_outputs.add(out)
+        return out
+
+    async def _register(self, rel: str, upload: PendingUpload) -> None:
+        rec = self._record(upload)
+        if self.job.options.pending_records:
+            key = self.job.layout.pending_record(self.task_id, self.attempt, rel)
+            try:
+                await self.engine.put_object(self.job.dest.bucket, key, rec.to_json().encode(),
+                                             content_type="application/json")
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await self.engine.abort(upload)
+                raise
+        self._add(rec)
+
+    def needs_commit(self) -> bool:
+        with self._lock:
+            return bool(self._records)
+
+    async def _commit(self) -> TaskCommitSummary:
+        if self._open_outputs:
+            raise TaskAttemptError(f"task attempt {self.name} still has "
+                                   f"{len(self._open_outputs)} open outputs; close them first")
+        summary = await self._save_pendingset()
+        if self.job.options.pending_records:
+            await self._delete_attempt_dir()
+        return summary
+
+    async def _delete_attempt_dir(self) -> None:
+        bucket, prefix = self.job.dest.bucket, self.job.layout.attempt_dir(self.task_id,
+                                                                           self.attempt)
+        await self.engine.delete_objects(
+            bucket, (o.key async for o in self.engine.list_objects(bucket, prefix)))
+
+    async def _abort_all(self) -> None:
+        for out in list(self._open_outputs):
+            if isinstance(out, MagicSyncOutput):
+                await anyio.to_thread.run_sync(out.abort)
+        self._open_outputs.clear()
+        await self._abort_records()
+        # uploads recorded by another process running this attempt (recovery)
+        bucket = self.job.dest.bucket
+        prefix = self.job.layout.attempt_dir(self.task_id, self.attempt)
+        async for obj in self.engine.list_objects(bucket, prefix):
+            if not obj.key.endswith(PENDING_SUFFIX):
+                continue
+            try:
+                rec = PendingRecord.from_json(await self.engine.get_object(bucket, obj.key),
+                                              location=self.job.dest.uri_of(obj.key))
+            except (RecordFormatError, EngineError) as exc:
+                log.warning("skipping unreadable record %s: %s", obj.key, exc)
+                continue
+            if rec.upload.key == pending_record_destination(obj.key):
+                await self.engine.abort(rec.upload)
+        await self._delete_attempt_dir()
+
+
+class StagingOutput:
+    """An async writer of a local staged file; an error inside the block deletes it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.bytes_written = 0
+        self._file: Any = None
+
+    async def __aenter__(self) -> StagingOutput:
+        self._file = await anyio.open_file(self.path, "wb")
+        return self
+
+    async def write(self, data: bytes | bytearray | memoryview) -> int:
+        n: int = await self._file.write(data)
+        self.bytes_written += n
+        return n
+
+    async def __aexit__(self, et: Any, ev: Any, tb: Any) -> None:
+        await self._file.aclose()
+        if et is not None:
+            await anyio.Path(self.path).unlink(missing_ok=True)
+
+
+class StagingTaskAttempt(TaskAttempt):
+    """Outputs are local files under ``<staging_dir>/zerorename-<job>/<task>-<n>/``; task
+    commit uploads them as deferred uploads and deletes them."""
+
+    kind = "staging"
+
+    def __init__(self, job: Job, task_id: int | str, attempt: int) -> None:
+        super().__init__(job, task_id, attempt)
+        self.local_dir = job.local_job_dir / self.name
+
+    def local_path(self, rel: str) -> Path:
+        """Local file for output ``rel`` (parents created); write it any way you like."""
+        self._check_open()
+        path = self.local_dir / self.final_rel(rel)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
+    async def setup(self) -> None:
+        await super().setup()
+        self.local_dir.mkdir(parents=True, exist_ok=True)
+
+    def open(self, rel: str, **object_args: Any) -> StagingOutput:
+        """An async writer for output ``rel``: ``async with ta.open(rel) as out:
+        await out.write(b)`` (object arguments are not supported)."""
+        if object_args:
+            raise TaskAttemptError("staging outputs take no object arguments")
+        return StagingOutput(self.local_path(rel))
+
+    def open_sync(self, rel: str, **object_args: Any) -> Any:
+        """A plain binary file for output ``rel`` (object arguments are not supported)."""
+        if object_args:
+            raise TaskAttemptError("staging outputs take no object arguments")
+        return self.local_path(rel).open("wb")
+
+    def _local_files(self) -> list[tuple[str, Path]]:
+        if not self.local_dir.is_dir():
+            return []
+        out = []
+        for p in sorted(self.local_dir.rglob("*")):
+            if p.is_file():
+                out.append((p.relative_to(self.local_dir).as_posix(), p))
+        return out
+
+    def needs_commit(self) -> bool:
+        return bool(self._local_files())
+
+    async def _commit(self) -> TaskCommitSummary:
+        files = []
+        for rel, path in self._local_files():
+            try:
+                files.append((self.final_rel(rel), path))
+            except PathError as exc:
+                raise TaskAttemptError(f"local output {path} cannot be committed: {exc}") \
+                    from None
+        dest = self.job.dest
+
+        async def upload(item: tuple[str, Path]) -> None:
+            rel, path = item
+            up = await self.engine.upload(dest.bucket, dest.key(rel), path, defer=True)
+            self._add(self._record(up))
+
+        await bounded_map(files, upload, self.job.options.task_concurrency)
+        summary = await self._save_pendingset()
+        await anyio.to_thread.run_sync(self._delete_local)
+        return summary
+
+    def _delete_local(self) -> None:
+        shutil.rmtree(self.local_dir, ignore_errors=True)
+
+    async def _abort_all(self) -> None:
+        await self._abort_records()
+        await anyio.to_thread.run_sync(self._delete_local)
