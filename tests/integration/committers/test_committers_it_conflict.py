@@ -1,0 +1,109 @@
+"""Conflict modes fail/append/replace, per destination and per touched partition."""
+
+from __future__ import annotations
+
+import pytest
+from committer_helpers import (
+    committer,
+    data_objects,
+    dest_prefix,
+    dest_uri,
+    engine_for,
+    objects,
+    uploads,
+    write,
+)
+
+from zerorename.committers import ConflictError, PathError
+from zerorename.testing.targets import S3Target
+
+OLD = {"y=1/old.csv": b"old 1", "y=2/old.csv": b"old 2"}
+
+
+def seed(s3: S3Target, prefix: str) -> None:
+    c = s3.boto3_client()
+    for k, v in OLD.items():
+        c.put_object(Bucket=s3.bucket, Key=prefix + k, Body=v)
+
+
+async def run_job(s3: S3Target, kind: str, conflict: str, tmp, files: dict[str, bytes]):  # type: ignore[no-untyped-def]
+    async with engine_for(s3) as eng:
+        job = await committer(kind, eng, dest_uri(s3), conflict=conflict, tmp=tmp).setup_job()
+        ta = job.task_attempt(0)
+        await ta.setup()
+        for rel, data in files.items():
+            await write(ta, rel, data)
+        s = await ta.commit()
+        try:
+            await job.commit([s])
+        finally:
+            pass
+        return job
+
+
+@pytest.mark.parametrize("kind", ["magic", "staging"])
+async def test_fail_refuses_before_completing_anything(s3: S3Target, kind: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    prefix = dest_prefix(s3)
+    seed(s3, prefix)
+    with pytest.raises(ConflictError) as ei:
+        await run_job(s3, kind, "fail", tmp_path, {"y=3/new.csv": b"new"})
+    assert ei.value.rolled_back and ei.value.conflicts
+    assert data_objects(s3, prefix) == OLD  # untouched, and nothing of the job
+    assert uploads(s3, prefix) == []
+    assert [k for k in objects(s3, prefix) if "__magic" in k] == []
+
+
+async def test_fail_on_empty_destination_commits(s3: S3Target, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    job = await run_job(s3, "magic", "fail", tmp_path, {"a.csv": b"a"})
+    assert data_objects(s3, dest_prefix(s3)) == {f"a-{job.job_id}.csv": b"a"}
+
+
+async def test_partitioned_fail_judges_touched_partitions_only(s3: S3Target, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    prefix = dest_prefix(s3)
+    seed(s3, prefix)
+    job = await run_job(s3, "partitioned", "fail", tmp_path, {"y=3/new.csv": b"new"})
+    assert data_objects(s3, prefix) == {**OLD, f"y=3/new-{job.job_id}.csv": b"new"}
+    with pytest.raises(ConflictError) as ei:
+        await run_job(s3, "partitioned", "fail", tmp_path, {"y=2/new.csv": b"x",
+                                                             "y=4/n.csv": b"y"})
+    assert ei.value.conflicts == (prefix + "y=2/old.csv",)
+    assert data_objects(s3, prefix) == {**OLD, f"y=3/new-{job.job_id}.csv": b"new"}
+    assert uploads(s3, prefix) == []
+
+
+async def test_append_keeps_old_files(s3: S3Target, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    prefix = dest_prefix(s3)
+    seed(s3, prefix)
+    j1 = await run_job(s3, "magic", "append", tmp_path, {"y=1/old.csv": b"same name"})
+    j2 = await run_job(s3, "magic", "append", tmp_path, {"y=1/old.csv": b"again"})
+    assert data_objects(s3, prefix) == {**OLD, f"y=1/old-{j1.job_id}.csv": b"same name",
+                                        f"y=1/old-{j2.job_id}.csv": b"again"}
+
+
+async def test_replace_destination(s3: S3Target, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    prefix = dest_prefix(s3)
+    seed(s3, prefix)
+    job = await run_job(s3, "staging", "replace", tmp_path, {"z=9/new.csv": b"n"})
+    assert data_objects(s3, prefix) == {f"z=9/new-{job.job_id}.csv": b"n"}
+    assert prefix + "_SUCCESS" in objects(s3, prefix)
+
+
+async def test_replace_touched_partitions_only(s3: S3Target, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    prefix = dest_prefix(s3)
+    seed(s3, prefix)
+    job = await run_job(s3, "partitioned", "replace", tmp_path,
+                        {"y=2/a.csv": b"a", "y=2/b.csv": b"b", "y=5/c.csv": b"c"})
+    assert data_objects(s3, prefix) == {
+        "y=1/old.csv": b"old 1", f"y=2/a-{job.job_id}.csv": b"a",
+        f"y=2/b-{job.job_id}.csv": b"b", f"y=5/c-{job.job_id}.csv": b"c"}
+    assert [k for k in objects(s3, prefix) if "__magic" in k] == []
+
+
+async def test_partitioned_needs_partition_directories(s3: S3Target, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    async with engine_for(s3) as eng:
+        job = await committer("partitioned", eng, dest_uri(s3), tmp=tmp_path).setup_job()
+        ta = job.task_attempt(0)
+        await ta.setup()
+        with pytest.raises(PathError):
+            ta.open("top-level.csv")
+        await job.abort()
