@@ -1,0 +1,52 @@
+#!/bin/bash
+# Set up and run zerorename's tests on a fresh machine (Debian 12, Python 3.11, Java 17, root).
+#   bash scripts/test.sh [pytest args...]      e.g. bash scripts/test.sh -k multipart -x
+# Steps: pip install -e '.[dev,spark]'; check Java; install the Ceph RGW packages when missing
+# (apt-get, root only); run pytest. Environment:
+#   ZR_SKIP_INSTALL=1   skip the pip install step        ZR_SKIP_RGW=1  skip the Ceph RGW tests
+#   ZR_SKIP_SPARK=1     do not require Java (spark tests are deselected with -m 'not spark')
+#   ZR_TEST_TIMEOUT     per-test timeout in seconds [600]
+# CI=true (or ZR_REQUIRE_RGW=1) makes a missing/broken RGW an error instead of a skip.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+say() { echo "[test.sh] $*" >&2; }
+t0=$(date +%s)
+
+"$PY" -c 'import sys; assert sys.version_info >= (3, 11), sys.version' ||
+    { say "Python >= 3.11 is required ($PY)"; exit 1; }
+
+if [ "${ZR_SKIP_INSTALL:-0}" != 1 ]; then
+    say "installing zerorename with extras dev,spark"
+    "$PY" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -e '.[dev,spark]'
+fi
+
+markers=()
+if [ "${ZR_SKIP_SPARK:-0}" = 1 ]; then
+    markers=(-m 'not spark')
+elif ! java -version >/dev/null 2>&1; then
+    say "java not found or not working: PySpark tests need Java 17 (apt-get install -y openjdk-17-jre-headless)"
+    say "or set ZR_SKIP_SPARK=1 to run without the Spark tests"
+    exit 1
+else
+    say "$(java -version 2>&1 | head -n 1)"
+fi
+
+if [ "${ZR_SKIP_RGW:-0}" != 1 ]; then
+    # installs ceph-mon ceph-osd radosgw ceph-common when missing (apt-get update once; root)
+    "$PY" -c 'from zerorename.testing.servers import ensure_rgw_installed; ensure_rgw_installed()' ||
+        { say "could not install the Ceph RGW packages (set ZR_SKIP_RGW=1 to skip those tests)"; exit 1; }
+fi
+
+export SPARK_LOCAL_IP=${SPARK_LOCAL_IP:-127.0.0.1}
+export PYTHONDONTWRITEBYTECODE=1
+set +e
+"$PY" -m pytest -ra --timeout="${ZR_TEST_TIMEOUT:-600}" --durations=15 "${markers[@]}" "$@"
+rc=$?
+set -e
+if [ "$rc" = 5 ]; then
+    say "pytest collected no tests: treating that as a failure"
+    rc=1
+fi
+say "finished with exit code $rc in $(($(date +%s) - t0))s"
+exit "$rc"

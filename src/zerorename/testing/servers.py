@@ -1,0 +1,311 @@
+"""Local S3 servers for tests: moto (in-process) and a throwaway Ceph RADOS Gateway.
+
+Both bind 127.0.0.1 on free ports, so several test runs can share a machine. Both accept
+:data:`TEST_ACCESS_KEY` / :data:`TEST_SECRET_KEY` (moto accepts any credentials; the RGW
+launcher creates a user with exactly these).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.resources
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+from zerorename.testing.errors import RgwNotInstalled, ServerStartError
+
+#: one credential pair that both servers accept (20 / 40 characters, like AWS keys).
+TEST_ACCESS_KEY = "ZRTESTACCESSKEY00001"
+TEST_SECRET_KEY = "zrtestsecretkey0000000000000000000000001"
+TEST_REGION = "us-east-1"
+
+#: Debian packages that provide the RGW binaries (Ceph 16 pacific on Debian 12).
+RGW_PACKAGES = ("ceph-mon", "ceph-osd", "radosgw", "ceph-common")
+RGW_BINARIES = ("ceph-mon", "ceph-osd", "radosgw", "radosgw-admin", "ceph", "monmaptool")
+
+_HOST = "127.0.0.1"
+_apt_updated = False
+_apt_lock = threading.Lock()
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct TCP ports free on 127.0.0.1 right now (held open together while
+    picking, so they differ; another process may still take one before it is used)."""
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((_HOST, 0))
+            socks.append(s)
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def rgw_script() -> Path:
+    """Path of the packaged launcher script ``rgw.sh`` (see its header for usage)."""
+    res = importlib.resources.files("zerorename.testing").joinpath("rgw.sh")
+    path = Path(str(res))
+    if not path.is_file():  # pragma: no cover - only for zipped installs
+        raise ServerStartError(f"launcher script not found at {path}")
+    return path
+
+
+class MotoServer:
+    """moto's S3 in-process on a daemon thread, on 127.0.0.1 with a free port.
+
+    ``with MotoServer() as m: m.endpoint_url``. moto keeps all data in RAM (keep payloads
+    under ~100 MiB) and its state is process-global: use unique bucket names.
+    """
+
+    def __init__(self, *, port: int = 0) -> None:
+        self._port = port
+        self._server: Any = None
+        self._endpoint_url: str | None = None
+
+    @property
+    def endpoint_url(self) -> str:
+        if self._endpoint_url is None:
+            raise ServerStartError("MotoServer is not running; call start() first")
+        return self._endpoint_url
+
+    access_key = TEST_ACCESS_KEY
+    secret_key = TEST_SECRET_KEY
+    region = TEST_REGION
+
+    def start(self) -> Self:
+        if self._server is not None:
+            return self
+        from moto.server import ThreadedMotoServer
+
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        server = ThreadedMotoServer(ip_address=_HOST, port=self._port, verbose=False)
+        try:
+            server.start()
+            host, port = server.get_host_and_port()
+        except Exception as exc:
+            raise ServerStartError(f"moto server could not start on {_HOST}: {exc}") from exc
+        self._server = server
+        self._endpoint_url = f"http://{host}:{port}"
+        return self
+
+    def stop(self) -> None:
+        server, self._server = self._server, None
+        self._endpoint_url = None
+        if server is not None:
+            server.stop()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"MotoServer(endpoint_url={self._endpoint_url!r})"
+
+
+class RgwServer:
+    """A single-node Ceph RGW (1 mon, 1 OSD on memstore, no mgr) run by ``rgw.sh``.
+
+    ``with RgwServer() as r: r.endpoint_url``. Picks free ports and a fresh base directory
+    (under ``parent_dir`` or the system temp dir); stops the daemons and deletes the
+    directory on exit (``keep=True`` keeps it for inspection). Startup takes ~3-5 s.
+    """
+
+    def __init__(
+        self,
+        *,
+        parent_dir: str | os.PathLike[str] | None = None,
+        store: str = "memstore",
+        osd_size: str | None = None,
+        start_timeout: float = 60.0,
+        attempts: int = 3,
+        keep: bool = False,
+    ) -> None:
+        self._parent_dir = parent_dir
+        self.store = store
+        self.osd_size = osd_size
+        self.start_timeout = start_timeout
+        self.attempts = attempts
+        self.keep = keep
+        self.base_dir: Path | None = None
+        self.port: int | None = None
+        self.start_seconds: float | None = None
+        self.start_output = ""
+
+    access_key = TEST_ACCESS_KEY
+    secret_key = TEST_SECRET_KEY
+    region = TEST_REGION
+
+    @staticmethod
+    def available() -> bool:
+        """True when every Ceph binary the launcher needs is on PATH."""
+        return all(shutil.which(b) for b in RGW_BINARIES)
+
+    @staticmethod
+    def missing_binaries() -> list[str]:
+        return [b for b in RGW_BINARIES if not shutil.which(b)]
+
+    @property
+    def endpoint_url(self) -> str:
+        if self.port is None:
+            raise ServerStartError("RgwServer is not running; call start() first")
+        return f"http://{_HOST}:{self.port}"
+
+    @property
+    def log_dir(self) -> Path | None:
+        return None if self.base_dir is None else self.base_dir / "log"
+
+    def _env(self, base: Path, ports: list[int] | None) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            BASE=str(base),
+            STORE=self.store,
+            AK=self.access_key,
+            SK=self.secret_key,
+            START_TIMEOUT=str(int(self.start_timeout)),
+        )
+        if self.osd_size:
+            env["OSD_SIZE"] = self.osd_size
+        if ports is not None:
+            env.update(RGW_PORT=str(ports[0]), MON_PORT=str(ports[1]), MON2_PORT=str(ports[2]))
+        return env
+
+    def start(self) -> Self:
+        """Start the gateway; retries with new ports when one was taken meanwhile."""
+        if self.port is not None:
+            return self
+        missing = self.missing_binaries()
+        if missing:
+            raise RgwNotInstalled(
+                f"Ceph RGW binaries missing: {', '.join(missing)}; install them with "
+                f"`apt-get install -y --no-install-recommends {' '.join(RGW_PACKAGES)}` "
+                "(or call zerorename.testing.servers.ensure_rgw_installed() as root)"
+            )
+        script = rgw_script()
+        last = ""
+        for attempt in range(1, self.attempts + 1):
+            base = Path(tempfile.mkdtemp(prefix="zr-rgw-", dir=self._parent_dir))
+            ports = free_ports(3)
+            t0 = time.monotonic()
+            try:
+                proc = subprocess.run(
+                    ["bash", str(script), "start"],
+                    env=self._env(base, ports),
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    text=True,
+                    # each launcher step has its own timeout; this only guards a hang
+                    timeout=self.start_timeout * 4 + 30,
+                )
+                rc, out = proc.returncode, proc.stdout + proc.stderr
+            except subprocess.TimeoutExpired as exc:
+                rc, out = -1, f"launcher timed out after {exc.timeout:.0f}s"
+            if rc == 0:
+                self.base_dir, self.port = base, ports[0]
+                self.start_seconds = time.monotonic() - t0
+                self.start_output = out
+                return self
+            self._run_stop(base)
+            last = out
+            port_taken = "already in use" in out
+            if not port_taken or attempt == self.attempts:
+                # the base directory (small: logs, no data) is kept so the message's path exists
+                raise ServerStartError(
+                    f"Ceph RGW did not start (attempt {attempt}, rc={rc}); logs in {base}/log; "
+                    f"launcher output (tail):\n{_tail(last, 60)}"
+                )
+            shutil.rmtree(base, ignore_errors=True)
+        raise ServerStartError(f"Ceph RGW did not start:\n{_tail(last, 60)}")  # pragma: no cover
+
+    def _run_stop(self, base: Path) -> None:
+        with contextlib.suppress(subprocess.TimeoutExpired, OSError):
+            subprocess.run(
+                ["bash", str(rgw_script()), "stop"],
+                env=self._env(base, None),
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=60,
+            )
+
+    def stop(self) -> None:
+        """Stop the daemons (by their pids) and delete the base directory unless ``keep``."""
+        base, self.base_dir, self.port = self.base_dir, None, None
+        if base is None:
+            return
+        self._run_stop(base)
+        if not self.keep:
+            shutil.rmtree(base, ignore_errors=True)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        url = None if self.port is None else self.endpoint_url
+        return f"RgwServer(endpoint_url={url!r}, base_dir={self.base_dir!s})"
+
+
+def _tail(text: str, lines: int) -> str:
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def ensure_rgw_installed(*, quiet: bool = False) -> None:
+    """Install the Ceph RGW Debian packages when the binaries are missing.
+
+    Needs root and apt-get (``apt-get update`` runs once per process). Raises
+    :class:`RgwNotInstalled` with the command to run when it cannot install.
+    """
+    global _apt_updated
+    if RgwServer.available():
+        return
+    cmd = f"apt-get install -y --no-install-recommends {' '.join(RGW_PACKAGES)}"
+    if shutil.which("apt-get") is None:
+        raise RgwNotInstalled(
+            f"Ceph RGW binaries missing ({', '.join(RgwServer.missing_binaries())}) and no "
+            f"apt-get here; install Ceph's mon, osd, radosgw and CLI (Debian: `{cmd}`)"
+        )
+    if os.geteuid() != 0:
+        raise RgwNotInstalled(
+            f"Ceph RGW binaries missing ({', '.join(RgwServer.missing_binaries())}); "
+            f"run as root: `apt-get update && {cmd}`"
+        )
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    out = subprocess.DEVNULL if quiet else None
+    with _apt_lock:
+        if not _apt_updated:
+            subprocess.run(["apt-get", "update"], env=env, check=True, stdout=out)
+            _apt_updated = True
+        proc = subprocess.run(
+            ["apt-get", "install", "-y", "--no-install-recommends", *RGW_PACKAGES],
+            env=env,
+            stdout=out,
+        )
+    if proc.returncode != 0 or not RgwServer.available():
+        raise RgwNotInstalled(
+            f"`{cmd}` failed (rc={proc.returncode}); still missing: "
+            f"{', '.join(RgwServer.missing_binaries())}"
+        )
