@@ -1,0 +1,262 @@
+"""Committer commands for the ``zerorename`` CLI: pending uploads, jobs, record inspection.
+
+    zerorename uploads list  s3://bucket/prefix [--older-than 2h] [--json]
+    zerorename uploads abort s3://bucket/prefix [--older-than 2h] [--dry-run]
+    zerorename jobs list|show|resume|abort s3://bucket/dest [JOB_ID]
+    zerorename inspect s3://bucket/key   (a _SUCCESS, .pending or .pendingset) [--json]
+
+A prefix is always taken as a directory (``prefix + '/'``): ``s3://b/dataset1`` never
+touches ``s3://b/dataset10/...``. Endpoint and credentials: the standard AWS environment
+and config, plus ``--endpoint-url``. Errors print one line and exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from zerorename.committers.committer import MagicCommitter
+from zerorename.committers.errors import CommitterError
+from zerorename.committers.jobcommit import CommitProgress
+from zerorename.committers.maintenance import (
+    inspect_record,
+    list_jobs,
+    uploads_older_than,
+    uploads_under,
+)
+from zerorename.committers.paths import Destination
+from zerorename.committers.store import abort_uploads
+from zerorename.engine import EngineConfig, UploadEngine, run
+from zerorename.engine.errors import EngineError
+from zerorename.engine.records import UploadInfo
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_age(text: str) -> float:
+    """``90``, ``45s``, ``30m``, ``2h``, ``1d``, ``1w`` -> seconds."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text.lower())
+    if not m:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an age like 90s, 30m, 2h or 1d")
+    return float(m.group(1)) * _UNITS[m.group(2) or "s"]
+
+
+def _engine_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--endpoint-url", help="S3 endpoint (default: AWS, or $AWS_ENDPOINT_URL)")
+    p.add_argument("--region", help="region (default: from the AWS config)")
+    p.add_argument("--profile", help="AWS profile (default: the default chain)")
+    p.add_argument("--addressing-style", choices=["auto", "path", "virtual"], default="auto")
+
+
+def _config(args: argparse.Namespace) -> EngineConfig:
+    endpoint = (args.endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3")
+                or os.environ.get("AWS_ENDPOINT_URL"))
+    return EngineConfig(endpoint_url=endpoint, region=args.region, profile=args.profile,
+                        addressing_style=args.addressing_style)
+
+
+def _when(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ts)) if ts else "?"
+
+
+def _age(ts: float) -> str:
+    s = max(0.0, time.time() - ts)
+    for unit, n in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= n:
+            return f"{s / n:.1f}{unit}"
+    return f"{s:.0f}s"
+
+
+Handler = Callable[[UploadEngine, argparse.Namespace], Awaitable[int]]
+
+
+def _runner(handler: Handler) -> Callable[[argparse.Namespace], int]:
+    """Wrap a command: open an engine, run, turn every error into a message and exit 1."""
+
+    def go(args: argparse.Namespace) -> int:
+        async def main() -> int:
+            async with UploadEngine(_config(args)) as eng:
+                return await handler(eng, args)
+
+        try:
+            return run(main())
+        except (CommitterError, EngineError, ValueError) as exc:
+            print(f"zerorename: error: {exc}", file=sys.stderr)
+            return 1
+
+    return go
+
+
+def _uploads_source(eng: UploadEngine, args: argparse.Namespace) -> Any:
+    dest = Destination.parse(args.prefix)
+    if args.older_than is not None:
+        return uploads_older_than(eng, dest, args.older_than)
+    return uploads_under(eng, dest)
+
+
+async def _uploads_list(eng: UploadEngine, args: argparse.Namespace) -> int:
+    count = 0
+    async for u in _uploads_source(eng, args):
+        count += 1
+        if args.json:
+            print(json.dumps({"bucket": u.bucket, "key": u.key, "uploadId": u.upload_id,
+                              "initiated": u.initiated}, ensure_ascii=False))
+        else:
+            print(f"{_when(u.initiated)}  {_age(u.initiated):>7}  s3://{u.bucket}/{u.key}  "
+                  f"{u.upload_id}")
+    if not args.json:
+        print(f"{count} pending uploads", file=sys.stderr)
+    return 0
+
+
+async def _uploads_abort(eng: UploadEngine, args: argparse.Namespace) -> int:
+    verb = "would abort" if args.dry_run else "aborted"
+    if args.dry_run:
+        count = 0
+        async for u in _uploads_source(eng, args):
+            count += 1
+            print(f"{verb} s3://{u.bucket}/{u.key} {u.upload_id}")
+    else:
+        def report(u: UploadInfo) -> None:
+            print(f"{verb} s3://{u.bucket}/{u.key} {u.upload_id}")
+
+        count = await abort_uploads(eng, _uploads_source(eng, args), on_abort=report)
+    print(f"{count} uploads {verb}", file=sys.stderr)
+    return 0
+
+
+async def _jobs_list(eng: UploadEngine, args: argparse.Namespace) -> int:
+    dest = Destination.parse(args.dest)
+    n = 0
+    async for entry in list_jobs(eng, dest):
+        n += 1
+        created = _when(entry.marker.created) if entry.marker else "?"
+        kind = entry.marker.committer if entry.marker else "?"
+        print(f"{entry.job_id}  {entry.state:<24}  {kind:<11}  created {created}")
+    print(f"{n} jobs under {dest.uri}", file=sys.stderr)
+    return 0
+
+
+def _need_job(args: argparse.Namespace) -> str:
+    if not args.job_id:
+        raise CommitterError(f"jobs {args.action} needs a JOB_ID (see `zerorename jobs list`)")
+    return str(args.job_id)
+
+
+async def _jobs_action(eng: UploadEngine, args: argparse.Namespace) -> int:
+    if args.action == "list":
+        return await _jobs_list(eng, args)
+    job = await MagicCommitter(eng, args.dest).open_job(_need_job(args))
+    if args.action == "show":
+        st = await job.status()
+        out: dict[str, Any] = {"jobId": st.job_id, "active": st.active,
+                               "committedTasks": st.pendingsets}
+        if st.marker is not None:
+            out.update(committer=st.marker.committer, conflict=st.marker.conflict,
+                       scope=st.marker.scope, created=_when(st.marker.created),
+                       hostname=st.marker.hostname)
+        if st.journal is not None:
+            j = st.journal
+            out["commit"] = {"state": j.state.value, "pendingsetsDone": j.watermark,
+                             "pendingsets": j.pendingsets_total, "uploads": j.uploads_total,
+                             "bytes": j.bytes_total, "processes": j.processes,
+                             "updated": _when(j.updated), "error": j.error}
+        n = 0
+        async for u in eng.list_uploads(job.dest.bucket, job.dest.list_prefix, directory=False):
+            n += job.job_id in u.key
+        out["pendingUploads"] = n
+        print(json.dumps(out, indent=1, ensure_ascii=False))
+        return 0
+    if args.action == "resume":
+        def tick(p: CommitProgress) -> None:
+            print(f"{p.phase}: {p.uploads_done}/{p.uploads_total} uploads, "
+                  f"{p.pendingsets_done}/{p.pendingsets_total} pendingsets", file=sys.stderr)
+
+        res = await job.resume(progress=tick)
+        print(f"job {res.job_id} committed: {res.files} files, {res.bytes} bytes")
+        return 0
+    res_abort = await job.abort()
+    print(f"job {res_abort.job_id} aborted: {res_abort.uploads_aborted} uploads aborted, "
+          f"{res_abort.objects_deleted} objects deleted")
+    return 0
+
+
+async def _inspect(eng: UploadEngine, args: argparse.Namespace) -> int:
+    info = await inspect_record(eng, args.uri, max_commits=args.max_commits)
+    if args.json:
+        print(json.dumps(info, indent=1, ensure_ascii=False))
+        return 0
+    kind = info.pop("kind")
+    print(f"{kind}: {args.uri}")
+    if kind == "pendingset":
+        print(f"  job {info.get('jobId')}  task {info.get('taskId')}  attempt "
+              f"{info.get('taskAttempt')}  {info['count']} uploads, {info['bytes']} bytes")
+        for c in info["commits"]:
+            print(f"  s3://{c['bucket']}/{c['destinationKey']}  {c['length']} bytes  "
+                  f"{len(c['parts'])} parts  upload {c['uploadId']}")
+        if info["count"] > info["commitsShown"]:
+            print(f"  ... {info['count'] - info['commitsShown']} more")
+    elif kind == "pending":
+        print(f"  s3://{info['bucket']}/{info['destinationKey']}  {info['length']} bytes  "
+              f"{len(info['parts'])} parts\n  job {info['jobId']}  task {info['taskId']}  "
+              f"upload {info['uploadId']}")
+    else:
+        print(f"  job {info['jobId']} ({info['committer']}) at {info['date']} on "
+              f"{info['hostname']}")
+        for k, v in info["metrics"].items():
+            print(f"  {k}: {v}")
+        for name in info["filenames"]:
+            print(f"  {name}")
+    return 0
+
+
+def add_subcommands(sub: Any) -> None:
+    """Add ``uploads``, ``jobs`` and ``inspect`` to an argparse subparsers object."""
+    up = sub.add_parser("uploads", help="list or abort pending multipart uploads under a prefix")
+    upsub = up.add_subparsers(dest="uploads_command", metavar="ACTION", required=True)
+    for name, text in (("list", "list pending uploads"), ("abort", "abort pending uploads")):
+        p = upsub.add_parser(name, help=text)
+        p.add_argument("prefix", help="s3://bucket/prefix (taken as a directory)")
+        p.add_argument("--older-than", type=parse_age, metavar="AGE",
+                       help="only uploads initiated longer ago (90s, 30m, 2h, 1d)")
+        if name == "list":
+            p.add_argument("--json", action="store_true", help="one JSON object per line")
+            p.set_defaults(func=_runner(_uploads_list))
+        else:
+            p.add_argument("--dry-run", action="store_true", help="only print what would go")
+            p.set_defaults(func=_runner(_uploads_abort))
+        _engine_options(p)
+
+    jobs = sub.add_parser("jobs", help="jobs under a destination: list, show, resume, abort")
+    jobs.add_argument("action", choices=["list", "show", "resume", "abort"])
+    jobs.add_argument("dest", help="s3://bucket/destination")
+    jobs.add_argument("job_id", nargs="?", metavar="JOB_ID")
+    _engine_options(jobs)
+    jobs.set_defaults(func=_runner(_jobs_action))
+
+    ins = sub.add_parser("inspect", help="show a _SUCCESS, .pending or .pendingset record")
+    ins.add_argument("uri", help="s3://bucket/key")
+    ins.add_argument("--json", action="store_true")
+    ins.add_argument("--max-commits", type=int, default=20,
+                     help="commits of a pendingset to show (all are counted)")
+    _engine_options(ins)
+    ins.set_defaults(func=_runner(_inspect))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Standalone entry point with just the committer commands."""
+    parser = argparse.ArgumentParser(prog="zerorename")
+    add_subcommands(parser.add_subparsers(dest="command", metavar="COMMAND", required=True))
+    args = parser.parse_args(argv)
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
