@@ -16,6 +16,8 @@
 #   AK, SK      S3 access key / secret key of the created user
 #   START_TIMEOUT  seconds to wait for each step [60]
 #   CEPH_EXTRA_CONF  extra ceph.conf text appended at the end (e.g. "[client.rgw]\nrgw ... = ...")
+#   OWNER_PID   when set, a watchdog stops the daemons and wipes $BASE once that process is gone
+#               (the daemons detach, so a killed test run would otherwise leave them running)
 #
 # On success `start` writes $BASE/env (shell exports) and $BASE/s3.json, and prints both.
 # On failure it prints the tail of the logs, stops what it started and exits non-zero.
@@ -41,7 +43,10 @@ pids_of() {
 }
 
 do_stop() {
-    local pids p alive
+    local pids p alive wd
+    wd=$(cat "$BASE/watchdog.pid" 2>/dev/null || true)
+    if [ -n "$wd" ] && [ "$wd" != "${WATCHDOG_SELF:-}" ]; then kill "$wd" 2>/dev/null || true; fi
+    rm -f "$BASE/watchdog.pid"
     pids=$(pids_of)
     for p in $pids; do kill "$p" 2>/dev/null || true; done
     # give them 2 s to exit cleanly, then KILL: the data is throwaway (start always wipes BASE)
@@ -224,6 +229,11 @@ CONF
         --access-key="$AK" --secret-key="$SK" >"$BASE/user.json" 2>>"$BASE/log/radosgw-admin.log" ||
         fail "radosgw-admin user create"
     cat "$BASE"/run/*.pid | tr -s ' \n' '\n' >"$BASE/pids"
+    if [ -n "${OWNER_PID:-}" ]; then
+        # detached watchdog (own session, no inherited stdio): stop + wipe when the owner dies
+        setsid bash "$0" watch "$OWNER_PID" </dev/null >>"$BASE/log/watchdog.log" 2>&1 &
+        echo $! >"$BASE/watchdog.pid"
+    fi
 
     cat >"$BASE/env" <<ENV
 export AWS_ENDPOINT_URL=http://127.0.0.1:$PORT
@@ -248,6 +258,16 @@ start) do_start ;;
 stop)
     do_stop
     if [ "${2:-}" = "--wipe" ]; then rm -rf "$BASE"; fi
+    ;;
+watch)
+    owner=${2:?usage: $0 watch OWNER_PID}
+    export WATCHDOG_SELF=$$
+    while kill -0 "$owner" 2>/dev/null && [ -e "$BASE/pids" ]; do sleep 1; done
+    if [ -e "$BASE/pids" ]; then
+        log "owner $owner is gone: stopping the daemons of $BASE and wiping it"
+        do_stop
+        rm -rf "$BASE"
+    fi
     ;;
 status)
     if http_ok; then echo "radosgw answers on 127.0.0.1:$PORT"; else

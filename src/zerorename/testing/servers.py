@@ -184,6 +184,8 @@ class RgwServer:
         if self.osd_size:
             env["OSD_SIZE"] = self.osd_size
         if ports is not None:
+            # the launcher's watchdog stops the daemons if this process dies without stop()
+            env["OWNER_PID"] = str(os.getpid())
             env.update(RGW_PORT=str(ports[0]), MON_PORT=str(ports[1]), MON2_PORT=str(ports[2]))
         return env
 
