@@ -1,0 +1,104 @@
+"""The blocking facade from worker threads; no threads or tasks leak across many jobs;
+progress is reported at least once a second during a long job commit."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from committer_helpers import (
+    committer,
+    data_objects,
+    dest_prefix,
+    dest_uri,
+    engine_for,
+    uploads,
+    write,
+)
+
+from zerorename.committers import CommitOptions, CommitProgress
+from zerorename.committers.sync import SyncCommitter
+from zerorename.testing.targets import S3Target
+
+
+def run_sync_job(s3: S3Target, kind: str, tmp: Path, tasks: int = 3) -> tuple[str, dict]:  # type: ignore[type-arg]
+    expected = {}
+    with SyncCommitter(kind, dest_uri(s3, kind), s3.engine_config(),
+                       options=CommitOptions(staging_dir=tmp)) as c:
+        job = c.setup_job()
+
+        def task(t: int):  # type: ignore[no-untyped-def]
+            ta = job.task_attempt(t)
+            ta.setup()
+            with ta.open(f"t={t}/data ü.csv") as f:
+                for i in range(100):
+                    f.write(b"row %d,%d\n" % (t, i))
+            return ta.commit()
+
+        with ThreadPoolExecutor(max_workers=tasks) as pool:
+            summaries = list(pool.map(task, range(tasks)))
+        for t in range(tasks):
+            expected[f"t={t}/data ü-{job.job_id}.csv"] = b"".join(
+                b"row %d,%d\n" % (t, i) for i in range(100))
+        res = job.commit(summaries)
+        assert res.files == tasks and res.bytes == sum(map(len, expected.values()))
+        assert sum(s.bytes for s in summaries) == res.bytes
+    return job.job_id, expected
+
+
+def test_sync_facade_from_worker_threads(s3: S3Target, tmp_path: Path) -> None:
+    for kind in ("magic", "staging"):
+        _, expected = run_sync_job(s3, kind, tmp_path)
+        assert data_objects(s3, dest_prefix(s3, kind)) == expected
+        assert uploads(s3, dest_prefix(s3, kind)) == []
+
+
+def test_no_thread_leak_over_many_jobs(s3: S3Target, tmp_path: Path) -> None:
+    run_sync_job(s3, "magic", tmp_path, tasks=2)  # warm up lazily created threads
+    before = threading.active_count()
+    for _ in range(5):
+        run_sync_job(s3, "magic", tmp_path, tasks=2)
+    assert threading.active_count() <= before
+
+
+async def test_no_task_leak_and_bytes_reported(s3: S3Target) -> None:
+    async with engine_for(s3) as eng:
+        baseline = len(asyncio.all_tasks())
+        for _ in range(4):
+            job = await committer("magic", eng, dest_uri(s3)).setup_job()
+            ta = job.task_attempt(0)
+            await ta.setup()
+            await write(ta, "f.bin", b"12345")
+            s = await ta.commit()
+            assert s.bytes == 5  # deferred uploads still report their bytes (HADOOP-17414)
+            await job.commit([s])
+        assert len(asyncio.all_tasks()) == baseline
+
+
+async def test_progress_at_least_once_a_second(s3: S3Target) -> None:
+    async with engine_for(s3, batch_concurrency=2) as eng:
+        c = committer("magic", eng, dest_uri(s3), pending_records=False, concurrency=2)
+        job = await c.setup_job()
+        sums = []
+        for t in range(4):
+            ta = job.task_attempt(t)
+            await ta.setup()
+            for f in range(60):
+                await write(ta, f"{f}.bin", b"p")
+            sums.append(await ta.commit())
+        seen: list[tuple[float, CommitProgress]] = []
+        loop = asyncio.get_running_loop()
+
+        async def progress(p: CommitProgress) -> None:  # async callbacks are awaited
+            seen.append((loop.time(), p))
+
+        res = await job.commit(sums, progress=progress)
+    times = [t for t, _ in seen]
+    assert res.duration > 1.0, "the commit was too quick to tell"
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert max(gaps) < 1.5
+    done = [p.uploads_done for _, p in seen]
+    assert done == sorted(done) and done[-1] == 240 and seen[-1][1].uploads_total == 240
