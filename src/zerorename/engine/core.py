@@ -253,7 +253,10 @@ class UploadEngine(ObjectOps):
                     if up.upload_id is None:
                         if part.last and part.number == 1 and not defer:
                             return await self._put_single(up, part, progress, object_args)
-                        up.upload_id = await self._create(up, object_args)
+                        # shielded: a cancel mid-request would leave an upload we never
+                        # learn the id of; after it, the except below can abort it
+                        with anyio.CancelScope(shield=True):
+                            up.upload_id = await self._create(up, object_args)
                     window = await self._limiter.acquire()
                     tg.start_soon(self._send_part, up, part, window, progress)
             assert up.upload_id is not None
@@ -548,7 +551,8 @@ class UploadEngine(ObjectOps):
             error: BaseException | None = None
             try:
                 try:
-                    result.bytes += await action(rec, limiter, limiter.window)
+                    done = await action(rec, limiter, limiter.window)
+                    result.bytes += done  # not `+= await`: that reads before awaiting
                     result.succeeded += 1
                 except Exception as exc:
                     error = exc

@@ -187,8 +187,10 @@ class SyncUploadWriter(io.RawIOBase):
         self._ready = threading.Event()
         self._send: MemoryObjectSendStream[BytesLike] | None = None
         self.result: UploadResult | PendingUpload | None = None
-        self._finished = False
+        self._finished = True  # until the upload runs: close() then has nothing to finish
+        self._future: concurrent.futures.Future[UploadResult | PendingUpload | None] | None = None
         self._check_thread()
+        self._finished = False
         self._future = asyncio.run_coroutine_threadsafe(
             self._run(engine, defer, progress, object_args), loop
         )
@@ -275,6 +277,7 @@ class SyncUploadWriter(io.RawIOBase):
                 if rest is not None:
                     self._call(self._put(rest))
                 self._call(self._put(None))
+                assert self._future is not None
                 self.result = self._future.result()
         except BaseException:
             self.abort()
@@ -290,7 +293,7 @@ class SyncUploadWriter(io.RawIOBase):
             if self._scope is not None:
                 self._scope.cancel()
 
-        if not self._future.done():
+        if self._future is not None and not self._future.done():
             self._call(cancel())
             with contextlib.suppress(BaseException):
                 self._future.result()
