@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import io
+import itertools
 import os
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -143,7 +144,7 @@ async def test_deferred_upload_is_invisible_until_completed(s3: S3Target) -> Non
     assert done.length == len(DATA)
     assert get(s3, key) == DATA
     assert pending_keys(s3) == []
-    assert [e for e in events if isinstance(e, UploadDeferred)][0].length == len(DATA)
+    assert next(e for e in events if isinstance(e, UploadDeferred)).length == len(DATA)
     assert sum(e.delta for e in events if isinstance(e, BytesSent)) == len(DATA)
     assert sorted(e.number for e in events if isinstance(e, PartDone)) == [1, 2, 3]
 
@@ -154,7 +155,7 @@ async def test_checksum_per_part_is_recorded(s3: S3Target, algorithm: str) -> No
         pend = await engine.upload(s3.bucket, s3.key("c.bin"), DATA, defer=True)
         await engine.complete(pend)
     offsets = [0, 5 * MiB, 10 * MiB, len(DATA)]
-    expected = [compute(algorithm, DATA[a:b]) for a, b in zip(offsets, offsets[1:], strict=False)]
+    expected = [compute(algorithm, DATA[a:b]) for a, b in itertools.pairwise(offsets)]
     assert [p.checksum for p in pend.parts] == expected
     assert pend.checksum_algorithm == (None if algorithm == "none" else algorithm)
     assert get(s3, s3.key("c.bin")) == DATA
@@ -235,7 +236,7 @@ async def test_cancelled_upload_aborts(s3: S3Target) -> None:
     async with UploadEngine(cfg(s3)) as engine:
         task = asyncio.ensure_future(engine.upload(s3.bucket, s3.key("c.bin"), slow()))
         await started.wait()
-        while engine.stats.parts_uploaded < 1:
+        while engine.stats.parts_uploaded < 1:  # noqa: ASYNC110
             await asyncio.sleep(0.01)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):

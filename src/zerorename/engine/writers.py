@@ -10,6 +10,7 @@ on the caller's thread and hands each to the loop.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import io
 import threading
