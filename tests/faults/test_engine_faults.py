@@ -1,0 +1,205 @@
+"""The engine's retry path under faults injected on the wire by the FaultProxy."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from zerorename.engine import (
+    BytesSent,
+    ConcurrencyChanged,
+    EngineConfig,
+    RetryConfig,
+    RetryScheduled,
+    Throttled,
+    UploadEngine,
+    errors,
+)
+from zerorename.engine.planning import MiB
+from zerorename.testing.faultproxy import FaultRule
+from zerorename.testing.targets import S3Target
+
+FAST_RETRY = RetryConfig(max_attempts=12, base_delay=0.02, max_delay=0.5, max_elapsed=120)
+
+
+def proxied(s3: S3Target, fault_proxy: Callable[..., Any], **kw: Any) -> tuple[Any, EngineConfig]:
+    assert s3.endpoint_url is not None
+    proxy = fault_proxy(s3.endpoint_url)
+    kw.setdefault("part_size", 5 * MiB)
+    kw.setdefault("retry", FAST_RETRY)
+    return proxy, s3.with_endpoint(proxy.url).engine_config(**kw)
+
+
+def md5_of(s3: S3Target, key: str) -> str:
+    body = s3.boto3_client().get_object(Bucket=s3.bucket, Key=key)["Body"]
+    h = hashlib.md5()
+    for chunk in iter(lambda: body.read(1 << 20), b""):
+        h.update(chunk)
+    return h.hexdigest()
+
+
+def pending(s3: S3Target) -> list[str]:
+    resp = s3.boto3_client().list_multipart_uploads(Bucket=s3.bucket, Prefix=s3.prefix)
+    return [u["Key"] for u in resp.get("Uploads", [])]
+
+
+def stream(total: int, seed: int = 7) -> Iterator[bytes]:
+    """Deterministic pseudo-random blocks (so the expected digest is known)."""
+    block = hashlib.sha256(str(seed).encode()).digest() * (1 << 15)  # 1 MiB
+    sent = 0
+    while sent < total:
+        n = min(len(block), total - sent)
+        yield block[:n]
+        sent += n
+
+
+def stream_md5(total: int) -> str:
+    h = hashlib.md5()
+    for b in stream(total):
+        h.update(b)
+    return h.hexdigest()
+
+
+async def test_slowdown_on_30_percent_of_parts_200_mib(
+    s3: S3Target, fault_proxy: Callable[..., Any]
+) -> None:
+    """200 MiB through 30% 503 SlowDown on UploadPart: byte-identical, with retries and
+    a lowered concurrency visible in the statistics and the events."""
+    size = 200 * MiB
+    proxy, config = proxied(s3, fault_proxy, max_concurrency=8)
+    proxy.add_rule(FaultRule(operation="UploadPart", fault="slowdown", rate=0.3, seed=11))
+    events: list[Any] = []
+    key = s3.key("throttled/200MiB.bin")
+    async with UploadEngine(config, on_event=events.append) as engine:
+        result = await engine.upload(s3.bucket, key, stream(size))
+        stats = engine.stats
+    assert result.length == size
+    assert md5_of(s3, key) == stream_md5(size)
+    injected = proxy.stats.faults("UploadPart", "slowdown")
+    assert injected > 0
+    assert stats.throttles == injected
+    assert stats.retries >= injected
+    assert stats.lowest_concurrency < 8
+    assert any(isinstance(e, ConcurrencyChanged) and e.reason == "throttled" for e in events)
+    assert sum(isinstance(e, Throttled) for e in events) == injected
+    assert sum(isinstance(e, RetryScheduled) for e in events) == stats.retries
+    rolled_back = -sum(e.delta for e in events if isinstance(e, BytesSent) and e.rollback)
+    assert rolled_back == injected * 5 * MiB
+    assert sum(e.delta for e in events if isinstance(e, BytesSent)) == size
+    assert pending(s3) == []
+
+
+async def test_internal_error_on_complete_is_retried(
+    s3: S3Target, fault_proxy: Callable[..., Any]
+) -> None:
+    proxy, config = proxied(s3, fault_proxy)
+    proxy.add_rule(
+        FaultRule(operation="CompleteMultipartUpload", fault="internal_error", schedule={1, 2})
+    )
+    data = os.urandom(11 * MiB)
+    key = s3.key("complete-500.bin")
+    async with UploadEngine(config) as engine:
+        pend = await engine.upload(s3.bucket, key, data, defer=True)
+        await engine.complete(pend)
+        assert engine.stats.transient_errors == 2
+    assert proxy.stats.faults("CompleteMultipartUpload") == 2
+    assert md5_of(s3, key) == hashlib.md5(data).hexdigest()
+
+
+async def test_connection_reset_mid_body_is_retried(
+    s3: S3Target, fault_proxy: Callable[..., Any]
+) -> None:
+    proxy, config = proxied(s3, fault_proxy, max_concurrency=2)
+    proxy.add_rule(
+        FaultRule(
+            operation="UploadPart", fault="reset", reset_after_bytes=256 << 10, schedule={1, 3}
+        )
+    )
+    data = os.urandom(16 * MiB)
+    key = s3.key("reset.bin")
+    async with UploadEngine(config) as engine:
+        await engine.upload(s3.bucket, key, data)
+        seen_by_engine = engine.stats.transient_errors
+    # aiohttp re-sends an idempotent request once by itself when a *reused* keep-alive
+    # connection breaks; every other reset reaches the engine's retry policy.
+    assert proxy.stats.faults("UploadPart", "reset") == 2
+    assert 1 <= seen_by_engine <= 2
+    assert proxy.stats.requests("UploadPart") == 4 + 2
+    assert md5_of(s3, key) == hashlib.md5(data).hexdigest()
+
+
+async def test_stall_hits_read_timeout_and_is_retried(
+    moto_s3: S3Target, fault_proxy: Callable[..., Any]
+) -> None:
+    s3 = moto_s3
+    proxy, config = proxied(s3, fault_proxy, read_timeout=1.0)
+    proxy.add_rule(FaultRule(operation="UploadPart", fault="stall", delay=5.0, schedule={2}))
+    data = os.urandom(11 * MiB)
+    async with UploadEngine(config) as engine:
+        await engine.upload(s3.bucket, s3.key("stall.bin"), data)
+        assert engine.stats.transient_errors == 1
+    assert md5_of(s3, s3.key("stall.bin")) == hashlib.md5(data).hexdigest()
+
+
+async def test_latency_is_survived(moto_s3: S3Target, fault_proxy: Callable[..., Any]) -> None:
+    s3 = moto_s3
+    proxy, config = proxied(s3, fault_proxy)
+    proxy.add_rule(FaultRule(operation=None, fault="latency", delay=0.2))
+    async with UploadEngine(config) as engine:
+        pend = await engine.upload(s3.bucket, s3.key("slow.bin"), b"abc", defer=True)
+        await engine.complete(pend)
+        assert engine.stats.retries == 0
+    assert proxy.stats.faults(kind="latency") >= 3
+
+
+async def test_lost_complete_response_is_recognised(
+    s3: S3Target, fault_proxy: Callable[..., Any]
+) -> None:
+    """The store completes but the answer is lost: the retry must not report failure."""
+    proxy, config = proxied(s3, fault_proxy)
+    proxy.add_rule(
+        FaultRule(operation="CompleteMultipartUpload", fault="drop_response", schedule={1})
+    )
+    data = os.urandom(6 * MiB)
+    key = s3.key("lost-answer.bin")
+    async with UploadEngine(config) as engine:
+        pend = await engine.upload(s3.bucket, key, data, defer=True)
+        result = await engine.complete(pend)
+    assert result.length == len(data)
+    assert md5_of(s3, key) == hashlib.md5(data).hexdigest()
+
+
+async def test_throttling_past_the_budget_fails_and_leaves_nothing(
+    s3: S3Target, fault_proxy: Callable[..., Any]
+) -> None:
+    retry = RetryConfig(max_attempts=3, base_delay=0.01, max_delay=0.05)
+    proxy, config = proxied(s3, fault_proxy, retry=retry)
+    proxy.add_rule(FaultRule(operation="UploadPart", fault="slowdown", rate=1.0))
+    async with UploadEngine(config) as engine:
+        with pytest.raises(errors.RetriesExhausted, match="SlowDown"):
+            await engine.upload(s3.bucket, s3.key("never.bin"), os.urandom(11 * MiB))
+        assert engine.stats.uploads_aborted == 1
+    assert pending(s3) == []
+
+
+async def test_throttled_batch_completes_everything(
+    moto_s3: S3Target, fault_proxy: Callable[..., Any]
+) -> None:
+    s3 = moto_s3
+    proxy, config = proxied(s3, fault_proxy)
+    async with UploadEngine(config) as engine:
+        records = [
+            await engine.upload(s3.bucket, s3.key(f"b/{i}"), b"%d" % i, defer=True)
+            for i in range(40)
+        ]
+        proxy.add_rule(
+            FaultRule(operation="CompleteMultipartUpload", fault="slowdown", rate=0.3, seed=3)
+        )
+        result = await engine.complete_many(records, concurrency=16)
+    assert (result.succeeded, result.failed) == (40, 0)
+    assert proxy.stats.faults("CompleteMultipartUpload") > 0
+    assert pending(s3) == []
