@@ -1,10 +1,59 @@
 """PySpark integration: the event-loop bridge and the ``zerorename`` data source.
 
+    from zerorename.spark_adapter import register, read_success
+    register(spark)
+    df.write.format("zerorename").mode("overwrite").option("partitionBy", "day") \\
+        .save("s3://bucket/table")
+    read_success("s3://bucket/table")       # files, bytes, rows, commit duration
+
 Importing this package does not import pyspark; the data source pieces load it lazily.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from zerorename.spark_adapter.bridge import BridgeError, LoopBridge, get_bridge
 
-__all__ = ["BridgeError", "LoopBridge", "get_bridge"]
+if TYPE_CHECKING:
+    from zerorename.spark_adapter.datasource import ZeroRenameDataSource, activate, register
+    from zerorename.spark_adapter.options import WriteOptions, options_table
+    from zerorename.spark_adapter.rdd import OutputFiles, write_partitions
+    from zerorename.spark_adapter.success import SuccessInfo, read_success
+
+_LAZY = {
+    "ZeroRenameDataSource": "zerorename.spark_adapter.datasource",
+    "register": "zerorename.spark_adapter.datasource",
+    "activate": "zerorename.spark_adapter.datasource",
+    "WriteOptions": "zerorename.spark_adapter.options",
+    "options_table": "zerorename.spark_adapter.options",
+    "OutputFiles": "zerorename.spark_adapter.rdd",
+    "write_partitions": "zerorename.spark_adapter.rdd",
+    "SuccessInfo": "zerorename.spark_adapter.success",
+    "read_success": "zerorename.spark_adapter.success",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
+__all__ = [
+    "BridgeError",
+    "LoopBridge",
+    "OutputFiles",
+    "SuccessInfo",
+    "WriteOptions",
+    "ZeroRenameDataSource",
+    "activate",
+    "get_bridge",
+    "options_table",
+    "read_success",
+    "register",
+    "write_partitions",
+]

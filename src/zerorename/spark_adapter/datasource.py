@@ -1,0 +1,159 @@
+"""The ``zerorename`` Python data source: ``df.write.format("zerorename")``.
+
+    from zerorename.spark_adapter import register, read_success
+    register(spark)
+    (df.write.format("zerorename").mode("append")          # or "overwrite"
+       .option("partitionBy", "year,month")                # Spark 4 refuses .partitionBy()
+       .option("endpoint", "http://127.0.0.1:9000")        # for S3-compatible stores
+       .save("s3://bucket/table"))
+    print(read_success("s3://bucket/table"))              # files, bytes, rows, duration
+
+Where each part runs (Spark 4): ``writer()`` in a Python worker at planning time (it
+sets the job up: a UUID job id and the job's marker); ``write()`` in every task attempt
+(streams its files as deferred uploads and commits the attempt to a pendingset); the
+writer object is pickled once and shared by tasks and commit; ``commit()``/``abort()``
+in a Python worker the driver starts, with one message per partition from exactly the
+attempts Spark accepted, so the job commit lists nothing. Nothing is visible before job
+commit; ``abort()`` leaves nothing (failed attempts' uploads included).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.types import StringType, StructType
+
+from zerorename.engine.errors import ConfigError
+from zerorename.spark_adapter.jobs import (
+    TaskResult,
+    TaskWriter,
+    abort_job,
+    commit_job,
+    iter_results,
+    setup_job,
+)
+from zerorename.spark_adapter.options import WriteOptions
+
+log = logging.getLogger("zerorename.spark")
+
+NAME = "zerorename"
+
+
+@dataclass
+class ZeroRenameCommitMessage(WriterCommitMessage):  # type: ignore[misc]
+    """One task attempt's result: counts and where its pendingset is (a few hundred bytes)."""
+
+    result: TaskResult
+
+
+def _check_spark_schema(schema: StructType, opts: WriteOptions) -> None:
+    names = [f.name for f in schema.fields]
+    missing = [c for c in opts.partition_by if c not in names]
+    if missing:
+        raise ConfigError(f"partitionBy columns {missing} are not in the data ({names})")
+    data = [f for f in schema.fields if f.name not in opts.partition_by]
+    if not data:
+        raise ConfigError("every column is a partition column: no data would be written")
+    if opts.format == "text" and (len(data) != 1 or not isinstance(data[0].dataType, StringType)):
+        raise ConfigError(
+            "format text needs exactly one string column besides partition "
+            f"columns; got {[f.simpleString() for f in data]}"
+        )
+
+
+class ZeroRenameWriter(DataSourceArrowWriter):  # type: ignore[misc]
+    """Pickled once on the driver side; ``write`` runs in tasks, ``commit``/``abort`` on
+    the driver side. Holds only options (no credentials) and the job id."""
+
+    def __init__(self, opts: WriteOptions, job_id: str) -> None:
+        self.opts = opts
+        self.job_id = job_id
+        self.created = time.time()
+
+    # A hook for tests and instrumentation: called at "batch" (after each batch),
+    # "files_closed" (uploads pending, before the task commit) and "committed".
+    def _checkpoint(self, stage: str, partition: int, attempt: int) -> None:
+        pass
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> ZeroRenameCommitMessage:
+        from pyspark import TaskContext
+
+        tc = TaskContext.get()
+        partition = tc.partitionId() if tc is not None else 0
+        attempt = tc.attemptNumber() if tc is not None else 0
+        task_attempt_id = tc.taskAttemptId() if tc is not None else 0
+        writer = TaskWriter(self.opts, self.job_id, partition, attempt, task_attempt_id)
+        try:
+            for batch in iterator:
+                writer.write(batch)
+                self._checkpoint("batch", partition, attempt)
+            writer.close_files()
+            self._checkpoint("files_closed", partition, attempt)
+            result = writer.commit()
+            self._checkpoint("committed", partition, attempt)
+        except BaseException:
+            writer.abort()
+            raise
+        return ZeroRenameCommitMessage(result)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        outcome = commit_job(
+            self.opts, self.job_id, list(iter_results(messages)), started=self.created
+        )
+        log.warning(
+            "zerorename: job %s wrote %d files, %d bytes, %d rows to %s (job commit %.2fs)",
+            outcome.job_id,
+            outcome.files,
+            outcome.bytes,
+            outcome.rows,
+            outcome.destination,
+            outcome.commit_seconds,
+        )
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        abort_job(self.opts, self.job_id)
+
+
+class ZeroRenameDataSource(DataSource):  # type: ignore[misc]
+    """``format("zerorename")``: zero-rename writes to S3 through the committers."""
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def writer_class(self) -> type[ZeroRenameWriter]:
+        """The writer to build (subclasses swap it, e.g. for fault-injection tests)."""
+        return ZeroRenameWriter
+
+    def writer(self, schema: StructType, overwrite: bool) -> ZeroRenameWriter:
+        opts = WriteOptions.parse(dict(self.options), overwrite=overwrite)
+        if opts.unknown:
+            log.warning("zerorename: ignoring unknown options %s", ", ".join(opts.unknown))
+        _check_spark_schema(schema, opts)
+        job_id = setup_job(opts)
+        return self.writer_class()(opts, job_id)
+
+
+def register(spark: Any) -> None:
+    """Register the ``zerorename`` data source with a SparkSession."""
+    spark.dataSource.register(ZeroRenameDataSource)
+
+
+def activate(spark: Any) -> None:
+    """Make ``spark`` the active session of the calling thread's JVM thread.
+
+    Spark 4 looks Python data sources up in the *active* session, which the JVM keeps
+    per thread: a write from another Python thread fails with DATA_SOURCE_NOT_FOUND
+    unless that thread calls this first.
+    """
+    jvm = spark._jvm
+    try:
+        jvm.org.apache.spark.sql.classic.SparkSession.setActiveSession(spark._jsparkSession)
+    except Exception:  # Spark before 4.0 has no "classic" package
+        jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)

@@ -1,0 +1,93 @@
+"""Task retries, attempts killed hard, failed jobs: exactly the accepted attempts' output,
+and no pending upload or job record left behind."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from zerorename.spark_adapter import read_success
+
+pytestmark = pytest.mark.spark
+
+N = 4000
+PARTS = 4
+
+
+@pytest.fixture(scope="module")
+def faulty(spark: Any) -> Any:
+    import faulty as mod  # tests/spark/faulty.py (pytest puts this directory on sys.path)
+
+    mod.register_faulty(spark)
+    return spark
+
+
+def _write(spark: Any, zr: Any, mode: str = "append", **fault: str) -> None:
+    df = spark.range(0, N, 1, PARTS).selectExpr("id", "repeat('x', 200) AS pad")
+    (
+        df.write.format("zerorename_faulty")
+        .mode(mode)
+        .options(**zr.options(partSize="5m"))
+        .options(**fault)
+        .save(zr.uri())
+    )
+
+
+def _assert_exact_output(zr: Any) -> None:
+    keys = zr.data_keys()
+    assert len(keys) == PARTS, keys  # one file per partition: the accepted attempts only
+    assert sorted(k.split("-")[1] for k in keys) == [f"{i:05d}" for i in range(PARTS)]
+    table = zr.read_parquet()
+    assert sorted(table.column("id").to_pylist()) == list(range(N))
+    assert zr.pending_uploads() == []
+    assert [k for k in zr.list_keys() if "__magic" in k] == []
+
+
+def _read_opts(zr: Any) -> dict[str, Any]:
+    o = zr.options()
+    return {
+        "endpoint": o["endpoint"],
+        "region": o["region"],
+        "profile": o["profile"],
+        "addressing_style": o["addressingStyle"],
+    }
+
+
+@pytest.mark.parametrize("stage", ["batch", "files_closed", "committed"])
+def test_first_attempt_fails_then_retry(faulty: Any, zr_any: Any, stage: str) -> None:
+    _write(faulty, zr_any, fault="raise", faultstage=stage, faultpartition="1", faultattempts="0")
+    _assert_exact_output(zr_any)
+    info = read_success(zr_any.uri(), **_read_opts(zr_any))
+    assert info.files == PARTS and info.rows == N
+
+
+@pytest.mark.parametrize("stage", ["files_closed", "committed"])
+def test_attempt_killed_hard_is_cleaned_at_commit(faulty: Any, zr: Any, stage: str) -> None:
+    # os._exit: no finally, no abort; its uploads stay pending until job commit cleans them
+    _write(faulty, zr, fault="exit", faultstage=stage, faultpartition="2", faultattempts="0")
+    _assert_exact_output(zr)
+
+
+@pytest.mark.parametrize("stage", ["batch", "files_closed", "committed"])
+def test_job_failure_leaves_nothing(faulty: Any, zr_any: Any, stage: str) -> None:
+    with pytest.raises(Exception, match="injected failure"):
+        _write(
+            faulty, zr_any, fault="raise", faultstage=stage, faultpartition="1", faultattempts="all"
+        )
+    assert zr_any.list_keys() == []
+    assert zr_any.pending_uploads() == []
+
+
+def test_job_failure_after_hard_kills_leaves_nothing(faulty: Any, zr: Any) -> None:
+    with pytest.raises(Exception):  # noqa: B017 - Spark wraps the worker crash
+        _write(
+            faulty,
+            zr,
+            fault="exit",
+            faultstage="files_closed",
+            faultpartition="0",
+            faultattempts="all",
+        )
+    assert zr.list_keys() == []
+    assert zr.pending_uploads() == []
