@@ -4,6 +4,7 @@ engine; engine errors are left to the callers, which wrap them."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import tempfile
@@ -39,7 +40,7 @@ def first_error(exc: BaseException) -> BaseException:
     preferring a real failure over a cancellation."""
     while isinstance(exc, BaseExceptionGroup):
         leaves = exc.exceptions
-        real = [e for e in leaves if not isinstance(e, anyio.get_cancelled_exc_class())]
+        real = [e for e in leaves if not isinstance(e, asyncio.CancelledError)]
         exc = (real or list(leaves))[0]
     return exc
 

@@ -1,0 +1,72 @@
+"""Pure helpers of the store layer: multipart ETags, 'is this our completed object',
+record checks, exception-group unwrapping."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+
+import pytest
+
+from zerorename.committers.errors import RecordFormatError
+from zerorename.committers.paths import Destination
+from zerorename.committers.records import PendingRecord
+from zerorename.committers.store import (
+    check_record,
+    first_error,
+    is_completed_object,
+    multipart_etag,
+)
+from zerorename.engine.records import ObjectInfo, PartInfo, PendingUpload
+
+JOB = "6f1c2b9e-8a4d-4c57-9a0e-3b2f1d0c9e8a"
+DEST = Destination.parse("s3://b/t")
+
+
+def up(key: str = f"t/y=1/f-{JOB}.csv", etags: tuple[str, ...] = ()) -> PendingUpload:
+    etags = etags or (hashlib.md5(b"a").hexdigest(), hashlib.md5(b"b").hexdigest())
+    parts = tuple(PartInfo(i + 1, f'"{e}"', 5) for i, e in enumerate(etags))
+    return PendingUpload("b", key, "u", parts, 5 * len(parts))
+
+
+def test_multipart_etag_matches_s3s_rule() -> None:
+    u = up()
+    want = hashlib.md5(hashlib.md5(b"a").digest() + hashlib.md5(b"b").digest()).hexdigest()
+    assert multipart_etag(u) == f"{want}-2"
+    assert multipart_etag(up(etags=("not-md5",))) is None
+
+
+def test_is_completed_object() -> None:
+    u = up()
+    good = ObjectInfo("b", u.key, 10, f'"{multipart_etag(u)}"', 0.0)
+    assert is_completed_object(u, good)
+    assert not is_completed_object(u, None)
+    assert not is_completed_object(u, ObjectInfo("b", u.key, 11, good.etag, 0.0))
+    assert not is_completed_object(u, ObjectInfo("b", u.key, 10, '"abc-2"', 0.0))
+    # an ETag that is not a multipart one (e.g. encrypted store): size decides
+    assert is_completed_object(u, ObjectInfo("b", u.key, 10, '"0123"', 0.0))
+
+
+def test_check_record() -> None:
+    ok = PendingRecord(up(), JOB, "t", 0)
+    check_record(ok, DEST, JOB, "loc", partitioned=True)
+    bad = [
+        PendingRecord(up(key=f"t10/f-{JOB}.csv"), JOB, "t", 0),   # sibling destination
+        PendingRecord(up(key="t/y=1/f.csv"), JOB, "t", 0),        # no job id in key
+        PendingRecord(up(), "11111111-2222-4333-8444-555555555555", "t", 0),
+    ]
+    for rec in bad:
+        with pytest.raises(RecordFormatError, match="loc"):
+            check_record(rec, DEST, JOB, "loc", partitioned=False)
+    flat = PendingRecord(up(key=f"t/f-{JOB}.csv"), JOB, "t", 0)
+    check_record(flat, DEST, JOB, "loc", partitioned=False)
+    with pytest.raises(RecordFormatError):
+        check_record(flat, DEST, JOB, "loc", partitioned=True)
+
+
+def test_first_error_prefers_real_failures() -> None:
+    cancel = asyncio.CancelledError
+    err = KeyError("k")
+    group = BaseExceptionGroup("g", [cancel(), ExceptionGroup("inner", [err])])
+    assert first_error(group) is err
+    assert first_error(err) is err
