@@ -408,3 +408,10 @@ def test_engine_closes_twice_and_refuses_use_when_closed(moto_s3: S3Target) -> N
 
     assert threading.active_count() >= 1
     asyncio.run(main())
+
+
+async def test_signed_payloads_work_too(moto_s3: S3Target) -> None:
+    s3 = moto_s3
+    async with UploadEngine(cfg(s3, payload_signing=True)) as engine:
+        await engine.upload(s3.bucket, s3.key("signed.bin"), DATA)
+    assert get(s3, s3.key("signed.bin")) == DATA
