@@ -55,10 +55,17 @@ def _engine_options(p: argparse.ArgumentParser) -> None:
 
 
 def _config(args: argparse.Namespace) -> EngineConfig:
-    endpoint = (args.endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3")
-                or os.environ.get("AWS_ENDPOINT_URL"))
-    return EngineConfig(endpoint_url=endpoint, region=args.region, profile=args.profile,
-                        addressing_style=args.addressing_style)
+    endpoint = (
+        args.endpoint_url
+        or os.environ.get("AWS_ENDPOINT_URL_S3")
+        or os.environ.get("AWS_ENDPOINT_URL")
+    )
+    return EngineConfig(
+        endpoint_url=endpoint,
+        region=args.region,
+        profile=args.profile,
+        addressing_style=args.addressing_style,
+    )
 
 
 def _when(ts: float) -> str:
@@ -105,11 +112,22 @@ async def _uploads_list(eng: UploadEngine, args: argparse.Namespace) -> int:
     async for u in _uploads_source(eng, args):
         count += 1
         if args.json:
-            print(json.dumps({"bucket": u.bucket, "key": u.key, "uploadId": u.upload_id,
-                              "initiated": u.initiated}, ensure_ascii=False))
+            print(
+                json.dumps(
+                    {
+                        "bucket": u.bucket,
+                        "key": u.key,
+                        "uploadId": u.upload_id,
+                        "initiated": u.initiated,
+                    },
+                    ensure_ascii=False,
+                )
+            )
         else:
-            print(f"{_when(u.initiated)}  {_age(u.initiated):>7}  s3://{u.bucket}/{u.key}  "
-                  f"{u.upload_id}")
+            print(
+                f"{_when(u.initiated)}  {_age(u.initiated):>7}  s3://{u.bucket}/{u.key}  "
+                f"{u.upload_id}"
+            )
     if not args.json:
         print(f"{count} pending uploads", file=sys.stderr)
     return 0
@@ -123,6 +141,7 @@ async def _uploads_abort(eng: UploadEngine, args: argparse.Namespace) -> int:
             count += 1
             print(f"{verb} s3://{u.bucket}/{u.key} {u.upload_id}")
     else:
+
         def report(u: UploadInfo) -> None:
             print(f"{verb} s3://{u.bucket}/{u.key} {u.upload_id}")
 
@@ -155,18 +174,31 @@ async def _jobs_action(eng: UploadEngine, args: argparse.Namespace) -> int:
     job = await MagicCommitter(eng, args.dest).open_job(_need_job(args))
     if args.action == "show":
         st = await job.status()
-        out: dict[str, Any] = {"jobId": st.job_id, "active": st.active,
-                               "committedTasks": st.pendingsets}
+        out: dict[str, Any] = {
+            "jobId": st.job_id,
+            "active": st.active,
+            "committedTasks": st.pendingsets,
+        }
         if st.marker is not None:
-            out.update(committer=st.marker.committer, conflict=st.marker.conflict,
-                       scope=st.marker.scope, created=_when(st.marker.created),
-                       hostname=st.marker.hostname)
+            out.update(
+                committer=st.marker.committer,
+                conflict=st.marker.conflict,
+                scope=st.marker.scope,
+                created=_when(st.marker.created),
+                hostname=st.marker.hostname,
+            )
         if st.journal is not None:
             j = st.journal
-            out["commit"] = {"state": j.state.value, "pendingsetsDone": j.watermark,
-                             "pendingsets": j.pendingsets_total, "uploads": j.uploads_total,
-                             "bytes": j.bytes_total, "processes": j.processes,
-                             "updated": _when(j.updated), "error": j.error}
+            out["commit"] = {
+                "state": j.state.value,
+                "pendingsetsDone": j.watermark,
+                "pendingsets": j.pendingsets_total,
+                "uploads": j.uploads_total,
+                "bytes": j.bytes_total,
+                "processes": j.processes,
+                "updated": _when(j.updated),
+                "error": j.error,
+            }
         n = 0
         async for u in eng.list_uploads(job.dest.bucket, job.dest.list_prefix, directory=False):
             n += job.job_id in u.key
@@ -174,16 +206,22 @@ async def _jobs_action(eng: UploadEngine, args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=1, ensure_ascii=False))
         return 0
     if args.action == "resume":
+
         def tick(p: CommitProgress) -> None:
-            print(f"{p.phase}: {p.uploads_done}/{p.uploads_total} uploads, "
-                  f"{p.pendingsets_done}/{p.pendingsets_total} pendingsets", file=sys.stderr)
+            print(
+                f"{p.phase}: {p.uploads_done}/{p.uploads_total} uploads, "
+                f"{p.pendingsets_done}/{p.pendingsets_total} pendingsets",
+                file=sys.stderr,
+            )
 
         res = await job.resume(progress=tick)
         print(f"job {res.job_id} committed: {res.files} files, {res.bytes} bytes")
         return 0
     res_abort = await job.abort()
-    print(f"job {res_abort.job_id} aborted: {res_abort.uploads_aborted} uploads aborted, "
-          f"{res_abort.objects_deleted} objects deleted")
+    print(
+        f"job {res_abort.job_id} aborted: {res_abort.uploads_aborted} uploads aborted, "
+        f"{res_abort.objects_deleted} objects deleted"
+    )
     return 0
 
 
@@ -195,20 +233,27 @@ async def _inspect(eng: UploadEngine, args: argparse.Namespace) -> int:
     kind = info.pop("kind")
     print(f"{kind}: {args.uri}")
     if kind == "pendingset":
-        print(f"  job {info.get('jobId')}  task {info.get('taskId')}  attempt "
-              f"{info.get('taskAttempt')}  {info['count']} uploads, {info['bytes']} bytes")
+        print(
+            f"  job {info.get('jobId')}  task {info.get('taskId')}  attempt "
+            f"{info.get('taskAttempt')}  {info['count']} uploads, {info['bytes']} bytes"
+        )
         for c in info["commits"]:
-            print(f"  s3://{c['bucket']}/{c['destinationKey']}  {c['length']} bytes  "
-                  f"{len(c['parts'])} parts  upload {c['uploadId']}")
+            print(
+                f"  s3://{c['bucket']}/{c['destinationKey']}  {c['length']} bytes  "
+                f"{len(c['parts'])} parts  upload {c['uploadId']}"
+            )
         if info["count"] > info["commitsShown"]:
             print(f"  ... {info['count'] - info['commitsShown']} more")
     elif kind == "pending":
-        print(f"  s3://{info['bucket']}/{info['destinationKey']}  {info['length']} bytes  "
-              f"{len(info['parts'])} parts\n  job {info['jobId']}  task {info['taskId']}  "
-              f"upload {info['uploadId']}")
+        print(
+            f"  s3://{info['bucket']}/{info['destinationKey']}  {info['length']} bytes  "
+            f"{len(info['parts'])} parts\n  job {info['jobId']}  task {info['taskId']}  "
+            f"upload {info['uploadId']}"
+        )
     else:
-        print(f"  job {info['jobId']} ({info['committer']}) at {info['date']} on "
-              f"{info['hostname']}")
+        print(
+            f"  job {info['jobId']} ({info['committer']}) at {info['date']} on {info['hostname']}"
+        )
         for k, v in info["metrics"].items():
             print(f"  {k}: {v}")
         for name in info["filenames"]:
@@ -223,8 +268,12 @@ def add_subcommands(sub: Any) -> None:
     for name, text in (("list", "list pending uploads"), ("abort", "abort pending uploads")):
         p = upsub.add_parser(name, help=text)
         p.add_argument("prefix", help="s3://bucket/prefix (taken as a directory)")
-        p.add_argument("--older-than", type=parse_age, metavar="AGE",
-                       help="only uploads initiated longer ago (90s, 30m, 2h, 1d)")
+        p.add_argument(
+            "--older-than",
+            type=parse_age,
+            metavar="AGE",
+            help="only uploads initiated longer ago (90s, 30m, 2h, 1d)",
+        )
         if name == "list":
             p.add_argument("--json", action="store_true", help="one JSON object per line")
             p.set_defaults(func=_runner(_uploads_list))
@@ -243,8 +292,12 @@ def add_subcommands(sub: Any) -> None:
     ins = sub.add_parser("inspect", help="show a _SUCCESS, .pending or .pendingset record")
     ins.add_argument("uri", help="s3://bucket/key")
     ins.add_argument("--json", action="store_true")
-    ins.add_argument("--max-commits", type=int, default=20,
-                     help="commits of a pendingset to show (all are counted)")
+    ins.add_argument(
+        "--max-commits",
+        type=int,
+        default=20,
+        help="commits of a pendingset to show (all are counted)",
+    )
     _engine_options(ins)
     ins.set_defaults(func=_runner(_inspect))
 

@@ -105,19 +105,26 @@ class Committer:
     attempt_class: type[TaskAttempt] = TaskAttempt
     default_scope = ConflictScope.DESTINATION
 
-    def __init__(self, engine: UploadEngine, destination: str | Destination, *,
-                 conflict: str | ConflictMode = ConflictMode.APPEND,
-                 options: CommitOptions | None = None) -> None:
+    def __init__(
+        self,
+        engine: UploadEngine,
+        destination: str | Destination,
+        *,
+        conflict: str | ConflictMode = ConflictMode.APPEND,
+        options: CommitOptions | None = None,
+    ) -> None:
         self.engine = engine
-        self.dest = (destination if isinstance(destination, Destination)
-                     else Destination.parse(destination))
+        self.dest = (
+            destination if isinstance(destination, Destination) else Destination.parse(destination)
+        )
         self.conflict = ConflictMode.parse(conflict)
         self.options = options or CommitOptions()
 
     def job(self, job_id: str) -> Job:
         """A handle on job ``job_id`` with this committer's settings (no I/O)."""
-        return Job(self, check_job_id(job_id), self.kind, self.conflict.value,
-                   self.default_scope.value)
+        return Job(
+            self, check_job_id(job_id), self.kind, self.conflict.value, self.default_scope.value
+        )
 
     async def setup_job(self, job_id: str | None = None) -> Job:
         """Set up a new job: a random UUID (or the given UUID), its ``job.json`` written."""
@@ -126,8 +133,12 @@ class Committer:
         try:
             if await job.is_active():
                 raise CommitterError(f"job {job.job_id} is already set up at {self.dest.uri}")
-            await self.engine.put_object(self.dest.bucket, job.layout.marker, marker.to_json(),
-                                         content_type="application/json")
+            await self.engine.put_object(
+                self.dest.bucket,
+                job.layout.marker,
+                marker.to_json(),
+                content_type="application/json",
+            )
         except EngineError as exc:
             raise CommitterError(f"could not set up job at {self.dest.uri}: {exc}") from exc
         return job
@@ -169,7 +180,9 @@ class PartitionedCommitter(StagingCommitter):
 
 
 _KINDS: dict[str, type[Committer]] = {
-    "magic": MagicCommitter, "staging": StagingCommitter, "directory": StagingCommitter,
+    "magic": MagicCommitter,
+    "staging": StagingCommitter,
+    "directory": StagingCommitter,
     "partitioned": PartitionedCommitter,
 }
 
@@ -184,8 +197,9 @@ def committer_class(kind: str) -> type[Committer]:
 class Job:
     """One job of a committer at its destination."""
 
-    def __init__(self, committer: Committer, job_id: str, kind: str, conflict: str,
-                 scope: str) -> None:
+    def __init__(
+        self, committer: Committer, job_id: str, kind: str, conflict: str, scope: str
+    ) -> None:
         self.committer = committer
         self.engine = committer.engine
         self.dest = committer.dest
@@ -227,32 +241,43 @@ class Job:
         by_task: dict[str, PlannedSet] = {}
         for s in summaries:
             if s.job_id != self.job_id:
-                raise RecordFormatError(f"task summary of job {s.job_id} given to job "
-                                        f"{self.job_id}")
+                raise RecordFormatError(
+                    f"task summary of job {s.job_id} given to job {self.job_id}"
+                )
             d = Destination.parse(s.pendingset)
-            if d.bucket != self.dest.bucket or not d.prefix.startswith(
-                    self.layout.pendingsets_dir):
-                raise RecordFormatError(f"pendingset {s.pendingset} is not one of job "
-                                        f"{self.job_id}'s")
+            if d.bucket != self.dest.bucket or not d.prefix.startswith(self.layout.pendingsets_dir):
+                raise RecordFormatError(
+                    f"pendingset {s.pendingset} is not one of job {self.job_id}'s"
+                )
             by_task[s.task_id] = PlannedSet(d.prefix, s.task_id, s.attempt)
         return CommitPlan(self.job_id, tuple(by_task[t] for t in sorted(by_task)), "summaries")
 
-    async def commit(self, summaries: Iterable[TaskCommitSummary] | None = None, *,
-                     progress: ProgressFn | None = None) -> JobCommitResult:
+    async def commit(
+        self,
+        summaries: Iterable[TaskCommitSummary] | None = None,
+        *,
+        progress: ProgressFn | None = None,
+    ) -> JobCommitResult:
         """Complete every upload of the committed tasks, write ``_SUCCESS``, then abort the
         job's leftover uploads and delete its records. With ``summaries`` (the driver's
         list of successful attempts) nothing is listed; without, the job's pendingsets are.
         On failure raises JobCommitError (``rolled_back`` says whether nothing is left)."""
         try:
-            plan = (self._plan_from_summaries(summaries) if summaries is not None
-                    else await self._plan_from_listing())
+            plan = (
+                self._plan_from_summaries(summaries)
+                if summaries is not None
+                else await self._plan_from_listing()
+            )
             return await JobCommitRun(self, progress).commit(plan)
         except CommitterError:
             raise
         except EngineError as exc:
-            raise JobCommitError(f"job {self.job_id} commit failed: {exc}",
-                                 job_id=self.job_id, rolled_back=False,
-                                 state="started") from exc
+            raise JobCommitError(
+                f"job {self.job_id} commit failed: {exc}",
+                job_id=self.job_id,
+                rolled_back=False,
+                state="started",
+            ) from exc
 
     async def resume(self, *, progress: ProgressFn | None = None) -> JobCommitResult:
         """Finish a job commit another process started (from its journal), idempotently."""
@@ -261,8 +286,12 @@ class Job:
         except CommitterError:
             raise
         except EngineError as exc:
-            raise JobCommitError(f"resuming job {self.job_id} failed: {exc}",
-                                 job_id=self.job_id, rolled_back=False, state="") from exc
+            raise JobCommitError(
+                f"resuming job {self.job_id} failed: {exc}",
+                job_id=self.job_id,
+                rolled_back=False,
+                state="",
+            ) from exc
 
     async def abort(self) -> AbortResult:
         """Abort the job: every pending upload of it aborted, every object it completed and
@@ -290,14 +319,17 @@ class Job:
         try:
             journal = await JobCommitRun(self)._read_journal()
             if journal is not None and journal.state.value not in ("succeeded",):
-                raise CommitterError(f"job {self.job_id} has an unfinished commit "
-                                     f"({journal.state.value}); resume or abort it first")
+                raise CommitterError(
+                    f"job {self.job_id} has an unfinished commit "
+                    f"({journal.state.value}); resume or abort it first"
+                )
             aborted = await self.release()
             if older_than is not None:
                 from zerorename.committers.maintenance import uploads_older_than
 
                 aborted += await abort_uploads(
-                    self.engine, uploads_older_than(self.engine, self.dest, older_than))
+                    self.engine, uploads_older_than(self.engine, self.dest, older_than)
+                )
             return aborted
         except CommitterError:
             raise
@@ -306,11 +338,13 @@ class Job:
 
     async def status(self) -> JobStatus:
         marker_data = await read_optional(self.engine, self.dest.bucket, self.layout.marker)
-        marker = (JobMarker.from_json(marker_data, location=self.dest.uri_of(self.layout.marker))
-                  if marker_data is not None else None)
+        marker = (
+            JobMarker.from_json(marker_data, location=self.dest.uri_of(self.layout.marker))
+            if marker_data is not None
+            else None
+        )
         journal = await JobCommitRun(self)._read_journal()
         count = 0
         async for obj in self.engine.list_objects(self.dest.bucket, self.layout.pendingsets_dir):
             count += obj.key.endswith(PENDINGSET_SUFFIX)
         return JobStatus(self.job_id, marker is not None, marker, journal, count)
-

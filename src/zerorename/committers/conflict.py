@@ -33,8 +33,9 @@ class ConflictMode(StrEnum):
         try:
             return cls(value.value if isinstance(value, ConflictMode) else value.lower())
         except ValueError:
-            raise PathError(f"conflict mode must be fail, append or replace; got {value!r}") \
-                from None
+            raise PathError(
+                f"conflict mode must be fail, append or replace; got {value!r}"
+            ) from None
 
 
 class ConflictScope(StrEnum):
@@ -88,4 +89,3 @@ def is_foreign(dest: Destination, key: str, job_id: str) -> bool:
     if rel is None:
         return False
     return not is_job_record(rel) and not key_carries_job(key, job_id)
-

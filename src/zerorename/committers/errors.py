@@ -66,8 +66,15 @@ class ConflictError(JobCommitError):
     of the offending keys; ``rolled_back`` says whether the job was then aborted.
     """
 
-    def __init__(self, message: str, *, job_id: str = "", rolled_back: bool = False,
-                 state: str = "", conflicts: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        job_id: str = "",
+        rolled_back: bool = False,
+        state: str = "",
+        conflicts: tuple[str, ...] = (),
+    ) -> None:
         super().__init__(message, job_id=job_id, rolled_back=rolled_back, state=state)
         self.conflicts = conflicts
 

@@ -125,9 +125,17 @@ class JobCommitRun:
     # ---------------------------------------------------------------- progress & journal
     def snapshot(self) -> CommitProgress:
         j = self.journal
-        return CommitProgress(self.job.job_id, self.phase, self.c.sets_done,
-                              len(self.plan.pendingsets), self.c.uploads_done, j.uploads_total,
-                              self.c.bytes_done, j.bytes_total, time.monotonic() - self._t0)
+        return CommitProgress(
+            self.job.job_id,
+            self.phase,
+            self.c.sets_done,
+            len(self.plan.pendingsets),
+            self.c.uploads_done,
+            j.uploads_total,
+            self.c.bytes_done,
+            j.bytes_total,
+            time.monotonic() - self._t0,
+        )
 
     async def _report(self) -> None:
         if self.progress is None:
@@ -152,8 +160,9 @@ class JobCommitRun:
         j.retries += self.engine.stats.retries - r0
         j.throttles += self.engine.stats.throttles - t0
         self._stats0 = (self.engine.stats.retries, self.engine.stats.throttles)
-        await self.engine.put_object(self.dest.bucket, self.layout.journal, j.to_json(),
-                                     content_type="application/json")
+        await self.engine.put_object(
+            self.dest.bucket, self.layout.journal, j.to_json(), content_type="application/json"
+        )
 
     async def _move(self, state: State) -> None:
         self.journal.move(state)
@@ -167,29 +176,38 @@ class JobCommitRun:
             return None
         j = Journal.from_json(data, location=self.dest.uri_of(self.layout.journal))
         if j.job_id != self.job.job_id:
-            raise JournalError(f"journal at {self.dest.uri_of(self.layout.journal)} is of "
-                               f"job {j.job_id}, not {self.job.job_id}")
+            raise JournalError(
+                f"journal at {self.dest.uri_of(self.layout.journal)} is of "
+                f"job {j.job_id}, not {self.job.job_id}"
+            )
         return j
 
     # ---------------------------------------------------------------- entry points
     async def commit(self, plan: CommitPlan) -> JobCommitResult:
         if not await self.job.is_active():
-            raise JobNotActive(f"job {self.job.job_id} is not active at {self.dest.uri} "
-                               f"(never set up, or already committed/aborted)")
+            raise JobNotActive(
+                f"job {self.job.job_id} is not active at {self.dest.uri} "
+                f"(never set up, or already committed/aborted)"
+            )
         if await self._read_journal() is not None:
-            raise JournalError(f"job {self.job.job_id} already started a commit; use "
-                               f"resume() or abort() (zerorename jobs resume|abort)")
+            raise JournalError(
+                f"job {self.job.job_id} already started a commit; use "
+                f"resume() or abort() (zerorename jobs resume|abort)"
+            )
         self.plan = plan
-        await self.engine.put_object(self.dest.bucket, self.layout.plan, plan.to_json(),
-                                     content_type="application/json")
+        await self.engine.put_object(
+            self.dest.bucket, self.layout.plan, plan.to_json(), content_type="application/json"
+        )
         await self._save_journal()
         return await self._run(resumed=False)
 
     async def resume(self) -> JobCommitResult:
         j = await self._read_journal()
         if j is None:
-            raise JournalError(f"job {self.job.job_id} has no journal at {self.dest.uri}: it "
-                               f"never started committing (nothing to resume; abort it)")
+            raise JournalError(
+                f"job {self.job.job_id} has no journal at {self.dest.uri}: it "
+                f"never started committing (nothing to resume; abort it)"
+            )
         self.journal = j
         j.processes += 1
         j.error = None
@@ -201,9 +219,12 @@ class JobCommitRun:
         self.c.sets_done = j.watermark
         if j.state is State.ROLLING_BACK:
             await self.rollback()
-            raise JobCommitError(f"job {self.job.job_id} was rolling back; the rollback is "
-                                 f"now finished", job_id=self.job.job_id, rolled_back=True,
-                                 state=j.state.value)
+            raise JobCommitError(
+                f"job {self.job.job_id} was rolling back; the rollback is now finished",
+                job_id=self.job.job_id,
+                rolled_back=True,
+                state=j.state.value,
+            )
         return await self._run(resumed=True)
 
     async def _run(self, *, resumed: bool) -> JobCommitResult:
@@ -224,11 +245,13 @@ class JobCommitRun:
                 await self._move(State.COMPLETING)
             if j.state is State.COMPLETING:
                 self.phase = "completing"
-                await self._complete(uncertain_until=j.watermark + j.window
-                                     if resumed else j.watermark)
+                await self._complete(
+                    uncertain_until=j.watermark + j.window if resumed else j.watermark
+                )
                 mode = ConflictMode.parse(self.job.conflict)
-                await self._move(State.REPLACING if mode is ConflictMode.REPLACE
-                                 else State.SUCCEEDED)
+                await self._move(
+                    State.REPLACING if mode is ConflictMode.REPLACE else State.SUCCEEDED
+                )
         except BaseException as exc:
             with anyio.CancelScope(shield=True):
                 await self._failed(exc)
@@ -249,24 +272,32 @@ class JobCommitRun:
                 raise
             raise JobCommitError(
                 f"job {j.job_id} failed in state {j.state.value} after its files were "
-                f"completed: {exc}; run resume to finish it", job_id=j.job_id,
-                rolled_back=False, state=j.state.value) from exc
+                f"completed: {exc}; run resume to finish it",
+                job_id=j.job_id,
+                rolled_back=False,
+                state=j.state.value,
+            ) from exc
         self.phase = "cleanup"
         cleanup_error = None
         try:
             await self._cleanup_records()
         except Exception as exc:
             cleanup_error = f"{type(exc).__name__}: {exc}"
-            log.warning("job %s committed, but cleaning up its records failed: %s",
-                        j.job_id, exc)
+            log.warning("job %s committed, but cleaning up its records failed: %s", j.job_id, exc)
         self.phase = "committed"
         self.c.sets_done = len(self.plan.pendingsets)
         await self._report()
         return JobCommitResult(
-            job_id=j.job_id, files=j.uploads_total, bytes=j.bytes_total,
-            pendingsets=len(self.plan.pendingsets), duration=time.time() - j.started,
-            retries=j.retries, throttles=j.throttles, success_key=success_key,
-            resumed=resumed, cleanup_error=cleanup_error,
+            job_id=j.job_id,
+            files=j.uploads_total,
+            bytes=j.bytes_total,
+            pendingsets=len(self.plan.pendingsets),
+            duration=time.time() - j.started,
+            retries=j.retries,
+            throttles=j.throttles,
+            success_key=success_key,
+            resumed=resumed,
+            cleanup_error=cleanup_error,
         )
 
     async def _failed(self, exc: BaseException) -> None:
@@ -287,14 +318,21 @@ class JobCommitRun:
                 log.exception("could not save the journal of job %s", j.job_id)
         if not isinstance(exc, Exception):
             raise exc
-        what = ("rolled back: nothing of it is left" if rolled else
-                "left for resume/abort (see its journal)")
+        what = (
+            "rolled back: nothing of it is left"
+            if rolled
+            else "left for resume/abort (see its journal)"
+        )
         msg = f"job {j.job_id} commit failed in state {j.state.value}: {exc}; {what}"
         if isinstance(exc, ConflictError):
-            raise ConflictError(msg, job_id=j.job_id, rolled_back=rolled,
-                                state=j.state.value, conflicts=exc.conflicts) from exc
-        raise JobCommitError(msg, job_id=j.job_id, rolled_back=rolled,
-                             state=j.state.value) from exc
+            raise ConflictError(
+                msg,
+                job_id=j.job_id,
+                rolled_back=rolled,
+                state=j.state.value,
+                conflicts=exc.conflicts,
+            ) from exc
+        raise JobCommitError(msg, job_id=j.job_id, rolled_back=rolled, state=j.state.value) from exc
 
     # ---------------------------------------------------------------- phases
     def _check(self, rec: PendingRecord, location: str) -> None:
@@ -307,15 +345,17 @@ class JobCommitRun:
         j.filenames = []
         j.pendingsets_total = len(self.plan.pendingsets)
         mode = ConflictMode.parse(self.job.conflict)
-        need_parts = self.job.partitioned or (mode is not ConflictMode.APPEND
-                                              and self.job.scope == "partitions")
+        need_parts = self.job.partitioned or (
+            mode is not ConflictMode.APPEND and self.job.scope == "partitions"
+        )
         mismatched = 0
 
         async def scan(index: int) -> None:
             nonlocal mismatched
             ps = self.plan.pendingsets[index]
-            async for item in scan_pendingset(self.engine, self.dest.bucket, ps.key,
-                                              self.job.job_id):
+            async for item in scan_pendingset(
+                self.engine, self.dest.bucket, ps.key, self.job.job_id
+            ):
                 if isinstance(item, PendingRecord):
                     self._check(item, self.dest.uri_of(ps.key))
                     j.uploads_total += 1
@@ -338,12 +378,17 @@ class JobCommitRun:
                 raise ConflictError(
                     f"destination {self.dest.uri} already has objects where job "
                     f"{self.job.job_id} writes (conflict mode 'fail'), e.g. "
-                    f"{self.dest.uri_of(found[0])}", job_id=self.job.job_id,
-                    conflicts=tuple(found))
+                    f"{self.dest.uri_of(found[0])}",
+                    job_id=self.job.job_id,
+                    conflicts=tuple(found),
+                )
         if plan.replace_prefixes and self.job.scope == "partitions":
             await self.engine.put_object(
-                self.dest.bucket, self.layout.partitions,
-                _json_list(sorted(self.partitions)), content_type="application/json")
+                self.dest.bucket,
+                self.layout.partitions,
+                _json_list(sorted(self.partitions)),
+                content_type="application/json",
+            )
 
     async def _settled(self, upload: PendingUpload, exc: BaseException) -> bool:
         """After a failed complete: is the object there already, ours (an earlier attempt or
@@ -355,9 +400,11 @@ class JobCommitRun:
         if is_completed_object(upload, info):
             return True
         if isinstance(exc, PreconditionFailed):
-            raise ConflictError(f"another writer created {upload.uri} during the commit "
-                                f"(If-None-Match)", job_id=self.job.job_id,
-                                conflicts=(upload.key,)) from exc
+            raise ConflictError(
+                f"another writer created {upload.uri} during the commit (If-None-Match)",
+                job_id=self.job.job_id,
+                conflicts=(upload.key,),
+            ) from exc
         return False
 
     async def _complete(self, uncertain_until: int) -> None:
@@ -414,8 +461,9 @@ class JobCommitRun:
                 if failures:
                     return
                 ps = self.plan.pendingsets[idx]
-                spool = await SpooledPendingSet.load(self.engine, self.dest.bucket, ps.key,
-                                                     self.job.job_id, self._check)
+                spool = await SpooledPendingSet.load(
+                    self.engine, self.dest.bucket, ps.key, self.job.job_id, self._check
+                )
                 remaining[idx] = 1  # held until every record was handed out
                 try:
                     for rec in spool.records():
@@ -423,7 +471,8 @@ class JobCommitRun:
                             return
                         up = rec.upload
                         if idx < uncertain_until and is_completed_object(
-                                up, await self.engine.head_object(up.bucket, up.key)):
+                            up, await self.engine.head_object(up.bucket, up.key)
+                        ):
                             self.c.uploads_done += 1
                             self.c.bytes_done += up.length
                             continue
@@ -437,18 +486,29 @@ class JobCommitRun:
                     await persist()
 
         async with unwrapped():
-            await self.engine.complete_many(records(), concurrency=self.opts.concurrency,
-                                            if_none_match=if_none_match, on_result=on_result)
+            await self.engine.complete_many(
+                records(),
+                concurrency=self.opts.concurrency,
+                if_none_match=if_none_match,
+                on_result=on_result,
+            )
         if failures:
             first = failures[0]
             if isinstance(first, CommitterError):
                 raise first
-            raise JobCommitError(f"{len(failures)} uploads could not be completed: {first}",
-                                 job_id=self.job.job_id, rolled_back=False,
-                                 state=j.state.value) from first
+            raise JobCommitError(
+                f"{len(failures)} uploads could not be completed: {first}",
+                job_id=self.job.job_id,
+                rolled_back=False,
+                state=j.state.value,
+            ) from first
         if wm.low != total:
-            raise JobCommitError(f"internal error: {total - wm.low} pendingsets unfinished",
-                                 job_id=self.job.job_id, rolled_back=False, state="completing")
+            raise JobCommitError(
+                f"internal error: {total - wm.low} pendingsets unfinished",
+                job_id=self.job.job_id,
+                rolled_back=False,
+                state="completing",
+            )
         await persist()
 
     async def _replace(self) -> None:
@@ -463,9 +523,15 @@ class JobCommitRun:
         plan = plan_conflicts(ConflictMode.REPLACE, self.job.scope_enum, self.dest, parts)
         job_id = self.job.job_id
         for prefix in plan.replace_prefixes:
-            deleted = await self.engine.delete_objects(self.dest.bucket, keys_under(
-                self.engine, self.dest.bucket, prefix,
-                lambda k: is_foreign(self.dest, k, job_id)))
+            deleted = await self.engine.delete_objects(
+                self.dest.bucket,
+                keys_under(
+                    self.engine,
+                    self.dest.bucket,
+                    prefix,
+                    lambda k: is_foreign(self.dest, k, job_id),
+                ),
+            )
             log.info("job %s replaced %d older objects under %s", job_id, deleted, prefix)
 
     async def _write_success(self) -> str | None:
@@ -474,20 +540,32 @@ class JobCommitRun:
         j = self.journal
         r0, t0 = self._stats0
         metrics: dict[str, int | float] = {
-            "files": j.uploads_total, "uploads": j.uploads_total, "bytes": j.bytes_total,
+            "files": j.uploads_total,
+            "uploads": j.uploads_total,
+            "bytes": j.bytes_total,
             "pendingsets": len(self.plan.pendingsets),
             "duration_seconds": round(time.time() - j.started, 3),
             "retries": j.retries + self.engine.stats.retries - r0,
             "throttles": j.throttles + self.engine.stats.throttles - t0,
             "commit_processes": j.processes,
         }
-        diag = {"conflict": self.job.conflict, "scope": self.job.scope,
-                "destination": self.dest.uri, **self.c.diagnostics}
-        data = SuccessData(job_id=j.job_id, committer=self.job.kind, metrics=metrics,
-                           description=f"zerorename {self.job.kind} committer",
-                           diagnostics=diag, filenames=list(j.filenames))
-        await self.engine.put_object(self.dest.bucket, self.layout.success, data.to_json(),
-                                     content_type="application/json")
+        diag = {
+            "conflict": self.job.conflict,
+            "scope": self.job.scope,
+            "destination": self.dest.uri,
+            **self.c.diagnostics,
+        }
+        data = SuccessData(
+            job_id=j.job_id,
+            committer=self.job.kind,
+            metrics=metrics,
+            description=f"zerorename {self.job.kind} committer",
+            diagnostics=diag,
+            filenames=list(j.filenames),
+        )
+        await self.engine.put_object(
+            self.dest.bucket, self.layout.success, data.to_json(), content_type="application/json"
+        )
         return self.layout.success
 
     async def _cleanup_records(self) -> None:
@@ -505,7 +583,8 @@ class JobCommitRun:
             if not can_abort(j.state):
                 raise JournalError(
                     f"job {self.job.job_id} is in state {j.state.value}: its files are "
-                    f"complete and older files may be gone; resume it instead of aborting")
+                    f"complete and older files may be gone; resume it instead of aborting"
+                )
             self.journal = j
             if j.state is not State.ROLLING_BACK:
                 j.move(State.ROLLING_BACK)
@@ -530,8 +609,7 @@ def _parse_json_list(data: bytes, location: str) -> list[str]:
             raise ValueError("bad version or entries")
         return list(items)
     except (ValueError, KeyError, TypeError) as exc:
-        raise RecordFormatError(f"malformed partitions record: {exc}", location=location) \
-            from None
+        raise RecordFormatError(f"malformed partitions record: {exc}", location=location) from None
 
 
 async def abort_job_storage(job: Job) -> AbortResult:
@@ -548,9 +626,16 @@ async def abort_job_storage(job: Job) -> AbortResult:
             parts = _parse_json_list(data, dest.uri_of(lay.partitions))
             prefixes = [lay.root] + [dest.key(p + "/") for p in parts]
     for prefix in prefixes:
-        res.objects_deleted += await engine.delete_objects(dest.bucket, keys_under(
-            engine, dest.bucket, prefix, lambda k: key_carries_job(k, job.job_id),
-            skip=[lay.journal]))
+        res.objects_deleted += await engine.delete_objects(
+            dest.bucket,
+            keys_under(
+                engine,
+                dest.bucket,
+                prefix,
+                lambda k: key_carries_job(k, job.job_id),
+                skip=[lay.journal],
+            ),
+        )
     res.objects_deleted += await engine.delete_objects(dest.bucket, [lay.journal])
     await anyio.to_thread.run_sync(lambda: shutil.rmtree(job.local_job_dir, ignore_errors=True))
     return res
@@ -562,8 +647,9 @@ async def release_job_storage(job: Job) -> int:
     engine, dest, lay = job.engine, job.dest, job.layout
     await engine.delete_objects(dest.bucket, [lay.marker])
     aborted = await abort_uploads(engine, job_uploads(engine, dest, job.job_id))
-    await engine.delete_objects(dest.bucket, keys_under(engine, dest.bucket, lay.root,
-                                                        lambda k: True, skip=[lay.journal]))
+    await engine.delete_objects(
+        dest.bucket, keys_under(engine, dest.bucket, lay.root, lambda k: True, skip=[lay.journal])
+    )
     await engine.delete_objects(dest.bucket, [lay.journal])
     await anyio.to_thread.run_sync(lambda: shutil.rmtree(job.local_job_dir, ignore_errors=True))
     return aborted

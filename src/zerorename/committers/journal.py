@@ -45,8 +45,9 @@ class State(StrEnum):
 
 _NEXT: Mapping[State, frozenset[State]] = {
     State.STARTED: frozenset({State.STARTED, State.COMPLETING, State.ROLLING_BACK}),
-    State.COMPLETING: frozenset({State.COMPLETING, State.REPLACING, State.SUCCEEDED,
-                                 State.ROLLING_BACK}),
+    State.COMPLETING: frozenset(
+        {State.COMPLETING, State.REPLACING, State.SUCCEEDED, State.ROLLING_BACK}
+    ),
     State.REPLACING: frozenset({State.REPLACING, State.SUCCEEDED}),
     State.SUCCEEDED: frozenset({State.SUCCEEDED}),
     State.ROLLING_BACK: frozenset({State.ROLLING_BACK}),
@@ -77,13 +78,17 @@ def _load(data: bytes | str, what: str, location: str, version: int) -> dict[str
     try:
         d = json.loads(data)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise RecordFormatError(f"{what} is not valid JSON (corrupt?): {exc}",
-                                location=location) from None
+        raise RecordFormatError(
+            f"{what} is not valid JSON (corrupt?): {exc}", location=location
+        ) from None
     if not isinstance(d, dict):
         raise RecordFormatError(f"{what} must be a JSON object", location=location)
     if d.get("version") != version:
-        raise RecordFormatError(f"{what} version {d.get('version')!r} is not supported "
-                                f"(this zerorename reads version {version})", location=location)
+        raise RecordFormatError(
+            f"{what} version {d.get('version')!r} is not supported "
+            f"(this zerorename reads version {version})",
+            location=location,
+        )
     return d
 
 
@@ -104,21 +109,34 @@ class JobMarker:
     hostname: str = field(default_factory=socket.gethostname)
 
     def to_json(self) -> bytes:
-        return _dump({"version": JOB_VERSION, "jobId": self.job_id, "committer": self.committer,
-                      "destination": self.destination, "conflict": self.conflict,
-                      "scope": self.scope, "created": self.created, "hostname": self.hostname})
+        return _dump(
+            {
+                "version": JOB_VERSION,
+                "jobId": self.job_id,
+                "committer": self.committer,
+                "destination": self.destination,
+                "conflict": self.conflict,
+                "scope": self.scope,
+                "created": self.created,
+                "hostname": self.hostname,
+            }
+        )
 
     @classmethod
     def from_json(cls, data: bytes | str, *, location: str = "") -> JobMarker:
         d = _load(data, "job record", location, JOB_VERSION)
         try:
-            return cls(job_id=str(d["jobId"]), committer=str(d["committer"]),
-                       destination=str(d["destination"]), conflict=str(d["conflict"]),
-                       scope=str(d["scope"]), created=float(d["created"]),
-                       hostname=str(d.get("hostname", "")))
+            return cls(
+                job_id=str(d["jobId"]),
+                committer=str(d["committer"]),
+                destination=str(d["destination"]),
+                conflict=str(d["conflict"]),
+                scope=str(d["scope"]),
+                created=float(d["created"]),
+                hostname=str(d.get("hostname", "")),
+            )
         except (KeyError, TypeError, ValueError) as exc:
-            raise RecordFormatError(f"malformed job record: {exc!r}", location=location) \
-                from None
+            raise RecordFormatError(f"malformed job record: {exc!r}", location=location) from None
 
 
 @dataclass(frozen=True)
@@ -139,19 +157,28 @@ class CommitPlan:
     source: str  # "summaries" or "listing"
 
     def to_json(self) -> bytes:
-        return _dump({"version": PLAN_VERSION, "jobId": self.job_id, "source": self.source,
-                      "pendingsets": [asdict(p) for p in self.pendingsets]})
+        return _dump(
+            {
+                "version": PLAN_VERSION,
+                "jobId": self.job_id,
+                "source": self.source,
+                "pendingsets": [asdict(p) for p in self.pendingsets],
+            }
+        )
 
     @classmethod
     def from_json(cls, data: bytes | str, *, location: str = "") -> CommitPlan:
         d = _load(data, "commit plan", location, PLAN_VERSION)
         try:
-            sets = tuple(PlannedSet(key=str(p["key"]), task_id=str(p.get("task_id", "")),
-                                    attempt=p.get("attempt")) for p in d["pendingsets"])
+            sets = tuple(
+                PlannedSet(
+                    key=str(p["key"]), task_id=str(p.get("task_id", "")), attempt=p.get("attempt")
+                )
+                for p in d["pendingsets"]
+            )
             return cls(job_id=str(d["jobId"]), pendingsets=sets, source=str(d["source"]))
         except (KeyError, TypeError, ValueError) as exc:
-            raise RecordFormatError(f"malformed commit plan: {exc!r}", location=location) \
-                from None
+            raise RecordFormatError(f"malformed commit plan: {exc!r}", location=location) from None
 
 
 @dataclass
@@ -178,8 +205,9 @@ class Journal:
     def move(self, new: State) -> None:
         """Change state; JournalError on a move the state machine forbids."""
         if not can_move(self.state, new):
-            raise JournalError(f"job {self.job_id}: cannot go from {self.state.value} "
-                               f"to {new.value}")
+            raise JournalError(
+                f"job {self.job_id}: cannot go from {self.state.value} to {new.value}"
+            )
         self.state = new
         self.error = None if new is not State.ROLLING_BACK else self.error
 
@@ -232,7 +260,8 @@ class Watermark:
     def should_persist(self) -> bool:
         """Persist when at least half the window has been released, or at the end."""
         return self.low - self.persisted >= max(1, self.window // 2) or (
-            self.low >= self.total and self.low != self.persisted)
+            self.low >= self.total and self.low != self.persisted
+        )
 
     def persisted_at(self, low: int) -> None:
         self.persisted = low

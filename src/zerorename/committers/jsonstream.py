@@ -124,7 +124,7 @@ class ObjectStreamScanner:
 
     def _compact(self) -> None:
         if self._pos > 65536:
-            self._buf = self._buf[self._pos:]
+            self._buf = self._buf[self._pos :]
             self._base += self._pos
             self._retry_at = max(0, self._retry_at - self._pos)
             self._pos = 0
@@ -140,7 +140,7 @@ class ObjectStreamScanner:
         return buf[pos]
 
     def _error(self, what: str) -> JsonStreamError:
-        near = self._buf[self._pos:self._pos + 20]
+        near = self._buf[self._pos : self._pos + 20]
         return JsonStreamError(f"{what} at character {self._offset()} (near {near!r})")
 
     def _value(self) -> Any:
@@ -154,8 +154,7 @@ class ObjectStreamScanner:
                 raise self._error(f"invalid or truncated JSON value ({exc.msg})") from None
             pending = len(self._buf) - start
             if pending > self._max:
-                raise self._error(f"a JSON value is longer than {self._max} characters") \
-                    from None
+                raise self._error(f"a JSON value is longer than {self._max} characters") from None
             self._retry_at = start + 2 * max(pending, 4096)
             raise _NeedMore from None
         if end >= len(self._buf) and not self._eof:
@@ -245,7 +244,7 @@ class ObjectStreamScanner:
 
     def _trailer_ok(self) -> bool:
         """After the closing '}': only whitespace may follow, checked at end of input."""
-        rest = self._buf[self._pos:]
+        rest = self._buf[self._pos :]
         if rest.strip(_WS):
             raise self._error("unexpected data after the JSON object")
         self._pos = len(self._buf)
@@ -265,8 +264,9 @@ def iter_object_stream(chunks: Iterable[bytes], array_field: str) -> Iterator[Ev
     yield from sc.events()
 
 
-async def aiter_object_stream(chunks: AsyncIterable[bytes],
-                              array_field: str) -> AsyncIterator[Event]:
+async def aiter_object_stream(
+    chunks: AsyncIterable[bytes], array_field: str
+) -> AsyncIterator[Event]:
     """Scan an async chunk source; the last event is :class:`End`, or JsonStreamError."""
     sc = ObjectStreamScanner(array_field)
     async for chunk in chunks:

@@ -32,8 +32,9 @@ async def uploads_under(engine: UploadEngine, dest: Destination) -> AsyncIterato
             yield u
 
 
-async def uploads_older_than(engine: UploadEngine, dest: Destination, seconds: float,
-                             *, now: float | None = None) -> AsyncIterator[UploadInfo]:
+async def uploads_older_than(
+    engine: UploadEngine, dest: Destination, seconds: float, *, now: float | None = None
+) -> AsyncIterator[UploadInfo]:
     """Pending uploads under the destination initiated more than ``seconds`` ago (any job)."""
     cutoff = (time.time() if now is None else now) - seconds
     async for u in uploads_under(engine, dest):
@@ -73,8 +74,9 @@ async def list_jobs(engine: UploadEngine, dest: Destination) -> AsyncIterator[Jo
         )
 
 
-async def inspect_record(engine: UploadEngine, uri: str, *, max_commits: int = 20
-                         ) -> dict[str, Any]:
+async def inspect_record(
+    engine: UploadEngine, uri: str, *, max_commits: int = 20
+) -> dict[str, Any]:
     """Read a ``_SUCCESS``, ``.pending`` or ``.pendingset`` (streamed: only the first
     ``max_commits`` commits are kept, all are counted) into a JSON-ready dict."""
     d = Destination.parse(uri)
@@ -91,8 +93,15 @@ async def inspect_record(engine: UploadEngine, uri: str, *, max_commits: int = 2
                     commits.append(item.to_dict())
             else:
                 header = item.to_dict()
-        return {"kind": "pendingset", "uri": uri, **header, "count": total, "bytes": nbytes,
-                "commits": commits, "commitsShown": len(commits)}
+        return {
+            "kind": "pendingset",
+            "uri": uri,
+            **header,
+            "count": total,
+            "bytes": nbytes,
+            "commits": commits,
+            "commitsShown": len(commits),
+        }
     data = await read_optional(engine, d.bucket, d.prefix)
     if data is None:
         raise RecordFormatError("no such object", location=uri)

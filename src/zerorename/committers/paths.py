@@ -84,7 +84,7 @@ class Destination:
         """Parse ``s3://bucket/prefix`` (``s3a://`` accepted); trailing '/' is dropped."""
         for scheme in ("s3://", "s3a://", "s3n://"):
             if uri.startswith(scheme):
-                rest = uri[len(scheme):]
+                rest = uri[len(scheme) :]
                 break
         else:
             raise PathError(f"{uri!r} is not an s3:// URI")
@@ -115,7 +115,7 @@ class Destination:
         lp = self.list_prefix
         if not key.startswith(lp) or len(key) == len(lp):
             return None
-        return key[len(lp):]
+        return key[len(lp) :]
 
     def job_dir(self, job_id: str) -> str:
         """Key prefix (ending in '/') of the job's own records."""
@@ -197,10 +197,10 @@ def magic_destination(path: str) -> str:
         m = next(i for i, c in enumerate(parts) if is_magic_component(c))
     except StopIteration:
         return path
-    tail = parts[m + 1:]
+    tail = parts[m + 1 :]
     bases = [i for i, c in enumerate(tail) if c == BASE]
     if bases:
-        tail = tail[bases[-1] + 1:]
+        tail = tail[bases[-1] + 1 :]
     return "/".join(parts[:m] + tail)
 
 
@@ -307,6 +307,6 @@ def job_id_of_dir(component: str) -> str | None:
     if not component.startswith(MAGIC_JOB_PREFIX):
         return None
     try:
-        return check_job_id(component[len(MAGIC_JOB_PREFIX):].rstrip("/"))
+        return check_job_id(component[len(MAGIC_JOB_PREFIX) :].rstrip("/"))
     except InvalidJobId:
         return None

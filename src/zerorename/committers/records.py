@@ -113,14 +113,19 @@ class PendingRecord:
             if not isinstance(raw_parts, list):
                 raise TypeError("parts must be a list")
             parts = tuple(PartInfo.from_dict(p) for p in raw_parts)
-            for name, value in (("bucket", bucket), ("destinationKey", key),
-                                ("uploadId", upload_id), ("jobId", d["jobId"]),
-                                ("taskId", d["taskId"])):
+            for name, value in (
+                ("bucket", bucket),
+                ("destinationKey", key),
+                ("uploadId", upload_id),
+                ("jobId", d["jobId"]),
+                ("taskId", d["taskId"]),
+            ):
                 if not isinstance(value, str) or not value:
                     raise TypeError(f"{name} must be a non-empty string")
             length, created, saved = d["length"], d["created"], d["saved"]
-            if not all(isinstance(v, int) and not isinstance(v, bool)
-                       for v in (length, created, saved)):
+            if not all(
+                isinstance(v, int) and not isinstance(v, bool) for v in (length, created, saved)
+            ):
                 raise TypeError("length, created and saved must be integers")
             algo = d.get("checksumAlgorithm")
             if algo is not None and not isinstance(algo, str):
@@ -129,28 +134,37 @@ class PendingRecord:
             if not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 0:
                 raise TypeError("taskAttempt must be an integer >= 0")
             upload = PendingUpload(
-                bucket=bucket, key=key, upload_id=upload_id, parts=parts, length=length,
-                created=created / 1000.0, checksum_algorithm=algo,
+                bucket=bucket,
+                key=key,
+                upload_id=upload_id,
+                parts=parts,
+                length=length,
+                created=created / 1000.0,
+                checksum_algorithm=algo,
             )
         except (KeyError, TypeError, ValueError, RecordError) as exc:
             what = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
-            raise RecordFormatError(f"malformed pending commit: {what}",
-                                    location=location) from None
+            raise RecordFormatError(
+                f"malformed pending commit: {what}", location=location
+            ) from None
         if not parts:
-            raise RecordFormatError(f"pending commit of {upload.uri} has no parts",
-                                    location=location)
+            raise RecordFormatError(
+                f"pending commit of {upload.uri} has no parts", location=location
+            )
         etags = d.get("etags")
         if etags is not None and etags != [p.etag for p in parts]:
-            raise RecordFormatError(f"etags and parts of {upload.uri} disagree",
-                                    location=location)
+            raise RecordFormatError(f"etags and parts of {upload.uri} disagree", location=location)
         uri = d.get("uri")
         if uri is not None and uri not in (upload.uri, f"s3a://{bucket}/{key}"):
-            raise RecordFormatError(f"uri {uri!r} does not match bucket and key",
-                                    location=location)
+            raise RecordFormatError(f"uri {uri!r} does not match bucket and key", location=location)
         text = d.get("text", "")
         return cls(
-            upload=upload, job_id=d["jobId"], task_id=d["taskId"], attempt=attempt,
-            saved=saved / 1000.0, text=text if isinstance(text, str) else "",
+            upload=upload,
+            job_id=d["jobId"],
+            task_id=d["taskId"],
+            attempt=attempt,
+            saved=saved / 1000.0,
+            text=text if isinstance(text, str) else "",
             extra=_str_map(d.get("extraData"), "extraData", location),
         )
 
@@ -159,8 +173,9 @@ class PendingRecord:
         try:
             obj = json.loads(data)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise RecordFormatError(f"not valid JSON (corrupt or truncated): {exc}",
-                                    location=location) from None
+            raise RecordFormatError(
+                f"not valid JSON (corrupt or truncated): {exc}", location=location
+            ) from None
         return cls.from_dict(obj, location=location)
 
 
@@ -186,8 +201,9 @@ class PendingSetHeader:
         }
 
 
-def encode_pendingset(header: PendingSetHeader,
-                      records: Iterable[PendingRecord]) -> Iterator[bytes]:
+def encode_pendingset(
+    header: PendingSetHeader, records: Iterable[PendingRecord]
+) -> Iterator[bytes]:
     """Chunks of a pendingset: header members first, ``commits`` last, one per line."""
     head = _dumps(header.to_dict())
     yield (head[:-1] + ',"commits":[').encode("utf-8")
@@ -211,8 +227,13 @@ class PendingSetParser:
     """
 
     _HEADER_TYPES: Mapping[str, type | tuple[type, ...]] = {
-        "version": int, "jobId": str, "taskId": str, "taskAttempt": int, "saved": int,
-        "date": str, "extraData": dict,
+        "version": int,
+        "jobId": str,
+        "taskId": str,
+        "taskAttempt": int,
+        "saved": int,
+        "date": str,
+        "extraData": dict,
     }
 
     def __init__(self, location: str, *, expect_job_id: str | None = None) -> None:
@@ -235,14 +256,16 @@ class PendingSetParser:
             return rec
         if isinstance(ev, Member):
             want = self._HEADER_TYPES.get(ev.key)
-            if want is not None and (not isinstance(ev.value, want)
-                                     or isinstance(ev.value, bool)):
-                raise RecordFormatError(f"pendingset member {ev.key!r} has the wrong type",
-                                        location=self.location)
+            if want is not None and (not isinstance(ev.value, want) or isinstance(ev.value, bool)):
+                raise RecordFormatError(
+                    f"pendingset member {ev.key!r} has the wrong type", location=self.location
+                )
             if ev.key == "version" and ev.value != PENDINGSET_VERSION:
                 raise RecordFormatError(
                     f"pendingset version {ev.value!r} is not supported (this zerorename "
-                    f"reads version {PENDINGSET_VERSION})", location=self.location)
+                    f"reads version {PENDINGSET_VERSION})",
+                    location=self.location,
+                )
             if ev.key == "jobId":
                 self._check_job(ev.value)
             self._members[ev.key] = ev.value
@@ -258,12 +281,14 @@ class PendingSetParser:
         if self.expect_job_id is not None and job_id != self.expect_job_id:
             raise RecordFormatError(
                 f"belongs to job {job_id!r}, not to job {self.expect_job_id!r}",
-                location=self.location)
+                location=self.location,
+            )
 
     def finish(self) -> PendingSetHeader:
         if not self._ended:
-            raise RecordFormatError("pendingset ended before its closing '}' (truncated)",
-                                    location=self.location)
+            raise RecordFormatError(
+                "pendingset ended before its closing '}' (truncated)", location=self.location
+            )
         m = self._members
         if "version" not in m:
             raise RecordFormatError("pendingset has no version", location=self.location)
@@ -272,16 +297,19 @@ class PendingSetParser:
         if not isinstance(m.get("jobId"), str) or not m["jobId"]:
             raise RecordFormatError("pendingset has no jobId", location=self.location)
         return PendingSetHeader(
-            job_id=m["jobId"], task_id=str(m.get("taskId", "")),
-            attempt=int(m.get("taskAttempt", 0)), saved=m.get("saved", 0) / 1000.0,
+            job_id=m["jobId"],
+            task_id=str(m.get("taskId", "")),
+            attempt=int(m.get("taskAttempt", 0)),
+            saved=m.get("saved", 0) / 1000.0,
             extra=_str_map(m.get("extraData"), "extraData", self.location),
         )
 
 
 def stream_error(exc: JsonStreamError, location: str) -> RecordFormatError:
     """A scanner error as a record error naming the object."""
-    return RecordFormatError(f"not a valid pendingset (corrupt or truncated): {exc}",
-                             location=location)
+    return RecordFormatError(
+        f"not a valid pendingset (corrupt or truncated): {exc}", location=location
+    )
 
 
 def parse_pendingset(
@@ -338,12 +366,14 @@ class SuccessData:
         try:
             d = json.loads(data)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise RecordFormatError(f"_SUCCESS is not valid JSON: {exc}",
-                                    location=location) from None
+            raise RecordFormatError(
+                f"_SUCCESS is not valid JSON: {exc}", location=location
+            ) from None
         if not isinstance(d, dict) or d.get("name") != SUCCESS_NAME:
             name = d.get("name") if isinstance(d, dict) else None
-            raise RecordFormatError(f"not a zerorename _SUCCESS record (name {name!r})",
-                                    location=location)
+            raise RecordFormatError(
+                f"not a zerorename _SUCCESS record (name {name!r})", location=location
+            )
         try:
             metrics = d.get("metrics", {})
             if not isinstance(metrics, dict) or not all(
@@ -354,10 +384,12 @@ class SuccessData:
             if not isinstance(filenames, list) or not all(isinstance(f, str) for f in filenames):
                 raise TypeError("filenames must be a list of strings")
             return cls(
-                job_id=str(d["jobId"]), committer=str(d["committer"]),
+                job_id=str(d["jobId"]),
+                committer=str(d["committer"]),
                 description=str(d.get("description", "")),
                 job_id_source=str(d.get("jobIdSource", "")),
-                timestamp=int(d["timestamp"]) / 1000.0, hostname=str(d.get("hostname", "")),
+                timestamp=int(d["timestamp"]) / 1000.0,
+                hostname=str(d.get("hostname", "")),
                 metrics=dict(metrics),
                 diagnostics=_str_map(d.get("diagnostics"), "diagnostics", location),
                 filenames=list(filenames),

@@ -54,8 +54,9 @@ async def unwrapped() -> AsyncIterator[None]:
         raise first_error(eg)  # noqa: B904 - the leaf keeps its own __cause__
 
 
-async def bounded_map(items: Iterable[T] | AsyncIterable[T],
-                      fn: Callable[[T], Awaitable[None]], concurrency: int) -> None:
+async def bounded_map(
+    items: Iterable[T] | AsyncIterable[T], fn: Callable[[T], Awaitable[None]], concurrency: int
+) -> None:
     """Run ``fn`` over ``items`` with at most ``concurrency`` in flight; items are pulled
     lazily. The first exception cancels the rest and propagates (in a task group)."""
     limit = anyio.Semaphore(max(1, concurrency))
@@ -115,17 +116,20 @@ def is_completed_object(upload: PendingUpload, info: ObjectInfo | None) -> bool:
     return have == want
 
 
-def check_record(rec: PendingRecord, dest: Destination, job_id: str, location: str, *,
-                 partitioned: bool) -> None:
+def check_record(
+    rec: PendingRecord, dest: Destination, job_id: str, location: str, *, partitioned: bool
+) -> None:
     """A record a job may complete: its bucket, under its destination, carrying its id."""
     u = rec.upload
     rel = dest.rel(u.key) if u.bucket == dest.bucket else None
     if rel is None:
-        raise RecordFormatError(f"upload {u.uri} is outside the destination {dest.uri}",
-                                location=location)
+        raise RecordFormatError(
+            f"upload {u.uri} is outside the destination {dest.uri}", location=location
+        )
     if rec.job_id != job_id or not key_carries_job(u.key, job_id):
-        raise RecordFormatError(f"upload {u.uri} does not belong to job {job_id}",
-                                location=location)
+        raise RecordFormatError(
+            f"upload {u.uri} does not belong to job {job_id}", location=location
+        )
     if partitioned:
         try:
             check_partitioned_path(rel)
@@ -133,16 +137,17 @@ def check_record(rec: PendingRecord, dest: Destination, job_id: str, location: s
             raise RecordFormatError(str(exc), location=location) from None
 
 
-async def scan_pendingset(engine: UploadEngine, bucket: str, key: str, job_id: str | None
-                          ) -> AsyncIterator[PendingRecord | PendingSetHeader]:
+async def scan_pendingset(
+    engine: UploadEngine, bucket: str, key: str, job_id: str | None
+) -> AsyncIterator[PendingRecord | PendingSetHeader]:
     """Stream a pendingset straight from the store: each record, then the header once the
     file parsed to its end. For checks only: records come before the end is known."""
     location = f"s3://{bucket}/{key}"
     parser = PendingSetParser(location, expect_job_id=job_id)
     try:
-        async for ev in aiter_object_stream(engine.iter_object(bucket, key,
-                                                               chunk_size=READ_CHUNK),
-                                            "commits"):
+        async for ev in aiter_object_stream(
+            engine.iter_object(bucket, key, chunk_size=READ_CHUNK), "commits"
+        ):
             rec = parser.handle(ev)
             if rec is not None:
                 yield rec
@@ -158,8 +163,15 @@ class SpooledPendingSet:
     parsed to its end before any record is handed out: nothing is completed from a
     pendingset that does not parse."""
 
-    def __init__(self, location: str, spool: IO[bytes], header: PendingSetHeader,
-                 count: int, nbytes: int, job_id: str) -> None:
+    def __init__(
+        self,
+        location: str,
+        spool: IO[bytes],
+        header: PendingSetHeader,
+        count: int,
+        nbytes: int,
+        job_id: str,
+    ) -> None:
         self.location = location
         self.header = header
         self.count = count
@@ -168,8 +180,14 @@ class SpooledPendingSet:
         self._job_id = job_id
 
     @classmethod
-    async def load(cls, engine: UploadEngine, bucket: str, key: str, job_id: str,
-                   check: Callable[[PendingRecord, str], None]) -> SpooledPendingSet:
+    async def load(
+        cls,
+        engine: UploadEngine,
+        bucket: str,
+        key: str,
+        job_id: str,
+        check: Callable[[PendingRecord, str], None],
+    ) -> SpooledPendingSet:
         location = f"s3://{bucket}/{key}"
         spool: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY)  # noqa: SIM115
         try:
@@ -177,8 +195,7 @@ class SpooledPendingSet:
                 async for chunk in engine.iter_object(bucket, key, chunk_size=READ_CHUNK):
                     spool.write(chunk)
             except ObjectNotFound:
-                raise RecordFormatError("pendingset does not exist", location=location) \
-                    from None
+                raise RecordFormatError("pendingset does not exist", location=location) from None
             header: PendingSetHeader | None = None
             count = nbytes = 0
             for item in cls._parse(spool, location, job_id):
@@ -195,11 +212,13 @@ class SpooledPendingSet:
             raise
 
     @staticmethod
-    def _parse(spool: IO[bytes], location: str, job_id: str
-               ) -> Iterable[PendingRecord | PendingSetHeader]:
+    def _parse(
+        spool: IO[bytes], location: str, job_id: str
+    ) -> Iterable[PendingRecord | PendingSetHeader]:
         spool.seek(0)
-        return parse_pendingset(iter(lambda: spool.read(READ_CHUNK), b""), location,
-                                expect_job_id=job_id)
+        return parse_pendingset(
+            iter(lambda: spool.read(READ_CHUNK), b""), location, expect_job_id=job_id
+        )
 
     def records(self) -> Iterable[PendingRecord]:
         """The records again, from the spool (already validated)."""
@@ -211,8 +230,9 @@ class SpooledPendingSet:
         self._spool.close()
 
 
-async def job_uploads(engine: UploadEngine, dest: Destination, job_id: str
-                      ) -> AsyncIterator[UploadInfo]:
+async def job_uploads(
+    engine: UploadEngine, dest: Destination, job_id: str
+) -> AsyncIterator[UploadInfo]:
     """Pending uploads under the destination (``prefix + '/'``) whose key carries the job
     id: only this job's; never another job's, never a sibling destination's."""
     async for u in engine.list_uploads(dest.bucket, dest.list_prefix, directory=False):
@@ -220,9 +240,13 @@ async def job_uploads(engine: UploadEngine, dest: Destination, job_id: str
             yield u
 
 
-async def abort_uploads(engine: UploadEngine, uploads: AsyncIterable[UploadInfo],
-                        *, concurrency: int | None = None,
-                        on_abort: Callable[[UploadInfo], None] | None = None) -> int:
+async def abort_uploads(
+    engine: UploadEngine,
+    uploads: AsyncIterable[UploadInfo],
+    *,
+    concurrency: int | None = None,
+    on_abort: Callable[[UploadInfo], None] | None = None,
+) -> int:
     """Abort a stream of uploads; returns how many were aborted (already gone counts)."""
     count = 0
 
@@ -236,8 +260,10 @@ async def abort_uploads(engine: UploadEngine, uploads: AsyncIterable[UploadInfo]
     result = await engine.abort_many(uploads, concurrency=concurrency, on_result=seen)
     if result.failed:
         first = result.failures[0]
-        raise RuntimeError(f"{result.failed} uploads could not be aborted, e.g. "
-                           f"s3://{first.bucket}/{first.key}: {first.error}")
+        raise RuntimeError(
+            f"{result.failed} uploads could not be aborted, e.g. "
+            f"s3://{first.bucket}/{first.key}: {first.error}"
+        )
     return count
 
 
@@ -245,9 +271,14 @@ async def delete_keys(engine: UploadEngine, bucket: str, keys: AsyncIterable[str
     return await engine.delete_objects(bucket, keys)
 
 
-async def keys_under(engine: UploadEngine, bucket: str, prefix: str,
-                     keep: Callable[[str], bool], *, skip: Iterable[str] = ()
-                     ) -> AsyncIterator[str]:
+async def keys_under(
+    engine: UploadEngine,
+    bucket: str,
+    prefix: str,
+    keep: Callable[[str], bool],
+    *,
+    skip: Iterable[str] = (),
+) -> AsyncIterator[str]:
     """Keys under ``prefix`` for which ``keep`` is true (streamed from the listing)."""
     skipped = set(skip)
     async for obj in engine.list_objects(bucket, prefix):
@@ -255,8 +286,9 @@ async def keys_under(engine: UploadEngine, bucket: str, prefix: str,
             yield obj.key
 
 
-async def first_foreign(engine: UploadEngine, dest: Destination, prefix: str, job_id: str,
-                        limit: int = 5) -> list[str]:
+async def first_foreign(
+    engine: UploadEngine, dest: Destination, prefix: str, job_id: str, limit: int = 5
+) -> list[str]:
     """Up to ``limit`` objects under ``prefix`` not created by this job (ignoring every
     job's records). For the whole destination, top-level ``__magic*`` directories are
     skipped without listing them."""
@@ -271,8 +303,9 @@ async def first_foreign(engine: UploadEngine, dest: Destination, prefix: str, jo
             rel = dest.rel(sub) or ""
             if rel.startswith("__magic"):
                 continue
-            found += await first_foreign(dest=dest, engine=engine, prefix=sub, job_id=job_id,
-                                         limit=limit - len(found))
+            found += await first_foreign(
+                dest=dest, engine=engine, prefix=sub, job_id=job_id, limit=limit - len(found)
+            )
             if len(found) >= limit:
                 return found
         return found

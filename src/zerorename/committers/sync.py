@@ -38,20 +38,28 @@ T = TypeVar("T")
 class SyncCommitter:
     """A committer of ``kind`` (magic, staging/directory, partitioned) run on its own loop."""
 
-    def __init__(self, kind: str, destination: str, engine_config: EngineConfig | None = None,
-                 *, conflict: str | ConflictMode = ConflictMode.APPEND,
-                 options: CommitOptions | None = None) -> None:
+    def __init__(
+        self,
+        kind: str,
+        destination: str,
+        engine_config: EngineConfig | None = None,
+        *,
+        conflict: str | ConflictMode = ConflictMode.APPEND,
+        options: CommitOptions | None = None,
+    ) -> None:
         cls = committer_class(kind)
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever,
-                                        name="zerorename-committer", daemon=True)
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="zerorename-committer", daemon=True
+        )
         self._thread.start()
         self._closed = False
         try:
             self.engine = UploadEngine(engine_config)
             self.run(self.engine.open())
-            self.committer: Committer = cls(self.engine, destination, conflict=conflict,
-                                            options=options)
+            self.committer: Committer = cls(
+                self.engine, destination, conflict=conflict, options=options
+            )
         except BaseException:
             self.close()
             raise
@@ -106,8 +114,12 @@ class SyncJob:
     def task_attempt(self, task_id: int | str, attempt: int = 0) -> SyncTaskAttempt:
         return SyncTaskAttempt(self._owner, self.job.task_attempt(task_id, attempt))
 
-    def commit(self, summaries: Iterable[TaskCommitSummary] | None = None, *,
-               progress: ProgressFn | None = None) -> JobCommitResult:
+    def commit(
+        self,
+        summaries: Iterable[TaskCommitSummary] | None = None,
+        *,
+        progress: ProgressFn | None = None,
+    ) -> JobCommitResult:
         return self._owner.run(self.job.commit(summaries, progress=progress))
 
     def resume(self, *, progress: ProgressFn | None = None) -> JobCommitResult:

@@ -78,10 +78,16 @@ class TaskCommitSummary:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TaskCommitSummary:
         try:
-            return cls(job_id=str(d["job_id"]), task_id=str(d["task_id"]),
-                       attempt=int(d["attempt"]), pendingset=str(d["pendingset"]),
-                       files=int(d["files"]), bytes=int(d["bytes"]),
-                       uploads=int(d["uploads"]), committer=str(d["committer"]))
+            return cls(
+                job_id=str(d["job_id"]),
+                task_id=str(d["task_id"]),
+                attempt=int(d["attempt"]),
+                pendingset=str(d["pendingset"]),
+                files=int(d["files"]),
+                bytes=int(d["bytes"]),
+                uploads=int(d["uploads"]),
+                committer=str(d["committer"]),
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise RecordFormatError(f"malformed task commit summary: {exc!r}") from None
 
@@ -124,8 +130,10 @@ class TaskAttempt:
 
     def _check_open(self) -> None:
         if self._state != "active":
-            raise TaskAttemptError(f"task attempt {self.name} is {self._state}: outputs can "
-                                   f"only be opened between setup() and commit()/abort()")
+            raise TaskAttemptError(
+                f"task attempt {self.name} is {self._state}: outputs can "
+                f"only be opened between setup() and commit()/abort()"
+            )
 
     async def setup(self) -> None:
         """Start the attempt; JobNotActive if the job is not set up (or already over)."""
@@ -140,31 +148,45 @@ class TaskAttempt:
             self._files += 1
 
     def _record(self, upload: PendingUpload) -> PendingRecord:
-        return PendingRecord(upload, self.job.job_id, self.task_id, self.attempt,
-                             text=f"zerorename {self.kind} committer")
+        return PendingRecord(
+            upload,
+            self.job.job_id,
+            self.task_id,
+            self.attempt,
+            text=f"zerorename {self.kind} committer",
+        )
 
     async def _save_pendingset(self) -> TaskCommitSummary:
         """Write the task's pendingset (overwriting an earlier attempt's), re-checking the job
         is active before and after; a finished job's straggler cleans up after itself."""
         job = self.job
         if not await job.is_active():
-            raise JobNotActive(f"job {job.job_id} is no longer active: task attempt "
-                               f"{self.name} may not commit")
-        header = PendingSetHeader(job.job_id, self.task_id, self.attempt,
-                                  extra={"committer": self.kind})
+            raise JobNotActive(
+                f"job {job.job_id} is no longer active: task attempt {self.name} may not commit"
+            )
+        header = PendingSetHeader(
+            job.job_id, self.task_id, self.attempt, extra={"committer": self.kind}
+        )
         key = job.layout.pendingset(self.task_id)
         with self._lock:
             records = list(self._records)
-        await self.engine.put_object(job.dest.bucket, key, pendingset_bytes(header, records),
-                                     content_type="application/json")
+        await self.engine.put_object(
+            job.dest.bucket, key, pendingset_bytes(header, records), content_type="application/json"
+        )
         if not await job.is_active():
             await self.engine.delete_objects(job.dest.bucket, [key])
-            raise JobNotActive(f"job {job.job_id} finished while task attempt {self.name} "
-                               f"committed; its output is discarded")
+            raise JobNotActive(
+                f"job {job.job_id} finished while task attempt {self.name} "
+                f"committed; its output is discarded"
+            )
         return TaskCommitSummary(
-            job_id=job.job_id, task_id=self.task_id, attempt=self.attempt,
-            pendingset=job.dest.uri_of(key), files=len(records),
-            bytes=sum(r.upload.length for r in records), uploads=len(records),
+            job_id=job.job_id,
+            task_id=self.task_id,
+            attempt=self.attempt,
+            pendingset=job.dest.uri_of(key),
+            files=len(records),
+            bytes=sum(r.upload.length for r in records),
+            uploads=len(records),
             committer=self.kind,
         )
 
@@ -252,8 +274,13 @@ class MagicSyncOutput:
     """A blocking binary file for a worker thread (pyarrow/csv writers write into it);
     ``close()`` finishes the deferred upload and records it; ``abort()`` aborts."""
 
-    def __init__(self, ta: MagicTaskAttempt, rel: str, writer: SyncUploadWriter,
-                 loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self,
+        ta: MagicTaskAttempt,
+        rel: str,
+        writer: SyncUploadWriter,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
         self.rel = rel
         self._ta = ta
         self._writer = writer
@@ -289,8 +316,7 @@ class MagicSyncOutput:
             self._ta._open_outputs.discard(self)
         result = self._writer.result
         assert isinstance(result, PendingUpload)
-        asyncio.run_coroutine_threadsafe(self._ta._register(self.rel, result),
-                                         self._loop).result()
+        asyncio.run_coroutine_threadsafe(self._ta._register(self.rel, result), self._loop).result()
 
     def abort(self) -> None:
         if not self.closed:
@@ -321,8 +347,9 @@ class MagicTaskAttempt(TaskAttempt):
     def open(self, rel: str, **object_args: Any) -> MagicOutput:
         self._check_open()
         final = self.final_rel(rel)
-        w = self.engine.open_writer(self.job.dest.bucket, self.job.dest.key(final), defer=True,
-                                    **object_args)
+        w = self.engine.open_writer(
+            self.job.dest.bucket, self.job.dest.key(final), defer=True, **object_args
+        )
         out = MagicOutput(self, final, w)
         self._open_outputs.add(out)
         return out
@@ -332,8 +359,13 @@ class MagicTaskAttempt(TaskAttempt):
         self._check_open()
         assert self._loop is not None
         final = self.final_rel(rel)
-        w = self.engine.open_sync_writer(self.job.dest.bucket, self.job.dest.key(final),
-                                         loop=self._loop, defer=True, **object_args)
+        w = self.engine.open_sync_writer(
+            self.job.dest.bucket,
+            self.job.dest.key(final),
+            loop=self._loop,
+            defer=True,
+            **object_args,
+        )
         out = MagicSyncOutput(self, final, w, self._loop)
         self._open_outputs.add(out)
         return out
@@ -343,8 +375,12 @@ class MagicTaskAttempt(TaskAttempt):
         if self.job.options.pending_records:
             key = self.job.layout.pending_record(self.task_id, self.attempt, rel)
             try:
-                await self.engine.put_object(self.job.dest.bucket, key, rec.to_json().encode(),
-                                             content_type="application/json")
+                await self.engine.put_object(
+                    self.job.dest.bucket,
+                    key,
+                    rec.to_json().encode(),
+                    content_type="application/json",
+                )
             except BaseException:
                 with anyio.CancelScope(shield=True):
                     await self.engine.abort(upload)
@@ -357,18 +393,23 @@ class MagicTaskAttempt(TaskAttempt):
 
     async def _commit(self) -> TaskCommitSummary:
         if self._open_outputs:
-            raise TaskAttemptError(f"task attempt {self.name} still has "
-                                   f"{len(self._open_outputs)} open outputs; close them first")
+            raise TaskAttemptError(
+                f"task attempt {self.name} still has "
+                f"{len(self._open_outputs)} open outputs; close them first"
+            )
         summary = await self._save_pendingset()
         if self.job.options.pending_records:
             await self._delete_attempt_dir()
         return summary
 
     async def _delete_attempt_dir(self) -> None:
-        bucket, prefix = self.job.dest.bucket, self.job.layout.attempt_dir(self.task_id,
-                                                                           self.attempt)
+        bucket, prefix = (
+            self.job.dest.bucket,
+            self.job.layout.attempt_dir(self.task_id, self.attempt),
+        )
         await self.engine.delete_objects(
-            bucket, (o.key async for o in self.engine.list_objects(bucket, prefix)))
+            bucket, (o.key async for o in self.engine.list_objects(bucket, prefix))
+        )
 
     async def _abort_all(self) -> None:
         for out in list(self._open_outputs):
@@ -383,8 +424,10 @@ class MagicTaskAttempt(TaskAttempt):
             if not obj.key.endswith(PENDING_SUFFIX):
                 continue
             try:
-                rec = PendingRecord.from_json(await self.engine.get_object(bucket, obj.key),
-                                              location=self.job.dest.uri_of(obj.key))
+                rec = PendingRecord.from_json(
+                    await self.engine.get_object(bucket, obj.key),
+                    location=self.job.dest.uri_of(obj.key),
+                )
             except (RecordFormatError, EngineError) as exc:
                 log.warning("skipping unreadable record %s: %s", obj.key, exc)
                 continue
@@ -468,8 +511,7 @@ class StagingTaskAttempt(TaskAttempt):
             try:
                 files.append((self.final_rel(rel), path))
             except PathError as exc:
-                raise TaskAttemptError(f"local output {path} cannot be committed: {exc}") \
-                    from None
+                raise TaskAttemptError(f"local output {path} cannot be committed: {exc}") from None
         dest = self.job.dest
 
         async def upload(item: tuple[str, Path]) -> None:

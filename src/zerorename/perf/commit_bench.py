@@ -53,26 +53,38 @@ def _engine_config(args: argparse.Namespace) -> EngineConfig:
     keys: dict[str, Any] = {}
     if args.moto:
         keys = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
-    return EngineConfig(endpoint_url=args.endpoint_url, region=args.region,
-                        addressing_style="path", checksum="none", part_size=5 * 1024 * 1024,
-                        batch_concurrency=args.concurrency, **keys)
+    return EngineConfig(
+        endpoint_url=args.endpoint_url,
+        region=args.region,
+        addressing_style="path",
+        checksum="none",
+        part_size=5 * 1024 * 1024,
+        batch_concurrency=args.concurrency,
+        **keys,
+    )
 
 
 async def prepare(args: argparse.Namespace) -> dict[str, Any]:
     """Set up a job and commit ``pendingsets`` tasks holding ``uploads`` uploads in all."""
-    per_task = [args.uploads // args.pendingsets + (i < args.uploads % args.pendingsets)
-                for i in range(args.pendingsets)]
+    per_task = [
+        args.uploads // args.pendingsets + (i < args.uploads % args.pendingsets)
+        for i in range(args.pendingsets)
+    ]
     t0 = time.monotonic()
     async with UploadEngine(_engine_config(args)) as eng:
         if args.create_bucket:
             import boto3
 
-            boto3.client("s3", endpoint_url=args.endpoint_url, region_name=args.region,
-                         aws_access_key_id="testing" if args.moto else None,
-                         aws_secret_access_key="testing" if args.moto else None,
-                         ).create_bucket(Bucket=args.bucket)
-        committer = MagicCommitter(eng, f"s3://{args.bucket}/{args.dest}",
-                                   options=CommitOptions(pending_records=False))
+            boto3.client(
+                "s3",
+                endpoint_url=args.endpoint_url,
+                region_name=args.region,
+                aws_access_key_id="testing" if args.moto else None,
+                aws_secret_access_key="testing" if args.moto else None,
+            ).create_bucket(Bucket=args.bucket)
+        committer = MagicCommitter(
+            eng, f"s3://{args.bucket}/{args.dest}", options=CommitOptions(pending_records=False)
+        )
         job = await committer.setup_job()
         sem = asyncio.Semaphore(args.prepare_tasks)
         summaries: list[TaskCommitSummary] = []
@@ -91,14 +103,14 @@ async def prepare(args: argparse.Namespace) -> dict[str, Any]:
     return {"job_id": job.job_id, "prepare_seconds": round(time.monotonic() - t0, 1)}
 
 
-async def commit(args: argparse.Namespace, summaries: list[TaskCommitSummary]
-                 ) -> dict[str, Any]:
+async def commit(args: argparse.Namespace, summaries: list[TaskCommitSummary]) -> dict[str, Any]:
     """Commit the prepared job (in a fresh process: this RSS is the commit's)."""
     rss_start = peak_rss_mib()
     ticks: list[float] = []
     async with UploadEngine(_engine_config(args)) as eng:
-        committer = MagicCommitter(eng, f"s3://{args.bucket}/{args.dest}",
-                                   options=CommitOptions(window=args.window))
+        committer = MagicCommitter(
+            eng, f"s3://{args.bucket}/{args.dest}", options=CommitOptions(window=args.window)
+        )
         job = await committer.open_job(args.job_id)
         t0 = time.monotonic()
         result = await job.commit(summaries, progress=lambda p: ticks.append(p.elapsed))
@@ -106,25 +118,36 @@ async def commit(args: argparse.Namespace, summaries: list[TaskCommitSummary]
         requests = eng.stats.requests
     peak = peak_rss_mib()
     gaps = [b - a for a, b in itertools.pairwise(ticks)]
-    return {"files": result.files, "pendingsets": result.pendingsets,
-            "commit_seconds": round(seconds, 1),
-            "completes_per_second": round(result.files / seconds, 1) if seconds else None,
-            "peak_rss_mib": round(peak, 1),
-            "rss_before_commit_mib": round(rss_start, 1),
-            "progress_reports": len(ticks),
-            "max_progress_gap_seconds": round(max(gaps), 2) if gaps else None,
-            "requests": requests, "retries": result.retries, "throttles": result.throttles}
+    return {
+        "files": result.files,
+        "pendingsets": result.pendingsets,
+        "commit_seconds": round(seconds, 1),
+        "completes_per_second": round(result.files / seconds, 1) if seconds else None,
+        "peak_rss_mib": round(peak, 1),
+        "rss_before_commit_mib": round(rss_start, 1),
+        "progress_reports": len(ticks),
+        "max_progress_gap_seconds": round(max(gaps), 2) if gaps else None,
+        "requests": requests,
+        "retries": result.retries,
+        "throttles": result.throttles,
+    }
 
 
 def _start_moto() -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-c",
-         "import logging,sys;logging.getLogger('werkzeug').setLevel(logging.ERROR);"
-         "from moto.server import ThreadedMotoServer as S;"
-         f"s=S(ip_address='127.0.0.1', port={port}, verbose=False);s.start();"
-         "sys.stdin.read()"],
-        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            sys.executable,
+            "-c",
+            "import logging,sys;logging.getLogger('werkzeug').setLevel(logging.ERROR);"
+            "from moto.server import ThreadedMotoServer as S;"
+            f"s=S(ip_address='127.0.0.1', port={port}, verbose=False);s.start();"
+            "sys.stdin.read()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     for _ in range(200):
         try:
@@ -167,21 +190,43 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             args.summaries = args.summaries or str(Path(tmp) / "summaries.jsonl")
-            report: dict[str, Any] = {"uploads": args.uploads, "pendingsets": args.pendingsets,
-                                      "endpoint": "moto" if args.moto else args.endpoint_url}
+            report: dict[str, Any] = {
+                "uploads": args.uploads,
+                "pendingsets": args.pendingsets,
+                "endpoint": "moto" if args.moto else args.endpoint_url,
+            }
             report.update(asyncio.run(prepare(args)))
             Path(args.summaries).write_text(
-                "".join(s.to_json() + "\n" for s in args.prepared), encoding="utf-8")
+                "".join(s.to_json() + "\n" for s in args.prepared), encoding="utf-8"
+            )
             if args.phase == "prepare":
                 print(json.dumps(report))
                 return 0
-            cmd = [sys.executable, "-m", "zerorename.perf.commit_bench", "commit",
-                   "--endpoint-url", args.endpoint_url, "--region", args.region,
-                   "--bucket", args.bucket, "--dest", args.dest, "--job-id", report["job_id"],
-                   "--summaries", args.summaries, "--concurrency", str(args.concurrency),
-                   "--window", str(args.window)] + (["--moto"] if args.moto else [])
-            out = subprocess.run(cmd, check=True, capture_output=True, text=True,
-                                 env=dict(os.environ))
+            cmd = [
+                sys.executable,
+                "-m",
+                "zerorename.perf.commit_bench",
+                "commit",
+                "--endpoint-url",
+                args.endpoint_url,
+                "--region",
+                args.region,
+                "--bucket",
+                args.bucket,
+                "--dest",
+                args.dest,
+                "--job-id",
+                report["job_id"],
+                "--summaries",
+                args.summaries,
+                "--concurrency",
+                str(args.concurrency),
+                "--window",
+                str(args.window),
+            ] + (["--moto"] if args.moto else [])
+            out = subprocess.run(
+                cmd, check=True, capture_output=True, text=True, env=dict(os.environ)
+            )
             report.update(json.loads(out.stdout.strip().splitlines()[-1]))
     finally:
         if moto is not None:

@@ -38,8 +38,11 @@ def objects(s3: S3Target, prefix: str) -> dict[str, bytes]:
 
 def data_objects(s3: S3Target, prefix: str) -> dict[str, bytes]:
     """Objects under prefix that are not job records nor _SUCCESS, keyed relative to prefix."""
-    return {k[len(prefix):]: v for k, v in objects(s3, prefix).items()
-            if "__magic" not in k and not k.endswith("/_SUCCESS")}
+    return {
+        k[len(prefix) :]: v
+        for k, v in objects(s3, prefix).items()
+        if "__magic" not in k and not k.endswith("/_SUCCESS")
+    }
 
 
 def uploads(s3: S3Target, prefix: str) -> list[str]:
@@ -54,12 +57,12 @@ async def engine_for(s3: S3Target, **overrides: Any) -> AsyncIterator[UploadEngi
         yield eng
 
 
-KINDS = {"magic": MagicCommitter, "staging": StagingCommitter,
-         "partitioned": PartitionedCommitter}
+KINDS = {"magic": MagicCommitter, "staging": StagingCommitter, "partitioned": PartitionedCommitter}
 
 
-def committer(kind: str, eng: UploadEngine, uri: str, conflict: str = "append",
-              tmp: Any = None, **opts: Any) -> Any:
+def committer(
+    kind: str, eng: UploadEngine, uri: str, conflict: str = "append", tmp: Any = None, **opts: Any
+) -> Any:
     if tmp is not None:
         opts.setdefault("staging_dir", tmp)
     return KINDS[kind](eng, uri, conflict=conflict, options=CommitOptions(**opts))

@@ -21,8 +21,9 @@ from zerorename.testing.targets import S3Target
 
 
 @pytest.mark.parametrize("kind", ["magic", "staging", "partitioned"])
-async def test_commit_is_complete_and_nothing_visible_before(s3: S3Target, kind: str,
-                                                             tmp_path) -> None:  # type: ignore[no-untyped-def]
+async def test_commit_is_complete_and_nothing_visible_before(
+    s3: S3Target, kind: str, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
     uri, prefix = dest_uri(s3), dest_prefix(s3)
     async with engine_for(s3) as eng:
         c = committer(kind, eng, uri, tmp=tmp_path)
@@ -39,8 +40,9 @@ async def test_commit_is_complete_and_nothing_visible_before(s3: S3Target, kind:
                 expected[ta.final_rel(rel)] = data
             assert ta.needs_commit()
             s = await ta.commit()
-            assert s.files == 2 and s.bytes == sum(len(v) for k, v in expected.items()
-                                                   if k.startswith(f"k=v {t}/"))
+            assert s.files == 2 and s.bytes == sum(
+                len(v) for k, v in expected.items() if k.startswith(f"k=v {t}/")
+            )
             summaries.append(TaskCommitSummary.from_json(s.to_json()))
         assert data_objects(s3, prefix) == {}  # nothing visible before job commit
         assert all(job.job_id in k for k in uploads(s3, prefix))
@@ -72,4 +74,5 @@ async def test_job_commit_lists_pendingsets_without_summaries(s3: S3Target) -> N
         res = await job.commit()
     assert res.files == 2
     assert sorted(data_objects(s3, prefix)) == sorted(
-        f"part-{t}-{job.job_id}.txt" for t in range(2))
+        f"part-{t}-{job.job_id}.txt" for t in range(2)
+    )

@@ -13,13 +13,27 @@ from zerorename.perf.commit_bench import main
 from zerorename.testing.targets import S3Target
 
 
-def test_commit_bench_small_scale(moto_s3: S3Target, monkeypatch: pytest.MonkeyPatch,
-                                  capsys: Any) -> None:
+def test_commit_bench_small_scale(
+    moto_s3: S3Target, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", moto_s3.access_key or "")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", moto_s3.secret_key or "")
-    code = main(["--uploads", "1500", "--pendingsets", "30", "--endpoint-url",
-                 moto_s3.endpoint_url, "--bucket", moto_s3.bucket, "--dest",
-                 moto_s3.prefix + "bench", "--max-rss-mib", "200"])
+    code = main(
+        [
+            "--uploads",
+            "1500",
+            "--pendingsets",
+            "30",
+            "--endpoint-url",
+            moto_s3.endpoint_url,
+            "--bucket",
+            moto_s3.bucket,
+            "--dest",
+            moto_s3.prefix + "bench",
+            "--max-rss-mib",
+            "200",
+        ]
+    )
     report = json.loads(capsys.readouterr().out)
     assert code == 0, report
     assert report["files"] == 1500 and report["pendingsets"] == 30

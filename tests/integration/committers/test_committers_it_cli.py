@@ -38,8 +38,9 @@ def test_parse_age() -> None:
         parse_age("soon")
 
 
-async def test_uploads_list_and_abort_stay_in_their_prefix(s3: S3Target, aws_env: list[str],
-                                                          capsys: Any) -> None:
+async def test_uploads_list_and_abort_stay_in_their_prefix(
+    s3: S3Target, aws_env: list[str], capsys: Any
+) -> None:
     base = f"s3://{s3.bucket}/{s3.prefix}"
     async with engine_for(s3) as eng:
         jobs = {}
@@ -54,12 +55,14 @@ async def test_uploads_list_and_abort_stay_in_their_prefix(s3: S3Target, aws_env
     rows = [json.loads(line) for line in out.splitlines()]
     want = f"{s3.prefix}dataset1/f ü-{jobs['dataset1'].job_id}.bin"
     assert [r["key"] for r in rows] == [want]
-    code, out, _ = await acli(capsys, "uploads", "list", base + "dataset1", "--older-than",
-                              "1h", *aws_env)
+    code, out, _ = await acli(
+        capsys, "uploads", "list", base + "dataset1", "--older-than", "1h", *aws_env
+    )
     # moto reports every upload as initiated in 2010 (a fixed date): there it looks old
     assert code == 0 and (out.count("\n") == 1 if s3.name == "moto" else out == "")
-    code, out, err = await acli(capsys, "uploads", "abort", base + "dataset1", "--dry-run",
-                                *aws_env)
+    code, out, err = await acli(
+        capsys, "uploads", "abort", base + "dataset1", "--dry-run", *aws_env
+    )
     assert code == 0 and "would abort" in out and "1 uploads would abort" in err
     assert len(uploads(s3, s3.prefix + "dataset1/")) == 1
     code, out, err = await acli(capsys, "uploads", "abort", base + "dataset1", *aws_env)
@@ -68,8 +71,9 @@ async def test_uploads_list_and_abort_stay_in_their_prefix(s3: S3Target, aws_env
     assert len(uploads(s3, s3.prefix + "dataset10/")) == 1  # never touched
 
 
-async def test_jobs_list_show_abort_and_inspect(s3: S3Target, aws_env: list[str],
-                                               capsys: Any) -> None:
+async def test_jobs_list_show_abort_and_inspect(
+    s3: S3Target, aws_env: list[str], capsys: Any
+) -> None:
     uri = dest_uri(s3)
     async with engine_for(s3) as eng:
         job = await committer("magic", eng, uri).setup_job()
@@ -106,10 +110,14 @@ async def test_jobs_list_show_abort_and_inspect(s3: S3Target, aws_env: list[str]
 
 def test_cli_errors_exit_nonzero(s3: S3Target, aws_env: list[str], capsys: Any) -> None:
     uri = dest_uri(s3)
-    for argv in (["jobs", "show", uri], ["jobs", "show", uri, "not-a-uuid"],
-                 ["inspect", uri + "/nothing.pendingset"], ["inspect", uri + "/x.txt"],
-                 ["uploads", "list", "http://nope"],
-                 ["uploads", "list", f"s3://{s3.bucket}-missing/x"]):
+    for argv in (
+        ["jobs", "show", uri],
+        ["jobs", "show", uri, "not-a-uuid"],
+        ["inspect", uri + "/nothing.pendingset"],
+        ["inspect", uri + "/x.txt"],
+        ["uploads", "list", "http://nope"],
+        ["uploads", "list", f"s3://{s3.bucket}-missing/x"],
+    ):
         code, _, err = cli(capsys, *argv, *aws_env)
         assert code == 1, argv
         assert err.startswith("zerorename: error: ") and "Traceback" not in err

@@ -64,8 +64,7 @@ async def test_partitioned_fail_judges_touched_partitions_only(s3: S3Target, tmp
     job = await run_job(s3, "partitioned", "fail", tmp_path, {"y=3/new.csv": b"new"})
     assert data_objects(s3, prefix) == {**OLD, f"y=3/new-{job.job_id}.csv": b"new"}
     with pytest.raises(ConflictError) as ei:
-        await run_job(s3, "partitioned", "fail", tmp_path, {"y=2/new.csv": b"x",
-                                                             "y=4/n.csv": b"y"})
+        await run_job(s3, "partitioned", "fail", tmp_path, {"y=2/new.csv": b"x", "y=4/n.csv": b"y"})
     assert ei.value.conflicts == (prefix + "y=2/old.csv",)
     assert data_objects(s3, prefix) == {**OLD, f"y=3/new-{job.job_id}.csv": b"new"}
     assert uploads(s3, prefix) == []
@@ -76,8 +75,11 @@ async def test_append_keeps_old_files(s3: S3Target, tmp_path) -> None:  # type: 
     seed(s3, prefix)
     j1 = await run_job(s3, "magic", "append", tmp_path, {"y=1/old.csv": b"same name"})
     j2 = await run_job(s3, "magic", "append", tmp_path, {"y=1/old.csv": b"again"})
-    assert data_objects(s3, prefix) == {**OLD, f"y=1/old-{j1.job_id}.csv": b"same name",
-                                        f"y=1/old-{j2.job_id}.csv": b"again"}
+    assert data_objects(s3, prefix) == {
+        **OLD,
+        f"y=1/old-{j1.job_id}.csv": b"same name",
+        f"y=1/old-{j2.job_id}.csv": b"again",
+    }
 
 
 async def test_replace_destination(s3: S3Target, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -91,11 +93,19 @@ async def test_replace_destination(s3: S3Target, tmp_path) -> None:  # type: ign
 async def test_replace_touched_partitions_only(s3: S3Target, tmp_path) -> None:  # type: ignore[no-untyped-def]
     prefix = dest_prefix(s3)
     seed(s3, prefix)
-    job = await run_job(s3, "partitioned", "replace", tmp_path,
-                        {"y=2/a.csv": b"a", "y=2/b.csv": b"b", "y=5/c.csv": b"c"})
+    job = await run_job(
+        s3,
+        "partitioned",
+        "replace",
+        tmp_path,
+        {"y=2/a.csv": b"a", "y=2/b.csv": b"b", "y=5/c.csv": b"c"},
+    )
     assert data_objects(s3, prefix) == {
-        "y=1/old.csv": b"old 1", f"y=2/a-{job.job_id}.csv": b"a",
-        f"y=2/b-{job.job_id}.csv": b"b", f"y=5/c-{job.job_id}.csv": b"c"}
+        "y=1/old.csv": b"old 1",
+        f"y=2/a-{job.job_id}.csv": b"a",
+        f"y=2/b-{job.job_id}.csv": b"b",
+        f"y=5/c-{job.job_id}.csv": b"c",
+    }
     assert [k for k in objects(s3, prefix) if "__magic" in k] == []
 
 

@@ -52,8 +52,9 @@ async def test_attempt_failing_during_write_leaves_nothing(s3: S3Target) -> None
 
 
 @pytest.mark.parametrize("kind", ["magic", "staging"])
-async def test_attempt_failing_during_task_commit_leaves_nothing(s3: S3Target, kind: str,
-                                                                 tmp_path) -> None:  # type: ignore[no-untyped-def]
+async def test_attempt_failing_during_task_commit_leaves_nothing(
+    s3: S3Target, kind: str, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
     """An attempt whose task commit fails (here: its job was aborted under it) aborts its
     own uploads and makes nothing visible."""
     prefix = dest_prefix(s3)
@@ -140,8 +141,11 @@ async def test_job_aborted_at_each_stage_leaves_nothing(s3: S3Target, stage: str
         if stage == "commit_failed":
             # a corrupt pendingset: the job commit fails and rolls everything back
             key = summaries[2].pendingset.split("/", 3)[3]
-            await eng.put_object(s3.bucket, key, b'{"version":1,"jobId":"' +
-                                 job.job_id.encode() + b'","commits":[{"trunc')
+            await eng.put_object(
+                s3.bucket,
+                key,
+                b'{"version":1,"jobId":"' + job.job_id.encode() + b'","commits":[{"trunc',
+            )
             with pytest.raises(JobCommitError) as ei:
                 await job.commit(summaries)
             assert ei.value.rolled_back
@@ -174,8 +178,9 @@ async def test_corrupt_pendingset_completes_nothing(s3: S3Target) -> None:
         job2 = await committer("magic", eng, dest_uri(s3)).setup_job()
         header = PendingSetHeader(job2.job_id, "00000", 0)
         k2 = job2.layout.pendingset(0)
-        await eng.put_object(s3.bucket, k2, pendingset_bytes(header, []).replace(
-            b'"version":1', b'"version":9'))
+        await eng.put_object(
+            s3.bucket, k2, pendingset_bytes(header, []).replace(b'"version":1', b'"version":9')
+        )
         with pytest.raises(JobCommitError) as ei:
             await job2.commit()
         assert "version 9" in str(ei.value)

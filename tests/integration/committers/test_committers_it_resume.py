@@ -77,11 +77,25 @@ async def prepare(s3: S3Target, tmp_path: Path) -> tuple[str, Path, dict[str, by
 
 
 def kill_half_way(s3: S3Target, job_id: str, summaries: Path) -> None:
-    env = dict(os.environ, AWS_ACCESS_KEY_ID=s3.access_key or "",
-               AWS_SECRET_ACCESS_KEY=s3.secret_key or "")
+    env = dict(
+        os.environ, AWS_ACCESS_KEY_ID=s3.access_key or "", AWS_SECRET_ACCESS_KEY=s3.secret_key or ""
+    )
     proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, s3.endpoint_url, s3.region, dest_uri(s3), job_id,
-         str(summaries)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+        [
+            sys.executable,
+            "-c",
+            CHILD,
+            s3.endpoint_url,
+            s3.region,
+            dest_uri(s3),
+            job_id,
+            str(summaries),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
     target = TASKS * FILES // 3
     deadline = time.monotonic() + 120
     assert proc.stdout is not None

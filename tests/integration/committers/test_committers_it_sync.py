@@ -26,8 +26,9 @@ from zerorename.testing.targets import S3Target
 
 def run_sync_job(s3: S3Target, kind: str, tmp: Path, tasks: int = 3) -> tuple[str, dict]:  # type: ignore[type-arg]
     expected = {}
-    with SyncCommitter(kind, dest_uri(s3, kind), s3.engine_config(),
-                       options=CommitOptions(staging_dir=tmp)) as c:
+    with SyncCommitter(
+        kind, dest_uri(s3, kind), s3.engine_config(), options=CommitOptions(staging_dir=tmp)
+    ) as c:
         job = c.setup_job()
 
         def task(t: int):  # type: ignore[no-untyped-def]
@@ -42,7 +43,8 @@ def run_sync_job(s3: S3Target, kind: str, tmp: Path, tasks: int = 3) -> tuple[st
             summaries = list(pool.map(task, range(tasks)))
         for t in range(tasks):
             expected[f"t={t}/data ü-{job.job_id}.csv"] = b"".join(
-                b"row %d,%d\n" % (t, i) for i in range(100))
+                b"row %d,%d\n" % (t, i) for i in range(100)
+            )
         res = job.commit(summaries)
         assert res.files == tasks and res.bytes == sum(map(len, expected.values()))
         assert sum(s.bytes for s in summaries) == res.bytes

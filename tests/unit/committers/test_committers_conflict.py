@@ -33,8 +33,9 @@ def test_fail_destination_checks_whole_destination_with_if_none_match() -> None:
 
 
 def test_partition_scope_uses_touched_partitions_only() -> None:
-    p = plan_conflicts(ConflictMode.FAIL, ConflictScope.PARTITIONS, DEST,
-                       ["y=2/m=1", "y=1", "y=2/m=1/"])
+    p = plan_conflicts(
+        ConflictMode.FAIL, ConflictScope.PARTITIONS, DEST, ["y=2/m=1", "y=1", "y=2/m=1/"]
+    )
     assert p.check_prefixes == ("tables/t 1/y=1/", "tables/t 1/y=2/m=1/")
     assert p.needs_partitions
     r = plan_conflicts(ConflictMode.REPLACE, ConflictScope.PARTITIONS, DEST, ["y=1"])

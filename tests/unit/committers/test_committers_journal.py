@@ -35,8 +35,11 @@ def test_state_machine() -> None:
         j.move(State.COMPLETING)
     assert can_move(State.STARTED, State.ROLLING_BACK)
     assert not can_move(State.ROLLING_BACK, State.COMPLETING)
-    assert [s for s in State if can_abort(s)] == [State.STARTED, State.COMPLETING,
-                                                 State.ROLLING_BACK]
+    assert [s for s in State if can_abort(s)] == [
+        State.STARTED,
+        State.COMPLETING,
+        State.ROLLING_BACK,
+    ]
     assert resume_step(State.COMPLETING) == "complete"
     assert resume_step(State.SUCCEEDED) == "cleanup"
 

@@ -86,15 +86,28 @@ def test_job_ids_are_random_uuids() -> None:
 def test_relative_path_validation_keeps_odd_characters() -> None:
     for ok in ("a b/c d.csv", "ü/ß€.txt", "p%2F+#/x", "x"):
         assert check_relative_path(ok) == ok
-    for bad in ("", "/a", "a/", "a//b", "a/../b", "./a", "__magic/x", "a/__base/b",
-                "_SUCCESS", "x.pending", "x.pendingset", "__magic_job-1/x"):
+    for bad in (
+        "",
+        "/a",
+        "a/",
+        "a//b",
+        "a/../b",
+        "./a",
+        "__magic/x",
+        "a/__base/b",
+        "_SUCCESS",
+        "x.pending",
+        "x.pendingset",
+        "__magic_job-1/x",
+    ):
         with pytest.raises(PathError):
             check_relative_path(bad)
 
 
 def test_with_job_id_and_output_name() -> None:
-    assert with_job_id("a=1/part-00003.snappy.parquet", JOB) == \
-        f"a=1/part-00003-{JOB}.snappy.parquet"
+    assert (
+        with_job_id("a=1/part-00003.snappy.parquet", JOB) == f"a=1/part-00003-{JOB}.snappy.parquet"
+    )
     assert with_job_id("noext", JOB) == f"noext-{JOB}"
     assert with_job_id(".hidden", JOB) == f".hidden-{JOB}"
     assert with_job_id("d/.h.x", JOB) == f"d/.h-{JOB}.x"

@@ -31,32 +31,60 @@ from zerorename.committers.records import (
 from zerorename.engine.records import PartInfo, PendingUpload
 
 JOB = "6f1c2b9e-8a4d-4c57-9a0e-3b2f1d0c9e8a"
-ODD_KEYS = ["d/a b.csv", "d/ünï cødé/ß€.txt", "d/p%2F+#?&=.bin", "d/\"quoted\"\\x",
-            "d/日本語/ファイル"]
+ODD_KEYS = [
+    "d/a b.csv",
+    "d/ünï cødé/ß€.txt",
+    "d/p%2F+#?&=.bin",
+    'd/"quoted"\\x',
+    "d/日本語/ファイル",
+]
 
 
 def upload(key: str, n: int = 2) -> PendingUpload:
     parts = tuple(PartInfo(i, f'"{i:032x}"', 5 + i, f"crc{i}==") for i in range(1, n + 1))
-    return PendingUpload("bkt", key, f"upl-{key}", parts, sum(p.size for p in parts),
-                         created=1700000000.5, checksum_algorithm="CRC32C")
+    return PendingUpload(
+        "bkt",
+        key,
+        f"upl-{key}",
+        parts,
+        sum(p.size for p in parts),
+        created=1700000000.5,
+        checksum_algorithm="CRC32C",
+    )
 
 
 def rec(key: str, n: int = 2) -> PendingRecord:
-    return PendingRecord(upload(key, n), JOB, "00003", 1, saved=1700000001.0, text="t",
-                         extra={"k": "v"})
+    return PendingRecord(
+        upload(key, n), JOB, "00003", 1, saved=1700000001.0, text="t", extra={"k": "v"}
+    )
 
 
 def chunked(data: bytes, size: int) -> list[bytes]:
-    return [data[i:i + size] for i in range(0, len(data), size)]
+    return [data[i : i + size] for i in range(0, len(data), size)]
 
 
 def test_pending_roundtrip_with_odd_keys_and_s3a_names() -> None:
     for key in ODD_KEYS:
         r = rec(key)
         d = json.loads(r.to_json())
-        for name in ("version", "uri", "bucket", "destinationKey", "uploadId", "created",
-                     "saved", "date", "jobId", "taskId", "text", "etags", "length",
-                     "extraData", "parts", "checksumAlgorithm"):
+        for name in (
+            "version",
+            "uri",
+            "bucket",
+            "destinationKey",
+            "uploadId",
+            "created",
+            "saved",
+            "date",
+            "jobId",
+            "taskId",
+            "text",
+            "etags",
+            "length",
+            "extraData",
+            "parts",
+            "checksumAlgorithm",
+        ):
             assert name in d
         assert d["destinationKey"] == key and d["uri"] == f"s3://bkt/{key}"
         if '"' not in key and "\\" not in key:
@@ -66,18 +94,21 @@ def test_pending_roundtrip_with_odd_keys_and_s3a_names() -> None:
         assert back.extra == {"k": "v"}
 
 
-@pytest.mark.parametrize("mutate", [
-    lambda d: d.update(version=99),
-    lambda d: d.pop("uploadId"),
-    lambda d: d.update(length=d["length"] + 1),
-    lambda d: d.update(etags=["x"]),
-    lambda d: d.update(parts=[]),
-    lambda d: d.update(parts="nope"),
-    lambda d: d.update(uri="s3://other/key"),
-    lambda d: d.update(bucket=""),
-    lambda d: d.update(created="yesterday"),
-    lambda d: d.update(taskAttempt=-1),
-])
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda d: d.update(version=99),
+        lambda d: d.pop("uploadId"),
+        lambda d: d.update(length=d["length"] + 1),
+        lambda d: d.update(etags=["x"]),
+        lambda d: d.update(parts=[]),
+        lambda d: d.update(parts="nope"),
+        lambda d: d.update(uri="s3://other/key"),
+        lambda d: d.update(bucket=""),
+        lambda d: d.update(created="yesterday"),
+        lambda d: d.update(taskAttempt=-1),
+    ],
+)
 def test_pending_rejects_bad_records(mutate) -> None:  # type: ignore[no-untyped-def]
     d = rec("k").to_dict()
     mutate(d)
@@ -99,8 +130,7 @@ def make_set(n: int) -> bytes:
 def read_all(data: bytes, size: int) -> tuple[list[PendingRecord], PendingSetHeader]:
     out: list[PendingRecord] = []
     header = None
-    for item in parse_pendingset(chunked(data, size), "s3://bkt/x.pendingset",
-                                 expect_job_id=JOB):
+    for item in parse_pendingset(chunked(data, size), "s3://bkt/x.pendingset", expect_job_id=JOB):
         if isinstance(item, PendingRecord):
             out.append(item)
         else:
@@ -151,17 +181,20 @@ def test_truncated_pendingset_fails_at_every_cut() -> None:
             read_all(data[:cut], 64)
 
 
-@pytest.mark.parametrize("corrupt", [
-    lambda s: s.replace(b'"version":1,', b'"version":7,', 1),
-    lambda s: s.replace(JOB.encode(), b"11111111-2222-4333-8444-555555555555", 1),
-    lambda s: s.replace(b"uploadId", b"uploadID", 1),
-    lambda s: s.replace(b'"commits":[', b'"commits":{', 1),
-    lambda s: s + b"garbage",
-    lambda s: s.replace(b"},\n{", b"}\n{", 1),
-    lambda s: b"\xff\xfe" + s,
-    lambda s: s.replace(b'"taskId":"00003",', b'"taskId":"00003","taskId":"x",', 1),
-    lambda s: s[: s.index(b'"commits"')] + b'"x":1}',
-])
+@pytest.mark.parametrize(
+    "corrupt",
+    [
+        lambda s: s.replace(b'"version":1,', b'"version":7,', 1),
+        lambda s: s.replace(JOB.encode(), b"11111111-2222-4333-8444-555555555555", 1),
+        lambda s: s.replace(b"uploadId", b"uploadID", 1),
+        lambda s: s.replace(b'"commits":[', b'"commits":{', 1),
+        lambda s: s + b"garbage",
+        lambda s: s.replace(b"},\n{", b"}\n{", 1),
+        lambda s: b"\xff\xfe" + s,
+        lambda s: s.replace(b'"taskId":"00003",', b'"taskId":"00003","taskId":"x",', 1),
+        lambda s: s[: s.index(b'"commits"')] + b'"x":1}',
+    ],
+)
 def test_corrupt_pendingset_is_refused(corrupt) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(RecordFormatError) as ei:
         read_all(corrupt(make_set(3)), 16)
@@ -171,9 +204,17 @@ def test_corrupt_pendingset_is_refused(corrupt) -> None:  # type: ignore[no-unty
 def test_parser_events_and_members_after_commits() -> None:
     data = b'{"commits":[{"a":1},[2],3] , "version" : 1, "jobId":"j", "n": 12}'
     evs = list(iter_object_stream(chunked(data, 5), "commits"))
-    assert evs == [ArrayStart("commits"), Item({"a": 1}), Item([2]), Item(3),
-                   ArrayEnd("commits", 3), Member("version", 1), Member("jobId", "j"),
-                   Member("n", 12), End()]
+    assert evs == [
+        ArrayStart("commits"),
+        Item({"a": 1}),
+        Item([2]),
+        Item(3),
+        ArrayEnd("commits", 3),
+        Member("version", 1),
+        Member("jobId", "j"),
+        Member("n", 12),
+        End(),
+    ]
     p = PendingSetParser("loc")
     with pytest.raises(RecordFormatError):
         for ev in iter_object_stream([b'{"version":1,"jobId":"j","commits":[]}'], "commits"):
@@ -198,13 +239,28 @@ def test_encode_is_incremental() -> None:
 
 
 def test_success_roundtrip_and_limits() -> None:
-    s = SuccessData(job_id=JOB, committer="magic", description="d",
-                    metrics={"files": 3, "bytes": 10, "duration_seconds": 1.5},
-                    diagnostics={"conflict": "append"},
-                    filenames=[f"f{i} ü" for i in range(150)])
+    s = SuccessData(
+        job_id=JOB,
+        committer="magic",
+        description="d",
+        metrics={"files": 3, "bytes": 10, "duration_seconds": 1.5},
+        diagnostics={"conflict": "append"},
+        filenames=[f"f{i} ü" for i in range(150)],
+    )
     d = json.loads(s.to_json())
-    for name in ("name", "timestamp", "date", "hostname", "committer", "description", "jobId",
-                 "jobIdSource", "metrics", "diagnostics", "filenames"):
+    for name in (
+        "name",
+        "timestamp",
+        "date",
+        "hostname",
+        "committer",
+        "description",
+        "jobId",
+        "jobIdSource",
+        "metrics",
+        "diagnostics",
+        "filenames",
+    ):
         assert name in d
     assert len(d["filenames"]) == MAX_SUCCESS_FILENAMES
     back = SuccessData.from_json(s.to_json())

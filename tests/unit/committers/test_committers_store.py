@@ -51,8 +51,8 @@ def test_check_record() -> None:
     ok = PendingRecord(up(), JOB, "t", 0)
     check_record(ok, DEST, JOB, "loc", partitioned=True)
     bad = [
-        PendingRecord(up(key=f"t10/f-{JOB}.csv"), JOB, "t", 0),   # sibling destination
-        PendingRecord(up(key="t/y=1/f.csv"), JOB, "t", 0),        # no job id in key
+        PendingRecord(up(key=f"t10/f-{JOB}.csv"), JOB, "t", 0),  # sibling destination
+        PendingRecord(up(key="t/y=1/f.csv"), JOB, "t", 0),  # no job id in key
         PendingRecord(up(), "11111111-2222-4333-8444-555555555555", "t", 0),
     ]
     for rec in bad:
