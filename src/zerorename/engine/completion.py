@@ -1,0 +1,300 @@
+"""Completing, aborting and listing deferred uploads, one at a time or streamed in
+batches with bounded, adaptive concurrency. Mixed into :class:`UploadEngine`."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+)
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import botocore.exceptions as bexc
+
+from zerorename.engine import checksums
+from zerorename.engine.config import EngineConfig
+from zerorename.engine.errors import UploadNotFound
+from zerorename.engine.events import (
+    Event,
+    ProgressCallback,
+    UploadAborted,
+    UploadCompleted,
+)
+from zerorename.engine.planning import upload_prefix, validate_bucket
+from zerorename.engine.records import (
+    BatchFailure,
+    BatchResult,
+    ObjectInfo,
+    PendingUpload,
+    UploadInfo,
+    UploadResult,
+)
+from zerorename.engine.retry import AdaptiveLimiter, EngineStats, Retrier, error_code
+
+OnResult = Callable[[Any, BaseException | None], Awaitable[None] | None]
+
+
+async def _aiter(records: Iterable[Any] | AsyncIterable[Any]) -> AsyncGenerator[Any, None]:
+    if hasattr(records, "__aiter__"):
+        async for r in records:
+            yield r
+    else:
+        for r in records:
+            yield r
+
+
+class CompletionOps:
+    """complete/abort one upload, complete_many/abort_many streamed, list_uploads."""
+
+    config: EngineConfig
+    stats: EngineStats
+    _retrier: Retrier
+
+    if TYPE_CHECKING:  # provided by UploadEngine and ObjectOps
+
+        @property
+        def _client(self) -> Any:
+            raise NotImplementedError
+
+        async def _emit(self, event: Event, progress: ProgressCallback | None = None) -> None:
+            raise NotImplementedError
+
+        async def head_object(self, bucket: str, key: str) -> ObjectInfo | None:
+            raise NotImplementedError
+
+    async def complete(
+        self,
+        p: PendingUpload,
+        *,
+        if_none_match: bool = False,
+        progress: ProgressCallback | None = None,
+    ) -> UploadResult:
+        """Complete a deferred upload; with ``if_none_match`` the store refuses
+        (:class:`PreconditionFailed`) when the key already exists."""
+        return await self._complete(p, if_none_match, progress, None, 0)
+
+    async def _complete(
+        self,
+        p: PendingUpload,
+        if_none_match: bool,
+        progress: ProgressCallback | None,
+        limiter: AdaptiveLimiter | None,
+        window: int,
+    ) -> UploadResult:
+        parts = []
+        alg = p.checksum_algorithm
+        for part in p.parts:
+            entry: dict[str, Any] = {"PartNumber": part.number, "ETag": part.etag}
+            if alg and part.checksum and alg in checksums.PARAM:
+                entry[checksums.PARAM[alg]] = part.checksum
+            parts.append(entry)
+        extra: dict[str, Any] = {"IfNoneMatch": "*"} if if_none_match else {}
+
+        async def call(attempt: int) -> Any:
+            try:
+                return await self._client.complete_multipart_upload(
+                    Bucket=p.bucket,
+                    Key=p.key,
+                    UploadId=p.upload_id,
+                    MultipartUpload={"Parts": parts},
+                    **extra,
+                )
+            except bexc.ClientError as exc:
+                # a retry after a lost answer: the first attempt may have completed it
+                code, status = error_code(exc)
+                if attempt > 1 and (
+                    code in ("NoSuchUpload", "PreconditionFailed") or status in (404, 412)
+                ):
+                    info = await self.head_object(p.bucket, p.key)
+                    if info is not None and info.size == p.length:
+                        return {"ETag": info.etag}
+                raise
+
+        resp = await self._retrier.call(
+            "CompleteMultipartUpload",
+            call,
+            bucket=p.bucket,
+            key=p.key,
+            limiter=limiter,
+            window=window,
+            progress=progress,
+        )
+        self.stats.uploads_completed += 1
+        await self._emit(UploadCompleted(p.bucket, p.key, p.length, len(p.parts)), progress)
+        return UploadResult(
+            p.bucket, p.key, str(resp.get("ETag") or ""), p.length, len(p.parts), p.upload_id
+        )
+
+    async def abort(
+        self, p: PendingUpload | UploadInfo, *, progress: ProgressCallback | None = None
+    ) -> bool:
+        """Abort a pending upload; False when it was already gone."""
+        return await self._abort_id(p.bucket, p.key, p.upload_id, "aborted", progress)
+
+    async def _abort_id(
+        self,
+        bucket: str,
+        key: str,
+        upload_id: str,
+        reason: str,
+        progress: ProgressCallback | None,
+        limiter: AdaptiveLimiter | None = None,
+        window: int = 0,
+    ) -> bool:
+        async def call(attempt: int) -> Any:
+            return await self._client.abort_multipart_upload(
+                Bucket=bucket, Key=key, UploadId=upload_id
+            )
+
+        try:
+            await self._retrier.call(
+                "AbortMultipartUpload",
+                call,
+                bucket=bucket,
+                key=key,
+                limiter=limiter,
+                window=window,
+                progress=progress,
+            )
+        except UploadNotFound:
+            return False
+        self.stats.uploads_aborted += 1
+        await self._emit(UploadAborted(bucket, key, upload_id, reason), progress)
+        return True
+
+    async def complete_many(
+        self,
+        records: Iterable[PendingUpload] | AsyncIterable[PendingUpload],
+        *,
+        concurrency: int | None = None,
+        if_none_match: bool = False,
+        fail_fast: bool = False,
+        on_result: OnResult | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> BatchResult:
+        """Complete records pulled lazily from a sync or async iterable, ``concurrency``
+        (default ``config.batch_concurrency``) in flight; memory does not grow with the
+        number of records. ``fail_fast`` stops pulling records after the first failure."""
+
+        async def one(rec: PendingUpload, limiter: AdaptiveLimiter, window: int) -> int:
+            await self._complete(rec, if_none_match, progress, limiter, window)
+            return rec.length
+
+        return await self._batch(records, one, concurrency, fail_fast, on_result)
+
+    async def abort_many(
+        self,
+        records: Iterable[PendingUpload | UploadInfo] | AsyncIterable[PendingUpload | UploadInfo],
+        *,
+        concurrency: int | None = None,
+        on_result: OnResult | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> BatchResult:
+        """Abort records pulled lazily; an upload already gone counts as aborted."""
+
+        async def one(
+            rec: PendingUpload | UploadInfo, limiter: AdaptiveLimiter, window: int
+        ) -> int:
+            await self._abort_id(
+                rec.bucket, rec.key, rec.upload_id, "aborted", progress, limiter, window
+            )
+            return rec.length if isinstance(rec, PendingUpload) else 0
+
+        return await self._batch(records, one, concurrency, False, on_result)
+
+    async def _batch(
+        self,
+        records: Iterable[Any] | AsyncIterable[Any],
+        action: Callable[[Any, AdaptiveLimiter, int], Awaitable[int]],
+        concurrency: int | None,
+        fail_fast: bool,
+        on_result: OnResult | None,
+    ) -> BatchResult:
+        result = BatchResult()
+        limit = concurrency or self.config.batch_concurrency
+        limiter = AdaptiveLimiter(
+            limit,
+            decrease=self.config.retry.throttle_decrease,
+            recovery_per_slot=self.config.retry.recovery_per_slot,
+        )
+        stop = anyio.Event()
+
+        async def run_one(rec: Any) -> None:
+            error: BaseException | None = None
+            try:
+                try:
+                    done = await action(rec, limiter, limiter.window)
+                    result.bytes += done  # not `+= await`: that reads before awaiting
+                    result.succeeded += 1
+                except Exception as exc:
+                    error = exc
+                    result.add_failure(
+                        BatchFailure(
+                            rec.bucket,
+                            rec.key,
+                            rec.upload_id,
+                            str(exc),
+                            getattr(exc, "code", "") or type(exc).__name__,
+                        )
+                    )
+                    if fail_fast:
+                        stop.set()
+                if on_result is not None:
+                    outcome = on_result(rec, error)
+                    if outcome is not None:
+                        await outcome
+            finally:
+                limiter.release()
+
+        async with anyio.create_task_group() as tg, contextlib.aclosing(_aiter(records)) as it:
+            async for rec in it:
+                await limiter.acquire()
+                if stop.is_set():
+                    limiter.release()
+                    break
+                tg.start_soon(run_one, rec)
+        return result
+
+    # -- listing pending uploads -----------------------------------------------------
+    async def list_uploads(
+        self, bucket: str, prefix: str = "", *, directory: bool = True
+    ) -> AsyncIterator[UploadInfo]:
+        """Pending multipart uploads under ``prefix``, taken as a directory (a '/' is
+        added) unless ``directory=False``; all pages, filtered client-side too."""
+        validate_bucket(bucket)
+        want = upload_prefix(prefix, directory=directory)
+        key_marker: str | None = None
+        id_marker: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": want}
+            if key_marker:
+                kwargs["KeyMarker"] = key_marker
+                if id_marker:
+                    kwargs["UploadIdMarker"] = id_marker
+
+            async def call(attempt: int, kwargs: dict[str, Any] = kwargs) -> Any:
+                return await self._client.list_multipart_uploads(**kwargs)
+
+            resp = await self._retrier.call("ListMultipartUploads", call, bucket=bucket, key=want)
+            for u in resp.get("Uploads", []) or []:
+                if not u["Key"].startswith(want):
+                    continue
+                initiated = u.get("Initiated")
+                yield UploadInfo(
+                    bucket,
+                    u["Key"],
+                    u["UploadId"],
+                    initiated.timestamp() if initiated is not None else 0.0,
+                )
+            if not resp.get("IsTruncated"):
+                return
+            nk, nu = resp.get("NextKeyMarker"), resp.get("NextUploadIdMarker")
+            if not nk or (nk, nu) == (key_marker, id_marker):
+                return  # the server ignores markers: it gave us everything it will
+            key_marker, id_marker = nk, nu
