@@ -5,7 +5,9 @@
 # (apt-get, root only); run pytest. Environment:
 #   ZR_SKIP_INSTALL=1   skip the pip install step        ZR_SKIP_RGW=1  skip the Ceph RGW tests
 #   ZR_SKIP_SPARK=1     do not require Java (spark tests are deselected with -m 'not spark')
-#   ZR_TEST_TIMEOUT     per-test timeout in seconds [600]
+#   ZR_TEST_TIMEOUT     per-test timeout in seconds [300]
+#   ZR_RUN_TIMEOUT      whole pytest run: SIGINT after this many seconds (teardown still runs,
+#                       the summary is printed), SIGKILL 60 s later [1500]
 # CI=true (or ZR_REQUIRE_RGW=1) makes a missing/broken RGW an error instead of a skip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,8 +43,13 @@ fi
 export SPARK_LOCAL_IP=${SPARK_LOCAL_IP:-127.0.0.1}
 export PYTHONDONTWRITEBYTECODE=1
 set +e
-"$PY" -m pytest -ra --timeout="${ZR_TEST_TIMEOUT:-600}" --durations=15 "${markers[@]}" "$@"
+timeout -s INT -k 60 "${ZR_RUN_TIMEOUT:-1500}" \
+    "$PY" -m pytest -ra --timeout="${ZR_TEST_TIMEOUT:-300}" --durations=15 "${markers[@]}" "$@"
 rc=$?
+if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+    say "the test run exceeded ZR_RUN_TIMEOUT=${ZR_RUN_TIMEOUT:-1500}s and was stopped"
+    rc=1
+fi
 set -e
 if [ "$rc" = 5 ]; then
     say "pytest collected no tests: treating that as a failure"

@@ -94,6 +94,17 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         )
 
 
+_SUMMARY: list[str] = []
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    reason = rgw_skip_reason()
+    if reason is not None:
+        _SUMMARY.append(f"RGW tests skipped: {reason}")
+    for line in _SUMMARY:
+        terminalreporter.write_line(f"[zerorename] {line}")
+
+
 # ---------------------------------------------------------------- servers (session scope)
 
 
@@ -115,8 +126,9 @@ def rgw_server(request: pytest.FixtureRequest) -> Iterator[RgwServer]:
         if rgw_required():
             pytest.exit(f"Ceph RGW is required but did not start: {exc}", returncode=4)
         raise
-    sys.stderr.write(
-        f"\n[zerorename] Ceph RGW up in {server.start_seconds:.1f}s at {server.endpoint_url}\n"
+    _SUMMARY.append(
+        f"Ceph RGW (memstore) up in {server.start_seconds:.1f}s at {server.endpoint_url}, "
+        f"logs in {server.log_dir}"
     )
     try:
         yield server
