@@ -76,7 +76,7 @@ def test_classify(method: str, target: str, headers: list[tuple[str, str]], op: 
 
 
 def _fires(rule: FaultRule, n: int) -> list[int]:
-    return [i for i in range(1, n + 1) if rule._decide()]
+    return [i for i in range(1, n + 1) if rule.decide()]
 
 
 def test_rule_selectors() -> None:
