@@ -18,7 +18,7 @@ from pyspark import cloudpickle
 from zerorename.spark_adapter.datasource import ZeroRenameDataSource, ZeroRenameWriter
 from zerorename.spark_adapter.options import WriteOptions
 
-FAULT_KEYS = ("fault", "faultstage", "faultpartition", "faultattempts", "faultseconds")
+FAULT_KEYS = ("fault", "faultstage", "faultpartition", "faultattempts", "faultseconds", "faultmark")
 
 
 class FaultyWriter(ZeroRenameWriter):
@@ -26,6 +26,8 @@ class FaultyWriter(ZeroRenameWriter):
 
     def _checkpoint(self, stage: str, partition: int, attempt: int) -> None:
         f = self.fault
+        if f.get("faultmark") and stage in ("files_closed", "committed"):
+            self._mark(f["faultmark"], f"p{partition}-a{attempt}-{stage}")
         if stage != f.get("faultstage", "files_closed"):
             return
         if partition != int(f.get("faultpartition", "1")):
@@ -40,6 +42,15 @@ class FaultyWriter(ZeroRenameWriter):
             os._exit(3)  # killed hard: no finally, no abort
         if action == "sleep":
             time.sleep(float(f.get("faultseconds", "10")))
+
+    def _mark(self, uri: str, name: str) -> None:
+        """Record that an attempt reached a stage (an object next to the destination)."""
+        from zerorename.committers import Destination
+        from zerorename.spark_adapter.bridge import get_bridge
+        from zerorename.spark_adapter.jobs import engine_for
+
+        dest = Destination.parse(uri)
+        get_bridge().run(engine_for(self.opts).put_object(dest.bucket, dest.key(name), b""))
 
 
 class FaultyDataSource(ZeroRenameDataSource):

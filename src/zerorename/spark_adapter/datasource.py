@@ -106,7 +106,7 @@ class ZeroRenameWriter(DataSourceArrowWriter):  # type: ignore[misc]
         outcome = commit_job(
             self.opts, self.job_id, list(iter_results(messages)), started=self.created
         )
-        log.warning(
+        log.info(
             "zerorename: job %s wrote %d files, %d bytes, %d rows to %s (job commit %.2fs)",
             outcome.job_id,
             outcome.files,
