@@ -67,8 +67,9 @@ class CommitOptions:
     scan_concurrency: int = 8
     #: uploads at once in a staging task commit.
     task_concurrency: int = 8
-    #: seconds between progress callbacks during job commit.
-    progress_interval: float = 1.0
+    #: seconds between progress callbacks during job commit (half a second, so a busy
+    #: loop still reports at least once a second).
+    progress_interval: float = 0.5
     #: on a failed commit, abort the job (a failed job leaves nothing); else keep the
     #: journal so resume/abort can be run later.
     rollback_on_failure: bool = True
