@@ -415,3 +415,36 @@ async def test_signed_payloads_work_too(moto_s3: S3Target) -> None:
     async with UploadEngine(cfg(s3, payload_signing=True)) as engine:
         await engine.upload(s3.bucket, s3.key("signed.bin"), DATA)
     assert get(s3, s3.key("signed.bin")) == DATA
+
+
+async def test_batch_source_error_surfaces_plainly(moto_s3: S3Target) -> None:
+    s3 = moto_s3
+
+    async def broken() -> AsyncIterator[PendingUpload]:
+        yield await engine.upload(s3.bucket, s3.key("ok"), b"1", defer=True)
+        raise LookupError("record source failed")
+
+    async with UploadEngine(cfg(s3)) as engine:
+        with pytest.raises(LookupError, match="record source failed"):
+            await engine.complete_many(broken())
+
+
+async def test_many_small_writers_hold_no_part_sized_buffers(moto_s3: S3Target) -> None:
+    """Writers grow their buffers with the data: 64 open writers of a few bytes each
+    must not hold 64 part sizes (64 x 16 MiB = 1 GiB)."""
+    import resource
+
+    s3 = moto_s3
+    async with UploadEngine(s3.engine_config(part_size=16 * MiB)) as engine:
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        writers = [
+            engine.open_writer(s3.bucket, s3.key(f"small/{i}"), defer=True) for i in range(64)
+        ]
+        for w in writers:
+            await w.__aenter__()
+            await w.write(b"tiny")
+        for w in writers:
+            await w.__aexit__(None, None, None)
+        grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+        await engine.abort_many([w.result for w in writers])  # type: ignore[misc]
+    assert grown_mib < 256, grown_mib

@@ -37,6 +37,14 @@ from zerorename.engine.records import (
 )
 from zerorename.engine.retry import AdaptiveLimiter, EngineStats, Retrier, error_code
 
+
+def unwrap_group(exc: BaseException) -> BaseException:
+    """The single real error inside (nested) exception groups, else ``exc`` itself."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
 OnResult = Callable[[Any, BaseException | None], Awaitable[None] | None]
 
 
@@ -252,13 +260,19 @@ class CompletionOps:
             finally:
                 limiter.release()
 
-        async with anyio.create_task_group() as tg, contextlib.aclosing(_aiter(records)) as it:
-            async for rec in it:
-                await limiter.acquire()
-                if stop.is_set():
-                    limiter.release()
-                    break
-                tg.start_soon(run_one, rec)
+        try:
+            async with anyio.create_task_group() as tg, contextlib.aclosing(_aiter(records)) as it:
+                async for rec in it:
+                    await limiter.acquire()
+                    if stop.is_set():
+                        limiter.release()
+                        break
+                    tg.start_soon(run_one, rec)
+        except BaseException as exc:  # e.g. the caller's record iterator raised
+            real = unwrap_group(exc)
+            if real is exc:
+                raise
+            raise real from None
         return result
 
     # -- listing pending uploads -----------------------------------------------------

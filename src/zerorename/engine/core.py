@@ -17,7 +17,7 @@ import anyio
 
 from zerorename.engine import checksums
 from zerorename.engine.client import client_kwargs, make_session
-from zerorename.engine.completion import CompletionOps
+from zerorename.engine.completion import CompletionOps, unwrap_group
 from zerorename.engine.config import EngineConfig
 from zerorename.engine.errors import EngineError
 from zerorename.engine.events import (
@@ -79,13 +79,6 @@ def _request_body(body: bytes | bytearray | memoryview, signed: bool) -> Any:
     if signed or memoryview(body).nbytes <= _BODY_SLICE:
         return body if memoryview(body).nbytes else b""
     return _SlicedBody(body)
-
-
-def _unwrap(exc: BaseException) -> BaseException:
-    """The single real error inside (nested) exception groups, else ``exc`` itself."""
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return exc
 
 
 class UploadEngine(CompletionOps, ObjectOps):
@@ -280,10 +273,10 @@ class UploadEngine(CompletionOps, ObjectOps):
                         up.bucket,
                         up.key,
                         up.upload_id,
-                        f"upload failed: {type(_unwrap(exc)).__name__}",
+                        f"upload failed: {type(unwrap_group(exc)).__name__}",
                         progress,
                     )
-            real = _unwrap(exc)
+            real = unwrap_group(exc)
             if real is exc:
                 raise
             raise real from None

@@ -125,7 +125,6 @@ async def part_stream(
     number = 1
     want = target(number)
     buf: bytearray | None = None
-    filled = 0
     total = 0
     async for chunk in chunks:
         view = memoryview(chunk).cast("B") if not isinstance(chunk, bytes) else memoryview(chunk)
@@ -146,15 +145,13 @@ async def part_stream(
                 want = target(number)
                 continue
             if buf is None:
-                buf = bytearray(want)
-                filled = 0
-            take = min(want - filled, n - pos)
-            buf[filled : filled + take] = view[pos : pos + take]
-            filled += take
+                buf = bytearray()  # grows with the data: a tiny last part stays tiny
+            take = min(want - len(buf), n - pos)
+            buf += view[pos : pos + take]
             pos += take
-            if filled == want:
+            if len(buf) == want:
                 yield Part(number, buf, False)
-                buf, filled = None, 0
+                buf = None
                 number += 1
                 want = target(number)
     if size is not None and total != size:
@@ -162,4 +159,4 @@ async def part_stream(
     if buf is None:
         yield Part(number, b"", True)
     else:
-        yield Part(number, memoryview(buf)[:filled], True)
+        yield Part(number, buf, True)

@@ -31,12 +31,12 @@ if TYPE_CHECKING:
 
 
 class _PartGatherer:
-    """Gathers written bytes into blocks of exactly ``size`` bytes (copies once)."""
+    """Gathers written bytes into blocks of exactly ``size`` bytes (copies once). The buffer
+    grows with the data, so a writer of a small file never holds a whole part size."""
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self.buf = bytearray(size)
-        self.filled = 0
+        self.buf = bytearray()
         self.total = 0
 
     def add(self, data: BytesLike) -> list[bytearray]:
@@ -44,22 +44,19 @@ class _PartGatherer:
         full: list[bytearray] = []
         pos, n = 0, view.nbytes
         while pos < n:
-            take = min(self.size - self.filled, n - pos)
-            self.buf[self.filled : self.filled + take] = view[pos : pos + take]
-            self.filled += take
+            take = min(self.size - len(self.buf), n - pos)
+            self.buf += view[pos : pos + take]
             pos += take
-            if self.filled == self.size:
+            if len(self.buf) == self.size:
                 full.append(self.buf)
-                self.buf = bytearray(self.size)
-                self.filled = 0
+                self.buf = bytearray()
         self.total += n
         return full
 
-    def rest(self) -> bytes | None:
-        if not self.filled:
+    def rest(self) -> bytearray | None:
+        if not self.buf:
             return None
-        out = bytes(memoryview(self.buf)[: self.filled])
-        self.filled = 0
+        out, self.buf = self.buf, bytearray()
         return out
 
 
