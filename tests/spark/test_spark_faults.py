@@ -56,7 +56,18 @@ def _read_opts(zr: Any) -> dict[str, Any]:
 
 @pytest.mark.parametrize("stage", ["batch", "files_closed", "committed"])
 def test_first_attempt_fails_then_retry(faulty: Any, zr_any: Any, stage: str) -> None:
-    _write(faulty, zr_any, fault="raise", faultstage=stage, faultpartition="1", faultattempts="0")
+    _write(
+        faulty,
+        zr_any,
+        fault="raise",
+        faultstage=stage,
+        faultpartition="1",
+        faultattempts="0",
+        faultmark=zr_any.uri("marks"),
+    )
+    marks = set(zr_any.list_keys("marks"))
+    assert "p1-a1-committed" in marks  # the retry is what committed
+    assert ("p1-a0-committed" in marks) == (stage == "committed")
     _assert_exact_output(zr_any)
     info = read_success(zr_any.uri(), **_read_opts(zr_any))
     assert info.files == PARTS and info.rows == N
@@ -65,7 +76,19 @@ def test_first_attempt_fails_then_retry(faulty: Any, zr_any: Any, stage: str) ->
 @pytest.mark.parametrize("stage", ["files_closed", "committed"])
 def test_attempt_killed_hard_is_cleaned_at_commit(faulty: Any, zr: Any, stage: str) -> None:
     # os._exit: no finally, no abort; its uploads stay pending until job commit cleans them
-    _write(faulty, zr, fault="exit", faultstage=stage, faultpartition="2", faultattempts="0")
+    _write(
+        faulty,
+        zr,
+        fault="exit",
+        faultstage=stage,
+        faultpartition="2",
+        faultattempts="0",
+        faultmark=zr.uri("marks"),
+    )
+    # the scenario happened: attempt 0 closed its file (a pending upload) and then died
+    marks = set(zr.list_keys("marks"))
+    assert {"p2-a0-files_closed", "p2-a1-committed"} <= marks
+    assert ("p2-a0-committed" in marks) == (stage == "committed")
     _assert_exact_output(zr)
 
 
