@@ -67,7 +67,13 @@ async def _drain(recv: MemoryObjectReceiveStream[BytesLike]) -> AsyncIterator[By
 
 
 class AsyncUploadWriter:
-    """``async with engine.open_writer(bucket, key) as w: await w.write(data)``."""
+    """``async with engine.open_writer(bucket, key) as w: await w.write(data)``.
+
+    The upload runs in a task the writer owns: it is awaited when the block ends and
+    cancelled (which aborts the upload) when the block fails, so nothing outlives the
+    writer. A task (not a task group in the caller's task) lets a program keep many writers
+    open and close them in any order, as a partition router does.
+    """
 
     def __init__(
         self,
@@ -85,16 +91,14 @@ class AsyncUploadWriter:
         self._args = object_args
         self._gather = _PartGatherer(engine.config.part_size)
         self._send: MemoryObjectSendStream[BytesLike] | None = None
-        self._tg: Any = None
+        self._task: asyncio.Task[None] | None = None
         self._error: BaseException | None = None
         self.result: UploadResult | PendingUpload | None = None
 
     async def __aenter__(self) -> AsyncUploadWriter:
         send, recv = anyio.create_memory_object_stream[BytesLike](1)
         self._send = send
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
-        self._tg.start_soon(self._run, recv)
+        self._task = asyncio.get_running_loop().create_task(self._run(recv))
         return self
 
     async def _run(self, recv: MemoryObjectReceiveStream[BytesLike]) -> None:
@@ -132,30 +136,36 @@ class AsyncUploadWriter:
             return self._error
         return EngineError(f"upload of s3://{self.bucket}/{self.key} is no longer running")
 
+    async def _cancel(self) -> None:
+        """Cancel the upload task and wait until it has aborted the upload."""
+        assert self._task is not None
+        self._task.cancel()
+        await asyncio.wait([self._task])
+
     async def __aexit__(
         self,
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool:
-        assert self._send is not None and self._tg is not None
-        if exc is None:
-            try:
-                rest = self._gather.rest()
-                if rest is not None:
-                    await self._hand_over(rest)
-            except BaseException:
-                self._tg.cancel_scope.cancel()
-                await self._tg.__aexit__(None, None, None)
-                raise
+        assert self._send is not None and self._task is not None
+        if exc is not None:
             await self._send.aclose()
-            await self._tg.__aexit__(None, None, None)
-            if self._error is not None:
-                raise self._error
+            await self._cancel()
             return False
-        self._tg.cancel_scope.cancel()  # the upload aborts itself (shielded)
-        await self._send.aclose()
-        await self._tg.__aexit__(None, None, None)
+        try:
+            rest = self._gather.rest()
+            if rest is not None:
+                await self._hand_over(rest)
+            await self._send.aclose()
+            await asyncio.shield(self._task)
+        except BaseException:
+            if not self._task.done():
+                with anyio.CancelScope(shield=True):
+                    await self._cancel()
+            raise
+        if self._error is not None:
+            raise self._error
         return False
 
 

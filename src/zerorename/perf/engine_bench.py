@@ -39,6 +39,12 @@ def _rss_bytes() -> int:
 
 
 def _peak_rss_bytes() -> int:
+    """Peak RSS of this process image: VmHWM. (ru_maxrss is not used: Linux carries it over
+    fork and exec, so a child started by a big parent would report the parent's peak.)"""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
