@@ -73,12 +73,19 @@ def test_first_attempt_fails_then_retry(faulty: Any, zr_any: Any, stage: str) ->
     assert info.files == PARTS and info.rows == N
 
 
-@pytest.mark.parametrize("stage", ["files_closed", "committed"])
-def test_attempt_killed_hard_is_cleaned_at_commit(faulty: Any, zr: Any, stage: str) -> None:
+@pytest.mark.parametrize(
+    ("committer", "stage"),
+    [("magic", "files_closed"), ("magic", "committed"), ("directory", "committed")],
+)
+def test_attempt_killed_hard_is_cleaned_at_commit(
+    faulty: Any, zr: Any, committer: str, stage: str
+) -> None:
     # os._exit: no finally, no abort; its uploads stay pending until job commit cleans them
+    # (directory committer: uploaded at task commit, so only "committed" leaves uploads)
     _write(
         faulty,
         zr,
+        committer=committer,
         fault="exit",
         faultstage=stage,
         faultpartition="2",

@@ -59,6 +59,15 @@ def test_empty_partitions_write_nothing(spark: Any, zr: Any) -> None:
     assert read_success(zr.uri(), **_read_opts(zr)).rows == 2
 
 
+def test_empty_dataframe_commits_an_empty_job(spark: Any, zr: Any) -> None:
+    df = spark.createDataFrame([], "id long, s string")
+    _save(df, zr)
+    assert zr.data_keys() == []
+    info = read_success(zr.uri(), **_read_opts(zr))
+    assert (info.files, info.rows, info.bytes) == (0, 0, 0)
+    assert zr.pending_uploads() == []
+
+
 @pytest.mark.parametrize(
     ("fmt", "codec", "suffix"),
     [("csv", "gzip", ".csv.gz"), ("json", "none", ".json"), ("text", "none", ".txt")],

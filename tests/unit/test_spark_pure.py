@@ -345,3 +345,25 @@ def test_text_needs_one_string_column() -> None:
     )
     with pytest.raises(ConfigError, match="not in the data"):
         check_schema(schema, WriteOptions.parse({"path": "s3://b/p", "partitionby": "zz"}))
+
+
+def test_router_bounds_buffered_parquet_data(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pyarrow.parquet as pq
+
+    from zerorename.spark_adapter import router as router_mod
+
+    monkeypatch.setattr(router_mod, "TASK_BUFFER_BYTES", 64 * 1024)
+    store: dict[str, bytes] = {}
+    batch = pa.record_batch({"id": list(range(3000)), "p": ["a", "b", "c"] * 1000})
+    r = _router({"partitionby": "p"}, batch.schema, store)
+    for _ in range(10):
+        r.write(batch)
+        assert sum(e.writer.buffered for e in r._open.values()) <= 64 * 1024
+    files = r.close()
+    assert len(files) == 3 and sum(f.rows for f in files) == 30000
+    groups = [pq.ParquetFile(io.BytesIO(store[f.rel])).num_row_groups for f in files]
+    assert all(g > 1 for g in groups)  # flushed early, as smaller row groups
+    ids = sorted(
+        i for f in files for i in pq.read_table(io.BytesIO(store[f.rel]))["id"].to_pylist()
+    )
+    assert ids == sorted(list(range(3000)) * 10)

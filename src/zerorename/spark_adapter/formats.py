@@ -21,6 +21,9 @@ from zerorename.spark_adapter.options import WriteOptions
 
 #: Arrow bytes buffered before a Parquet row group is written.
 ROW_GROUP_BYTES = 32 * 1024 * 1024
+#: Arrow bytes one task may hold in Parquet row-group buffers across all its open files;
+#: past it the largest buffer is written out early (a smaller row group, bounded memory).
+TASK_BUFFER_BYTES = 96 * 1024 * 1024
 
 _STREAM_CODECS = {"gzip": "gzip", "bzip2": "bz2", "zstd": "zstd"}
 
@@ -32,7 +35,27 @@ class FormatWriter(Protocol):
 
     def write(self, batch: pa.RecordBatch) -> None: ...
 
+    @property
+    def buffered(self) -> int:
+        """Arrow bytes held until the next flush (0 for streaming formats)."""
+        ...
+
+    def flush(self) -> None:
+        """Encode what is buffered now."""
+        ...
+
     def close(self) -> None: ...
+
+
+class _Streaming:
+    """Formats that encode each batch as it comes hold nothing back."""
+
+    @property
+    def buffered(self) -> int:
+        return 0
+
+    def flush(self) -> None:
+        pass
 
 
 class _NonClosing:
@@ -90,20 +113,24 @@ class ParquetWriter:
         self._pending_bytes += batch.nbytes
         self.rows += batch.num_rows
         if self._pending_bytes >= ROW_GROUP_BYTES:
-            self._flush()
+            self.flush()
 
-    def _flush(self) -> None:
+    @property
+    def buffered(self) -> int:
+        return self._pending_bytes
+
+    def flush(self) -> None:
         if self._pending:
             table = pa.Table.from_batches(self._pending)
             self._writer.write_table(table, row_group_size=table.num_rows)
             self._pending, self._pending_bytes = [], 0
 
     def close(self) -> None:
-        self._flush()
+        self.flush()
         self._writer.close()
 
 
-class CsvWriter:
+class CsvWriter(_Streaming):
     def __init__(self, sink: BinaryIO, schema: pa.Schema, opts: WriteOptions) -> None:
         import pyarrow.csv as pcsv
 
@@ -145,7 +172,7 @@ def _json_value(value: Any) -> Any:
     return value
 
 
-class JsonWriter:
+class JsonWriter(_Streaming):
     """JSON Lines, as Spark writes them: one object per row, null fields left out."""
 
     def __init__(self, sink: BinaryIO, schema: pa.Schema, opts: WriteOptions) -> None:
@@ -168,7 +195,7 @@ class JsonWriter:
             self._compressed.close()
 
 
-class TextWriter:
+class TextWriter(_Streaming):
     """One line per row of the single string column (Spark's text format)."""
 
     def __init__(self, sink: BinaryIO, schema: pa.Schema, opts: WriteOptions) -> None:

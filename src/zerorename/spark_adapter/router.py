@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from zerorename.spark_adapter.formats import FormatWriter, open_format_writer
+from zerorename.spark_adapter.formats import TASK_BUFFER_BYTES, FormatWriter, open_format_writer
 from zerorename.spark_adapter.options import WriteOptions
 from zerorename.spark_adapter.partitioning import partition_dir, value_text
 
@@ -183,6 +183,17 @@ class BatchRouter:
         for values, rows in split_batch(batch, cols):
             directory = partition_dir(cols, values) if cols else ""
             self._write_group(directory, rows)
+        self._bound_buffers()
+
+    def _bound_buffers(self) -> None:
+        """Keep the task's buffered (not yet encoded) data under TASK_BUFFER_BYTES."""
+        if len(self._open) < 2:
+            return
+        total = sum(e.writer.buffered for e in self._open.values())
+        while total > TASK_BUFFER_BYTES:
+            biggest = max(self._open.values(), key=lambda e: e.writer.buffered)
+            total -= biggest.writer.buffered
+            biggest.writer.flush()
 
     def close(self) -> list[FileStats]:
         """Finish every open file (their uploads become pending); the files written."""
