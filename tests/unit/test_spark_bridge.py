@@ -225,3 +225,18 @@ def test_process_exits_promptly_and_closes_resources(tmp_path) -> None:  # type:
     assert proc.stdout.strip() == "ok"
     assert time.monotonic() - t0 < 30
     assert marker.read_text() == "closed"
+
+
+def test_engines_per_config_reused_and_bounded(bridge: LoopBridge) -> None:
+    from zerorename.engine import EngineConfig
+    from zerorename.spark_adapter import bridge as bridge_mod
+
+    a = bridge.engine(EngineConfig(endpoint_url="http://127.0.0.1:9", region="us-east-1"))
+    again = bridge.engine(EngineConfig(endpoint_url="http://127.0.0.1:9", region="us-east-1"))
+    assert a is again and bridge.resource_count() == 1
+    engines = [
+        bridge.engine(EngineConfig(endpoint_url=f"http://127.0.0.1:{port}", region="us-east-1"))
+        for port in range(10, 10 + bridge_mod.MAX_ENGINES + 3)
+    ]
+    assert bridge.resource_count() == bridge_mod.MAX_ENGINES
+    assert engines[-1] is bridge.engine(engines[-1].config)

@@ -32,6 +32,9 @@ T = TypeVar("T")
 
 #: seconds close() waits for resources to close and the loop thread to end.
 CLOSE_TIMEOUT = 30.0
+#: engines (distinct configurations) one process keeps; the least recently created
+#: one beyond this is closed, so a long-lived worker never accumulates pools.
+MAX_ENGINES = 8
 
 
 class BridgeError(RuntimeError):
@@ -253,7 +256,13 @@ class LoopBridge:
         entered on the loop and closed at exit."""
         from zerorename.engine import UploadEngine
 
-        return self.resource(("engine", config), lambda: UploadEngine(config))
+        key = ("engine", config)
+        state = self._current()
+        if key not in state.resources:
+            engines = [k for k in state.resources if isinstance(k, tuple) and k[:1] == ("engine",)]
+            for old in engines[: max(0, len(engines) - MAX_ENGINES + 1)]:
+                self.discard(old)
+        return self.resource(key, lambda: UploadEngine(config))
 
 
 _BRIDGE = LoopBridge()
