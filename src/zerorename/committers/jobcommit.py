@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import shutil
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -307,7 +307,8 @@ class JobCommitRun:
         rolled = False
         if self.opts.rollback_on_failure and isinstance(exc, Exception):
             try:
-                await self.rollback()
+                # a racer's object at one of our keys carries our job id: keep it
+                await self.rollback(keep=exc.conflicts if isinstance(exc, ConflictError) else ())
                 rolled = True
             except Exception:
                 log.exception("rolling back job %s failed; its journal is left", j.job_id)
@@ -397,7 +398,7 @@ class JobCommitRun:
             info = await self.engine.head_object(upload.bucket, upload.key)
         except EngineError:
             return False
-        if is_completed_object(upload, info):
+        if is_completed_object(upload, info, strict=isinstance(exc, PreconditionFailed)):
             return True
         if isinstance(exc, PreconditionFailed):
             raise ConflictError(
@@ -574,10 +575,11 @@ class JobCommitRun:
         await self.job.release()
 
     # ---------------------------------------------------------------- rollback
-    async def rollback(self) -> AbortResult:
+    async def rollback(self, *, keep: Iterable[str] = ()) -> AbortResult:
         """Abort every pending upload of the job and delete every object it completed and its
         records: afterwards nothing of the job is left. Refused once old files were
-        deleted (replace) or _SUCCESS was written."""
+        deleted (replace) or _SUCCESS was written. ``keep``: keys not deleted (another
+        writer's objects found at the job's keys)."""
         j = await self._read_journal()
         if j is not None:
             if not can_abort(j.state):
@@ -590,7 +592,7 @@ class JobCommitRun:
                 j.move(State.ROLLING_BACK)
             self.phase = "rolling_back"
             await self._save_journal()
-        return await self.job.wipe()
+        return await abort_job_storage(self.job, keep=keep)
 
 
 def _json_list(items: list[str]) -> bytes:
@@ -612,13 +614,15 @@ def _parse_json_list(data: bytes, location: str) -> list[str]:
         raise RecordFormatError(f"malformed partitions record: {exc}", location=location) from None
 
 
-async def abort_job_storage(job: Job) -> AbortResult:
+async def abort_job_storage(job: Job, *, keep: Iterable[str] = ()) -> AbortResult:
     """Stateless abort: marker first (stragglers stop), then every pending upload and every
-    object under the destination that carries the job id, journal last."""
+    object under the destination that carries the job id (but the ``keep`` keys), journal
+    last."""
     engine, dest, lay = job.engine, job.dest, job.layout
     res = AbortResult(job.job_id)
     await engine.delete_objects(dest.bucket, [lay.marker])
     res.uploads_aborted = await abort_uploads(engine, job_uploads(engine, dest, job.job_id))
+    skip = [lay.journal, *keep]
     prefixes = [dest.list_prefix]
     if job.scope == "partitions":
         data = await read_optional(engine, dest.bucket, lay.partitions)
@@ -633,7 +637,7 @@ async def abort_job_storage(job: Job) -> AbortResult:
                 dest.bucket,
                 prefix,
                 lambda k: key_carries_job(k, job.job_id),
-                skip=[lay.journal],
+                skip=skip,
             ),
         )
     res.objects_deleted += await engine.delete_objects(dest.bucket, [lay.journal])

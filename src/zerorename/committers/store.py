@@ -104,14 +104,18 @@ def multipart_etag(upload: PendingUpload) -> str | None:
     return f"{hashlib.md5(b''.join(digests)).hexdigest()}-{len(digests)}"
 
 
-def is_completed_object(upload: PendingUpload, info: ObjectInfo | None) -> bool:
+def is_completed_object(
+    upload: PendingUpload, info: ObjectInfo | None, *, strict: bool = False
+) -> bool:
     """True when ``info`` is the object that completing ``upload`` produces: the right
-    multipart ETag where it can be computed, else the right size."""
+    multipart ETag where it can be computed, else the right size. ``strict`` (the store
+    refused our complete with If-None-Match: the key existed first) accepts only the
+    right multipart ETag when it can be computed, so a racer's same-size PUT is not ours."""
     if info is None or info.size != upload.length:
         return False
     want = multipart_etag(upload)
     have = info.etag.strip('"')
-    if want is None or not have or "-" not in have:
+    if want is None or (not strict and (not have or "-" not in have)):
         return True
     return have == want
 
