@@ -203,3 +203,32 @@ async def test_throttled_batch_completes_everything(
     assert (result.succeeded, result.failed) == (40, 0)
     assert proxy.stats.faults("CompleteMultipartUpload") > 0
     assert pending(s3) == []
+
+
+async def test_same_size_racer_during_a_retried_complete_is_not_taken_for_ours(
+    moto_s3: S3Target, fault_proxy: Callable[..., Any]
+) -> None:
+    """Our first complete's answer is lost and nothing was completed (the proxy resets
+    before forwarding); meanwhile a racer PUTs the same number of bytes. The retry with
+    If-None-Match gets 412: the engine must not mistake the racer's object for ours."""
+    s3 = moto_s3
+    proxy, config = proxied(s3, fault_proxy)
+    key = s3.key("race.bin")
+    ours = os.urandom(6 * MiB)
+    async with UploadEngine(config) as engine:
+        pend = await engine.upload(s3.bucket, key, ours, defer=True)
+        proxy.add_rule(
+            FaultRule(
+                operation="CompleteMultipartUpload",
+                fault="reset",
+                reset_after_bytes=0,
+                schedule={1},
+            )
+        )
+        racer = os.urandom(len(ours))
+        s3.boto3_client().put_object(Bucket=s3.bucket, Key=key, Body=racer)
+        with pytest.raises(errors.PreconditionFailed):
+            await engine.complete(pend, if_none_match=True)
+        await engine.abort(pend)
+    assert md5_of(s3, key) == hashlib.md5(racer).hexdigest()
+    assert proxy.stats.faults("CompleteMultipartUpload", "reset") == 1

@@ -37,7 +37,6 @@ from zerorename.committers.store import (
     bounded_map,
     check_record,
     first_foreign,
-    is_completed_object,
     job_uploads,
     keys_under,
     read_optional,
@@ -45,7 +44,7 @@ from zerorename.committers.store import (
     unwrapped,
 )
 from zerorename.engine.errors import EngineError, PreconditionFailed
-from zerorename.engine.records import PendingUpload
+from zerorename.engine.records import PendingUpload, is_completed_object
 
 if TYPE_CHECKING:
     from zerorename.committers.committer import Job

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import tempfile
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
 from typing import IO, Any, TypeVar
@@ -26,7 +25,7 @@ from zerorename.committers.records import (
 )
 from zerorename.engine import UploadEngine
 from zerorename.engine.errors import ObjectNotFound
-from zerorename.engine.records import ObjectInfo, PendingUpload, UploadInfo
+from zerorename.engine.records import UploadInfo
 
 T = TypeVar("T")
 
@@ -87,37 +86,6 @@ async def read_optional(engine: UploadEngine, bucket: str, key: str) -> bytes | 
         return await engine.get_object(bucket, key)
     except ObjectNotFound:
         return None
-
-
-def multipart_etag(upload: PendingUpload) -> str | None:
-    """The ETag S3 gives the completed object (MD5 of the part MD5s, '-N'), when every part
-    ETag is a plain MD5; None otherwise (e.g. SSE-KMS stores)."""
-    digests = []
-    for p in upload.parts:
-        e = p.etag.strip('"')
-        if len(e) != 32:
-            return None
-        try:
-            digests.append(bytes.fromhex(e))
-        except ValueError:
-            return None
-    return f"{hashlib.md5(b''.join(digests)).hexdigest()}-{len(digests)}"
-
-
-def is_completed_object(
-    upload: PendingUpload, info: ObjectInfo | None, *, strict: bool = False
-) -> bool:
-    """True when ``info`` is the object that completing ``upload`` produces: the right
-    multipart ETag where it can be computed, else the right size. ``strict`` (the store
-    refused our complete with If-None-Match: the key existed first) accepts only the
-    right multipart ETag when it can be computed, so a racer's same-size PUT is not ours."""
-    if info is None or info.size != upload.length:
-        return False
-    want = multipart_etag(upload)
-    have = info.etag.strip('"')
-    if want is None or (not strict and (not have or "-" not in have)):
-        return True
-    return have == want
 
 
 def check_record(

@@ -34,6 +34,7 @@ from zerorename.engine.records import (
     PendingUpload,
     UploadInfo,
     UploadResult,
+    is_completed_object,
 )
 from zerorename.engine.retry import AdaptiveLimiter, EngineStats, Retrier, error_code
 
@@ -119,8 +120,12 @@ class CompletionOps:
                 if attempt > 1 and (
                     code in ("NoSuchUpload", "PreconditionFailed") or status in (404, 412)
                 ):
+                    # ours only if it is the object this complete makes: a 412 means the
+                    # key existed first, so then only the exact multipart ETag will do
                     info = await self.head_object(p.bucket, p.key)
-                    if info is not None and info.size == p.length:
+                    strict = code == "PreconditionFailed" or status == 412
+                    if is_completed_object(p, info, strict=strict):
+                        assert info is not None
                         return {"ETag": info.etag}
                 raise
 

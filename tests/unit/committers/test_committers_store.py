@@ -14,10 +14,14 @@ from zerorename.committers.records import PendingRecord
 from zerorename.committers.store import (
     check_record,
     first_error,
+)
+from zerorename.engine.records import (
+    ObjectInfo,
+    PartInfo,
+    PendingUpload,
     is_completed_object,
     multipart_etag,
 )
-from zerorename.engine.records import ObjectInfo, PartInfo, PendingUpload
 
 JOB = "6f1c2b9e-8a4d-4c57-9a0e-3b2f1d0c9e8a"
 DEST = Destination.parse("s3://b/t")
