@@ -79,8 +79,11 @@ def test_overwrite_means_replace() -> None:
     ],
 )
 def test_bad_options_refused(opts: dict[str, str]) -> None:
-    with pytest.raises(ConfigError):
+    from zerorename.spark_adapter.errors import OptionError, SparkAdapterError
+
+    with pytest.raises(OptionError) as info:
         WriteOptions.parse(opts)
+    assert isinstance(info.value, ConfigError) and isinstance(info.value, SparkAdapterError)
 
 
 @pytest.mark.parametrize("key", ["secretKey", "fs.s3a.access.key", "aws_session_token"])

@@ -13,7 +13,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from zerorename.spark_adapter.bridge import BridgeError, LoopBridge, get_bridge
+from zerorename.spark_adapter.bridge import LoopBridge, get_bridge
+from zerorename.spark_adapter.errors import (
+    BridgeError,
+    ClusterError,
+    CommitMessageError,
+    DemoError,
+    OptionError,
+    SparkAdapterError,
+)
 
 if TYPE_CHECKING:
     from zerorename.spark_adapter.datasource import ZeroRenameDataSource, activate, register
@@ -45,8 +53,13 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "BridgeError",
+    "ClusterError",
+    "CommitMessageError",
+    "DemoError",
     "LoopBridge",
+    "OptionError",
     "OutputFiles",
+    "SparkAdapterError",
     "SuccessInfo",
     "WriteOptions",
     "ZeroRenameDataSource",

@@ -23,6 +23,8 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from zerorename.spark_adapter.errors import BridgeError
+
 if TYPE_CHECKING:
     from zerorename.engine import EngineConfig, UploadEngine
 
@@ -35,11 +37,6 @@ CLOSE_TIMEOUT = 30.0
 #: engines (distinct configurations) one process keeps; the least recently created
 #: one beyond this is closed, so a long-lived worker never accumulates pools.
 MAX_ENGINES = 8
-
-
-class BridgeError(RuntimeError):
-    """Raised when the bridge is used in a way that cannot work (for example ``run`` from
-    the loop's own thread, which would wait for itself forever)."""
 
 
 @dataclass

@@ -23,12 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
+from zerorename.spark_adapter.errors import ClusterError
+
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
-
-
-class ClusterError(RuntimeError):
-    """Raised when the cluster does not come up (the daemons' logs are in the message)."""
 
 
 def spark_home() -> str:

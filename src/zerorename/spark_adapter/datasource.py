@@ -29,7 +29,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StringType, StructType
 
-from zerorename.engine.errors import ConfigError
+from zerorename.spark_adapter.errors import OptionError as ConfigError
 from zerorename.spark_adapter.jobs import (
     TaskResult,
     TaskWriter,

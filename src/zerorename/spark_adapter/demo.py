@@ -23,15 +23,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from zerorename.spark_adapter.errors import DemoError
 from zerorename.spark_adapter.options import parse_size
 
 #: raw bytes per generated row (id, key, value, 64-character payload), to size the data.
 ROW_BYTES = 100
 DAY0 = dt.date(2024, 1, 1)
-
-
-class DemoError(Exception):
-    """The demo could not run or the data did not verify (one line for the user)."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

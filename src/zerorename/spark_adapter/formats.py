@@ -16,7 +16,7 @@ from typing import Any, BinaryIO, Protocol
 
 import pyarrow as pa
 
-from zerorename.engine.errors import ConfigError
+from zerorename.spark_adapter.errors import OptionError as ConfigError
 from zerorename.spark_adapter.options import WriteOptions
 
 #: Arrow bytes buffered before a Parquet row group is written.

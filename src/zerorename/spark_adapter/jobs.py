@@ -34,6 +34,7 @@ from zerorename.committers import (
 )
 from zerorename.engine import UploadEngine
 from zerorename.spark_adapter.bridge import get_bridge
+from zerorename.spark_adapter.errors import CommitMessageError
 from zerorename.spark_adapter.options import WriteOptions
 from zerorename.spark_adapter.router import BatchRouter, FileStats
 
@@ -174,17 +175,6 @@ class TaskWriter:
             )
 
 
-def write_batches(writer: TaskWriter, batches: Iterable[pa.RecordBatch]) -> TaskResult:
-    """Write every batch and commit the attempt; abort it on any failure."""
-    try:
-        for batch in batches:
-            writer.write(batch)
-        return writer.commit()
-    except BaseException:
-        writer.abort()
-        raise
-
-
 def _log_progress(p: CommitProgress) -> None:
     log.info(
         "zerorename job %s %s: %d/%d uploads, %d/%d bytes, %.1fs",
@@ -203,9 +193,9 @@ def check_results(results: Sequence[TaskResult | None], job_id: str) -> list[Tas
     seen: dict[int, TaskResult] = {}
     for r in results:
         if r is None:
-            raise CommitterError(f"job {job_id}: a task has no commit message; not committing")
+            raise CommitMessageError(f"job {job_id}: a task has no commit message; not committing")
         if r.partition in seen:
-            raise CommitterError(
+            raise CommitMessageError(
                 f"job {job_id}: two accepted attempts of partition {r.partition}; not committing"
             )
         seen[r.partition] = r

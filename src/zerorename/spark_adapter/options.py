@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from zerorename.engine import EngineConfig
-from zerorename.engine.errors import ConfigError
+from zerorename.engine.errors import ConfigError as EngineConfigError
+from zerorename.spark_adapter.errors import OptionError as ConfigError
 
 MiB = 1024 * 1024
 
@@ -197,7 +198,10 @@ class WriteOptions:
             csv_sep=sep,
             unknown=tuple(sorted(k for k in opts if k not in _KNOWN)),
         )
-        out.engine_config()  # refuse a bad part size etc. on the driver, before any task
+        try:
+            out.engine_config()  # refuse a bad part size etc. on the driver, before any task
+        except EngineConfigError as exc:
+            raise ConfigError(str(exc)) from None
         return out
 
     def engine_config(self) -> EngineConfig:

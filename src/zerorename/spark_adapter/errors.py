@@ -1,0 +1,36 @@
+"""Errors raised by the Spark adapter; every one derives from :class:`SparkAdapterError`.
+
+Errors of the layers below (engine, committers) pass through unchanged: a failed job
+commit is still a :class:`zerorename.committers.JobCommitError`.
+"""
+
+from __future__ import annotations
+
+from zerorename.engine.errors import ConfigError
+
+
+class SparkAdapterError(Exception):
+    """Root of every error the Spark adapter raises."""
+
+
+class OptionError(SparkAdapterError, ConfigError):
+    """Raised on the driver, before any task runs, when a data source option, the data's
+    schema or a demo argument is unusable (also a :class:`ConfigError`)."""
+
+
+class BridgeError(SparkAdapterError, RuntimeError):
+    """Raised when the loop bridge is used in a way that cannot work, such as ``run``
+    from the loop's own thread (it would wait for itself forever)."""
+
+
+class CommitMessageError(SparkAdapterError):
+    """Raised by job commit when Spark's task messages are not one accepted attempt per
+    partition (a partition missing or twice): nothing is committed."""
+
+
+class ClusterError(SparkAdapterError):
+    """Raised when a local standalone cluster does not come up (logs in the message)."""
+
+
+class DemoError(SparkAdapterError):
+    """Raised when the demo cannot run or its data does not verify."""
