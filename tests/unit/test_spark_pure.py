@@ -114,6 +114,7 @@ def test_sizes_and_table() -> None:
     assert parse_size("1g") == 1024**3 and parse_size("123") == 123
     table = options_table()
     assert "| `committer` | magic |" in table and "partitionBy" in table
+    assert all(line.count(" | ") == 2 for line in table.splitlines()[2:])  # pipes escaped
 
 
 def test_unknown_options_are_kept_for_reporting() -> None:

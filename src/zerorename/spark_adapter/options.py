@@ -67,7 +67,10 @@ _SECRET_HINTS = ("secret", "accesskey", "access_key", "sessiontoken", "session_t
 def options_table() -> str:
     """The options as a Markdown table (for the README and ``--help``)."""
     lines = ["| option | default | meaning |", "| --- | --- | --- |"]
-    lines += [f"| `{k}` | {d} | {m} |" for k, (d, m) in OPTION_DOCS.items()]
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    lines += [f"| `{k}` | {cell(d)} | {cell(m)} |" for k, (d, m) in OPTION_DOCS.items()]
     return "\n".join(lines)
 
 
