@@ -17,7 +17,7 @@ A process that did not set the job up gets it with ``await committer.open_job(jo
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -258,10 +258,12 @@ class Job:
         summaries: Iterable[TaskCommitSummary] | None = None,
         *,
         progress: ProgressFn | None = None,
+        extra_metrics: Mapping[str, int | float] | None = None,
     ) -> JobCommitResult:
         """Complete every upload of the committed tasks, write ``_SUCCESS``, then abort the
         job's leftover uploads and delete its records. With ``summaries`` (the driver's
         list of successful attempts) nothing is listed; without, the job's pendingsets are.
+        ``extra_metrics`` (e.g. rows) go into ``_SUCCESS``'s metrics.
         On failure raises JobCommitError (``rolled_back`` says whether nothing is left)."""
         try:
             plan = (
@@ -269,7 +271,7 @@ class Job:
                 if summaries is not None
                 else await self._plan_from_listing()
             )
-            return await JobCommitRun(self, progress).commit(plan)
+            return await JobCommitRun(self, progress, extra_metrics).commit(plan)
         except CommitterError:
             raise
         except EngineError as exc:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import shutil
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -106,8 +106,15 @@ class _Counters:
 class JobCommitRun:
     """One process's work on one job commit (a fresh commit, a resume, or a rollback)."""
 
-    def __init__(self, job: Job, progress: ProgressFn | None = None) -> None:
+    def __init__(
+        self,
+        job: Job,
+        progress: ProgressFn | None = None,
+        extra_metrics: Mapping[str, int | float] | None = None,
+    ) -> None:
         self.job = job
+        #: the caller's own figures for _SUCCESS (e.g. rows), merged into its metrics
+        self.extra_metrics = dict(extra_metrics or {})
         self.engine = job.engine
         self.dest = job.dest
         self.layout = job.layout
@@ -548,6 +555,7 @@ class JobCommitRun:
             "retries": j.retries + self.engine.stats.retries - r0,
             "throttles": j.throttles + self.engine.stats.throttles - t0,
             "commit_processes": j.processes,
+            **self.extra_metrics,
         }
         diag = {
             "conflict": self.job.conflict,

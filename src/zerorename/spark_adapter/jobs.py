@@ -27,7 +27,6 @@ from zerorename.committers import (
     CommitterError,
     Job,
     JobCommitResult,
-    SuccessData,
     TaskAttempt,
     TaskCommitSummary,
     committer_class,
@@ -216,10 +215,14 @@ def commit_job(
     job = job_handle(opts, job_id)
     bridge = get_bridge()
     t0 = time.monotonic()
-    result: JobCommitResult = bridge.run(job.commit(summaries, progress=_log_progress))
+    result: JobCommitResult = bridge.run(
+        job.commit(
+            summaries,
+            progress=_log_progress,
+            extra_metrics={"rows": rows, "tasks": len(accepted)},
+        )
+    )
     commit_seconds = time.monotonic() - t0
-    if result.success_key is not None:
-        bridge.run(_add_success_metrics(job, result.success_key, rows, len(accepted)))
     outcome = WriteOutcome(
         job_id=job_id,
         destination=opts.path,
@@ -241,19 +244,6 @@ def commit_job(
         commit_seconds,
     )
     return outcome
-
-
-async def _add_success_metrics(job: Job, key: str, rows: int, tasks: int) -> None:
-    """Add ``rows`` and ``tasks`` to _SUCCESS (the committers' job commit does not take
-    extra metrics yet; it is rewritten whole, so readers see one version or the other)."""
-    engine = job.engine
-    location = job.dest.uri_of(key)
-    data = SuccessData.from_json(await engine.get_object(job.dest.bucket, key), location=location)
-    if data.job_id != job.job_id:
-        return
-    data.metrics["rows"] = rows
-    data.metrics["tasks"] = tasks
-    await engine.put_object(job.dest.bucket, key, data.to_json(), content_type="application/json")
 
 
 def abort_job(opts: WriteOptions, job_id: str) -> None:

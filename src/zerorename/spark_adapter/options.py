@@ -67,6 +67,7 @@ _SECRET_HINTS = ("secret", "accesskey", "access_key", "sessiontoken", "session_t
 def options_table() -> str:
     """The options as a Markdown table (for the README and ``--help``)."""
     lines = ["| option | default | meaning |", "| --- | --- | --- |"]
+
     def cell(text: str) -> str:
         return text.replace("|", "\\|")
 
