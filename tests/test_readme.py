@@ -114,3 +114,25 @@ def test_spark_examples_run(readme_env: dict[str, str], tmp_path: Path) -> None:
     ]
     assert "tables/events/_SUCCESS" in keys
     assert any(k.startswith("tables/events/day=2/") and k.endswith(".parquet") for k in keys)
+
+
+def _option_rows(table: str) -> dict[str, str]:
+    rows = {}
+    for line in table.splitlines():
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+        if len(cells) == 3 and cells[0].startswith("`"):
+            rows[cells[0].strip("`")] = re.sub(r"[`()]", "", cells[1])
+    return rows
+
+
+def test_readme_lists_every_writer_option_with_its_default() -> None:
+    from zerorename.spark_adapter.options import options_table
+
+    text = README.read_text()
+    section = text[text.index("Options (keys are case-insensitive") :]
+    section = section[: section.index("\n\n", section.index("| option |"))]
+    documented = _option_rows(section)
+    actual = _option_rows(options_table())
+    assert documented.keys() == actual.keys()
+    for name, default in actual.items():
+        assert default.split()[0] in documented[name], (name, default, documented[name])
