@@ -54,16 +54,10 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
 
 
 def engine_config(args: argparse.Namespace, **overrides: Any) -> EngineConfig:
-    """An EngineConfig from the common options (and the command's own)."""
-    import os
-
-    endpoint = (
-        args.endpoint_url
-        or os.environ.get("AWS_ENDPOINT_URL_S3")
-        or os.environ.get("AWS_ENDPOINT_URL")
-    )
+    """An EngineConfig from the common options (and the command's own). Without
+    --endpoint-url, botocore itself honours AWS_ENDPOINT_URL(_S3) and the config files."""
     return EngineConfig(
-        endpoint_url=endpoint,
+        endpoint_url=args.endpoint_url,
         region=args.region,
         profile=args.profile,
         addressing_style=args.addressing_style,

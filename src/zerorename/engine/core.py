@@ -303,6 +303,43 @@ class UploadEngine(CompletionOps, ObjectOps):
         resp = await self._retrier.call("CreateMultipartUpload", call, bucket=up.bucket, key=up.key)
         return str(resp["UploadId"])
 
+    async def _send_body(
+        self,
+        operation: str,
+        up: _Upload,
+        part: Part,
+        window: int,
+        progress: ProgressCallback | None,
+        request: Callable[..., Awaitable[Any]],
+        **args: Any,
+    ) -> tuple[Any, str | None]:
+        """Send one body (a part, or a whole small object) holding the limiter slot taken
+        in ``window``: checksum, sliced body, retries; returns (response, checksum)."""
+        try:
+            checksum = await self._checksum(part.body)
+            body = _request_body(part.body, self.config.payload_signing)
+            args.update(self._checksum_args(checksum))
+
+            async def call(attempt: int) -> Any:
+                return await request(
+                    Bucket=up.bucket, Key=up.key, Body=body, ContentLength=part.size, **args
+                )
+
+            resp = await self._retrier.call(
+                operation,
+                call,
+                bucket=up.bucket,
+                key=up.key,
+                limiter=self._limiter,
+                window=window,
+                progress=progress,
+                sent_bytes=part.size,
+            )
+        finally:
+            self._limiter.release()
+        self.stats.bytes_uploaded += part.size
+        return resp, checksum
+
     async def _put_single(
         self,
         up: _Upload,
@@ -310,30 +347,10 @@ class UploadEngine(CompletionOps, ObjectOps):
         progress: ProgressCallback | None,
         object_args: dict[str, Any],
     ) -> UploadResult:
-        checksum = await self._checksum(part.body)
-        args = {**object_args, **self._checksum_args(checksum)}
-        body = _request_body(part.body, self.config.payload_signing)
-
-        async def call(attempt: int) -> Any:
-            return await self._client.put_object(
-                Bucket=up.bucket, Key=up.key, Body=body, ContentLength=part.size, **args
-            )
-
         window = await self._limiter.acquire()
-        try:
-            resp = await self._retrier.call(
-                "PutObject",
-                call,
-                bucket=up.bucket,
-                key=up.key,
-                limiter=self._limiter,
-                window=window,
-                progress=progress,
-                sent_bytes=part.size,
-            )
-        finally:
-            self._limiter.release()
-        self.stats.bytes_uploaded += part.size
+        resp, _ = await self._send_body(
+            "PutObject", up, part, window, progress, self._client.put_object, **object_args
+        )
         self.stats.uploads_completed += 1
         await self._emit(UploadCompleted(up.bucket, up.key, part.size, 1), progress)
         return UploadResult(up.bucket, up.key, str(resp.get("ETag", "")), part.size, 1, None)
@@ -341,37 +358,18 @@ class UploadEngine(CompletionOps, ObjectOps):
     async def _send_part(
         self, up: _Upload, part: Part, window: int, progress: ProgressCallback | None
     ) -> None:
-        try:
-            checksum = await self._checksum(part.body)
-            extra = self._checksum_args(checksum)
-            body = _request_body(part.body, self.config.payload_signing)
-
-            async def call(attempt: int) -> Any:
-                return await self._client.upload_part(
-                    Bucket=up.bucket,
-                    Key=up.key,
-                    UploadId=up.upload_id,
-                    PartNumber=part.number,
-                    Body=body,
-                    ContentLength=part.size,
-                    **extra,
-                )
-
-            resp = await self._retrier.call(
-                "UploadPart",
-                call,
-                bucket=up.bucket,
-                key=up.key,
-                limiter=self._limiter,
-                window=window,
-                progress=progress,
-                sent_bytes=part.size,
-            )
-        finally:
-            self._limiter.release()
+        resp, checksum = await self._send_body(
+            "UploadPart",
+            up,
+            part,
+            window,
+            progress,
+            self._client.upload_part,
+            UploadId=up.upload_id,
+            PartNumber=part.number,
+        )
         up.parts[part.number] = PartInfo(part.number, str(resp["ETag"]), part.size, checksum)
         self.stats.parts_uploaded += 1
-        self.stats.bytes_uploaded += part.size
         await self._emit(PartDone(up.bucket, up.key, part.number, part.size), progress)
 
     async def _finish(
