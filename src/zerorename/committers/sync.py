@@ -31,6 +31,7 @@ from zerorename.committers.errors import CommitterError
 from zerorename.committers.jobcommit import AbortResult, JobCommitResult, ProgressFn
 from zerorename.committers.tasks import TaskAttempt, TaskCommitSummary
 from zerorename.engine import EngineConfig, UploadEngine
+from zerorename.engine.runner import new_loop
 
 T = TypeVar("T")
 
@@ -48,7 +49,7 @@ class SyncCommitter:
         options: CommitOptions | None = None,
     ) -> None:
         cls = committer_class(kind)
-        self._loop = asyncio.new_event_loop()
+        self._loop = new_loop()  # uvloop when available, like every entry point
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="zerorename-committer", daemon=True
         )

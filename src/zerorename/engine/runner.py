@@ -19,6 +19,12 @@ def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     return factory
 
 
+def new_loop() -> asyncio.AbstractEventLoop:
+    """A new event loop: uvloop's when available, else asyncio's."""
+    factory = loop_factory()
+    return factory() if factory is not None else asyncio.new_event_loop()
+
+
 def run(coro: Coroutine[Any, Any, T], *, debug: bool | None = None) -> T:
     """Run ``coro`` to completion on a fresh loop (uvloop when available)."""
     with asyncio.Runner(loop_factory=loop_factory(), debug=debug) as runner:
