@@ -7,7 +7,6 @@ import hashlib
 import io
 import itertools
 import os
-import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -348,6 +347,8 @@ async def test_bad_input_is_refused_before_any_request(moto_s3: S3Target) -> Non
             await engine.upload(s3.bucket, "", b"x")
         with pytest.raises(errors.ConfigError, match="cannot upload a int"):
             await engine.upload(s3.bucket, "k", 42)
+        with pytest.raises(errors.ConfigError, match="not a readable file"):
+            await engine.upload(s3.bucket, "k", "/no/such/file.parquet")
         assert engine.stats.requests == 0
     with pytest.raises(errors.ConfigError, match="5 MiB"):
         cfg(s3, part_size=1024)
@@ -406,7 +407,6 @@ def test_engine_closes_twice_and_refuses_use_when_closed(moto_s3: S3Target) -> N
         with pytest.raises(errors.EngineError, match="not open"):
             await engine.put_object(moto_s3.bucket, "k", b"x")
 
-    assert threading.active_count() >= 1
     asyncio.run(main())
 
 

@@ -238,11 +238,11 @@ class CompletionOps:
         )
         stop = anyio.Event()
 
-        async def run_one(rec: Any) -> None:
+        async def run_one(rec: Any, window: int) -> None:
             error: BaseException | None = None
             try:
                 try:
-                    done = await action(rec, limiter, limiter.window)
+                    done = await action(rec, limiter, window)
                     result.bytes += done  # not `+= await`: that reads before awaiting
                     result.succeeded += 1
                 except Exception as exc:
@@ -268,11 +268,11 @@ class CompletionOps:
         try:
             async with anyio.create_task_group() as tg, contextlib.aclosing(_aiter(records)) as it:
                 async for rec in it:
-                    await limiter.acquire()
+                    window = await limiter.acquire()
                     if stop.is_set():
                         limiter.release()
                         break
-                    tg.start_soon(run_one, rec)
+                    tg.start_soon(run_one, rec, window)
         except BaseException as exc:  # e.g. the caller's record iterator raised
             real = unwrap_group(exc)
             if real is exc:

@@ -202,8 +202,9 @@ class UploadEngine(CompletionOps, ObjectOps):
         (ContentType, Metadata, ...)."""
         validate_bucket(bucket)
         validate_key(key)
+        detected = source_size(source)  # also refuses a missing path, before any request
         if size is None:
-            size = source_size(source)
+            size = detected
         if size is not None:
             plan_known_size(size, self.config.part_size)  # refuse before any request
         parts = part_stream(chunks_of(source), part_size=self.config.part_size, size=size)

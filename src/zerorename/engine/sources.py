@@ -47,8 +47,10 @@ def source_size(source: Any) -> int | None:
     if isinstance(source, memoryview):
         return source.nbytes
     if isinstance(source, str | os.PathLike):
+        if not os.path.isfile(source):
+            raise ConfigError(f"source path {os.fspath(source)!r} is not a readable file")
         return os.stat(source).st_size
-    if isinstance(source, io.IOBase | io.BufferedIOBase) or hasattr(source, "read"):
+    if hasattr(source, "read"):
         try:
             if source.seekable():
                 pos = source.tell()
@@ -91,8 +93,6 @@ def chunks_of(source: Any) -> AsyncIterator[BytesLike]:
 
         return one()
     if isinstance(source, str | os.PathLike):
-        if not os.path.isfile(source):
-            raise ConfigError(f"source path {os.fspath(source)!r} is not a readable file")
         return _path_chunks(source)
     if hasattr(source, "read"):
         return _file_chunks(source)
