@@ -22,7 +22,6 @@ import socket
 import struct
 import threading
 from collections.abc import Awaitable, Callable, Collection
-from types import TracebackType
 from typing import Any, Self
 from urllib.parse import unquote, urlsplit
 
@@ -42,6 +41,7 @@ from zerorename.testing.faultrules import (
     header,
     parse_head,
 )
+from zerorename.testing.service import Service
 
 __all__ = [
     "FAULT_KINDS",
@@ -150,7 +150,7 @@ def _rst(writer: asyncio.StreamWriter) -> None:
 # ---------------------------------------------------------------- the proxy
 
 
-class FaultProxy:
+class FaultProxy(Service):
     """The proxy; see the module docstring. Rules can be added and cleared while it runs."""
 
     def __init__(
@@ -234,17 +234,6 @@ class FaultProxy:
                 loop.call_soon_threadsafe(stop.set)
         thread.join(30)
         self._ready.clear()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def __repr__(self) -> str:
         return (

@@ -18,10 +18,10 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Self
 
 from zerorename.testing.errors import RgwNotInstalled, ServerStartError
+from zerorename.testing.service import Service
 
 #: one credential pair that both servers accept (20 / 40 characters, like AWS keys).
 TEST_ACCESS_KEY = "ZRTESTACCESSKEY00001"
@@ -61,7 +61,7 @@ def rgw_script() -> Path:
     return path
 
 
-class MotoServer:
+class MotoServer(Service):
     """moto's S3 in-process on a daemon thread, on 127.0.0.1 with a free port.
 
     ``with MotoServer() as m: m.endpoint_url``. moto keeps all data in RAM (keep payloads
@@ -105,22 +105,11 @@ class MotoServer:
         if server is not None:
             server.stop()
 
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
     def __repr__(self) -> str:
         return f"MotoServer(endpoint_url={self._endpoint_url!r})"
 
 
-class RgwServer:
+class RgwServer(Service):
     """A single-node Ceph RGW (1 mon, 1 OSD on memstore, no mgr) run by ``rgw.sh``.
 
     ``with RgwServer() as r: r.endpoint_url``. Picks free ports and a fresh base directory
@@ -254,17 +243,6 @@ class RgwServer:
         self._run_stop(base)
         if not self.keep:
             shutil.rmtree(base, ignore_errors=True)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def __repr__(self) -> str:
         url = None if self.port is None else self.endpoint_url
