@@ -1,0 +1,230 @@
+"""The harness's shared vocabulary: targets, measured samples and child-process runs.
+
+Every measured run happens in a fresh child process (``run_in_child``), so its client CPU
+time and its peak RSS (VmHWM) belong to that run alone: boto3 imported by a baseline never
+inflates the engine's memory figure, and a server started by the harness never counts
+as client CPU (servers run in their own processes too).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from zerorename.engine import EngineConfig
+
+MiB = 1024 * 1024
+GiB = 1024 * MiB
+
+#: the bucket the harness creates on embedded targets
+DEFAULT_BUCKET = "zerorename-bench"
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a benchmark sends its requests. Credentials: given for embedded servers,
+    else None (the AWS chain: env, profile, instance role). Secrets never leave here:
+    ``describe()`` and ``repr`` leave them out."""
+
+    name: str  # moto | rgw | sink | url
+    endpoint_url: str | None
+    bucket: str
+    region: str = "us-east-1"
+    addressing_style: str = "path"
+    access_key: str | None = field(default=None, repr=False)
+    secret_key: str | None = field(default=None, repr=False)
+    #: prefix under which every benchmark writes (a run id: runs never collide)
+    prefix: str = "zerorename-perf"
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "endpoint_url": self.endpoint_url or "(AWS default)",
+            "bucket": self.bucket,
+            "region": self.region,
+            "addressing_style": self.addressing_style,
+        }
+
+    def key(self, *parts: str) -> str:
+        return "/".join([self.prefix, *parts])
+
+    def engine_config(self, **overrides: Any) -> EngineConfig:
+        kwargs: dict[str, Any] = {
+            "endpoint_url": self.endpoint_url,
+            "region": self.region,
+            "addressing_style": self.addressing_style,
+        }
+        if self.access_key is not None and self.secret_key is not None:
+            kwargs["aws_access_key_id"] = self.access_key
+            kwargs["aws_secret_access_key"] = self.secret_key
+        kwargs.update(overrides)
+        return EngineConfig(**kwargs)
+
+    def boto3_client(self, **config: Any) -> Any:
+        """A boto3 S3 client for this target; ``config`` goes to botocore's Config (its
+        ``s3`` addressing style is filled in unless given)."""
+        import boto3
+        from botocore.config import Config
+
+        s3 = dict(config.pop("s3", {}))
+        s3.setdefault("addressing_style", self.addressing_style)
+        return boto3.session.Session().client(
+            "s3",
+            endpoint_url=self.endpoint_url,
+            region_name=self.region,
+            aws_access_key_id=self.access_key,
+            aws_secret_access_key=self.secret_key,
+            config=Config(s3=s3, **config),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """Everything a child needs (including credentials: passed on stdin, never argv)."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Target:
+        return cls(**data)
+
+
+@dataclass
+class Sample:
+    """One measured run of one client in one scenario."""
+
+    scenario: str
+    client: str
+    params: dict[str, Any]
+    metrics: dict[str, float]
+    rep: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One planned measurement: ``func`` ("module:function", a :data:`MeasureFn`) run in a
+    child with ``params``. Runs with the same ``group`` are compared with each other
+    (ratios of each client's median against the others' in that group)."""
+
+    client: str
+    func: str
+    params: dict[str, Any]
+    group: str = ""
+
+
+# --- process measurements ---------------------------------------------------------------
+
+
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process so far."""
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def peak_rss_bytes() -> int:
+    """VmHWM: the peak RSS of this process image (ru_maxrss is inherited over fork+exec
+    on Linux, so a child of a big parent would report the parent's peak)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+class Meter:
+    """Wall and CPU time of a block, plus the peak RSS when it ends:
+
+    ``with Meter() as m: ...`` then ``m.wall``, ``m.cpu``, ``m.peak_rss``, ``m.base_rss``."""
+
+    def __enter__(self) -> Meter:
+        self.base_rss = rss_bytes()
+        self._cpu0 = cpu_seconds()
+        self._t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall = time.perf_counter() - self._t0
+        self.cpu = cpu_seconds() - self._cpu0
+        self.peak_rss = peak_rss_bytes()
+
+
+# --- child runs --------------------------------------------------------------------------
+
+#: a measured function: (target, params) -> metrics. It runs in a fresh child process.
+MeasureFn = Callable[[Target, dict[str, Any]], dict[str, float]]
+
+
+class ChildFailed(RuntimeError):
+    """A measured run failed; the message carries the child's last lines of stderr."""
+
+
+def run_in_child(
+    func: str, target: Target, params: dict[str, Any], *, timeout: float = 3600.0
+) -> dict[str, float]:
+    """Run ``func`` ("package.module:function", a :data:`MeasureFn`) in a fresh Python
+    process and return its metrics. The target and params go in on stdin as JSON (so
+    credentials never appear in a process listing); the metrics come back as the last
+    line of stdout."""
+    payload = json.dumps({"func": func, "target": target.to_json(), "params": params})
+    env = dict(os.environ)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    proc = subprocess.run(
+        [sys.executable, "-m", "zerorename.perf.model"],
+        input=payload.encode(),
+        capture_output=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
+    out = proc.stdout.decode(errors="replace").strip().splitlines()
+    if proc.returncode != 0 or not out:
+        tail = "\n".join(proc.stderr.decode(errors="replace").strip().splitlines()[-15:])
+        raise ChildFailed(f"{func} failed (exit {proc.returncode}):\n{tail}")
+    result: dict[str, float] = json.loads(out[-1])
+    return result
+
+
+def _resolve(func: str) -> MeasureFn:
+    module, _, name = func.partition(":")
+    fn: MeasureFn = getattr(importlib.import_module(module), name)
+    return fn
+
+
+def _child_main() -> int:
+    request = json.loads(sys.stdin.read())
+    fn = _resolve(request["func"])
+    metrics = fn(Target.from_json(request["target"]), request["params"])
+    sys.stdout.write("\n" + json.dumps(metrics) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+@contextmanager
+def chdir_tmp() -> Iterator[None]:  # pragma: no cover - small helper for scenarios
+    import tempfile
+
+    old = os.getcwd()
+    with tempfile.TemporaryDirectory(prefix="zr-perf-") as d:
+        os.chdir(d)
+        try:
+            yield
+        finally:
+            os.chdir(old)
+
+
+if __name__ == "__main__":
+    raise SystemExit(_child_main())
