@@ -1,0 +1,570 @@
+"""The ``commit`` scenario: how fast a job commit completes N deferred uploads.
+
+Clients, on the same target with the same prepared state (N one-part deferred uploads of
+``--object-kib`` KiB, written by ``--pendingsets`` magic task attempts):
+
+- ``zerorename``: ``Job.commit(summaries)``, the product's job commit: it streams the
+  pendingsets, completes through ``engine.complete_many`` with ``--batch-concurrency`` in
+  flight, writes ``_SUCCESS`` and deletes the job's records.
+- ``boto3-15`` / ``boto3-64``: the classic loop, a ``ThreadPoolExecutor`` of 15 (S3A's old
+  connection pool) or 64 threads calling ``complete_multipart_upload`` for each upload of a
+  list already in memory; boto3 as users run it (default config but the pool size).
+
+Each measured run (a child of the harness, see :func:`zerorename.perf.model.run_in_child`)
+prepares its own job under a fresh prefix in a separate process (``python -m
+zerorename.perf.commit_scenario prepare``, untimed), so the child's CPU and peak RSS are the
+commit's alone; then it measures, verifies by listing (untimed) and deletes what it wrote.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from zerorename.perf.model import Meter, MiB, Run, Sample, Target
+
+NAME = "commit"
+HELP = "job commit rate: complete N deferred uploads (zerorename Job.commit vs boto3 threads)"
+
+CLIENTS = ("zerorename", "boto3-15", "boto3-64")
+_THREADS = {"boto3-15": 15, "boto3-64": 64}
+_FUNC = "zerorename.perf.commit_scenario:"
+#: the request parameter carrying each checksum algorithm's part checksum (as the engine's)
+_CHECKSUM_PARAM = {"CRC32": "ChecksumCRC32", "CRC32C": "ChecksumCRC32C", "SHA256": "ChecksumSHA256"}
+#: one part: the engine's smallest part size (5 MiB) bounds a one-part object
+_MAX_OBJECT_KIB = 5 * 1024
+
+
+class VerificationError(RuntimeError):
+    """After a measured run the destination did not hold exactly what the commit promised."""
+
+
+class PrepareFailed(RuntimeError):
+    """The untimed preparation process failed; the message carries its stderr's tail."""
+
+
+# --- options and plan ---------------------------------------------------------------------
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a comma-separated list of integers: {text!r}"
+        ) from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"need integers >= 1, got {text!r}")
+    return values
+
+
+def _clients(text: str) -> list[str]:
+    names = [c.strip() for c in text.split(",") if c.strip()]
+    bad = [c for c in names if c not in CLIENTS]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"clients are a comma list of {', '.join(CLIENTS)}")
+    return names
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _object_kib(text: str) -> int:
+    value = _positive(text)
+    if value > _MAX_OBJECT_KIB:
+        raise argparse.ArgumentTypeError(f"one-part objects: at most {_MAX_OBJECT_KIB} KiB")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The scenario's options (each has a default, stated in its help)."""
+    parser.add_argument(
+        "--uploads",
+        type=_int_list,
+        default="5000",
+        help="deferred uploads completed per run; a comma list (1000,5000) measures each "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
+        "--pendingsets",
+        type=_positive,
+        default=50,
+        help="task attempts (pendingsets) the uploads are spread over (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--batch-concurrency",
+        type=_positive,
+        default=64,
+        help="zerorename: completes in flight during the job commit (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--object-kib",
+        type=_object_kib,
+        default=1,
+        help="size of each (one-part) object in KiB (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--clients",
+        type=_clients,
+        default=",".join(CLIENTS),
+        help="comma list of clients to measure (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--prepare-concurrency",
+        type=_positive,
+        default=64,
+        help="outputs written at once while preparing, untimed (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--pending-records",
+        action="store_true",
+        default=False,
+        help="tasks also write a .pending record per upload (the committers' default), "
+        "which zerorename's job commit then deletes (default: off: preparing is cheaper)",
+    )
+
+
+def plan(args: argparse.Namespace, target: Target) -> list[Run]:
+    """One run per client per --uploads value; the clients of one N form one group."""
+    runs: list[Run] = []
+    for n in args.uploads:
+        common: dict[str, Any] = {
+            "uploads": n,
+            "pendingsets": min(args.pendingsets, n),
+            "object_kib": args.object_kib,
+            "prepare_concurrency": args.prepare_concurrency,
+            "pending_records": bool(args.pending_records),
+            "target": target.name,
+        }
+        for client in args.clients:
+            if client == "zerorename":
+                params = {**common, "batch_concurrency": args.batch_concurrency}
+                func = _FUNC + "measure_zerorename"
+            else:
+                params = {**common, "threads": _THREADS[client]}
+                func = _FUNC + "measure_boto3"
+            runs.append(Run(client, func, params, group=f"commit N={n}"))
+    return runs
+
+
+# --- preparation (a separate process) -------------------------------------------------------
+
+
+def _per_task(uploads: int, pendingsets: int) -> list[int]:
+    return [uploads // pendingsets + (i < uploads % pendingsets) for i in range(pendingsets)]
+
+
+async def _prepare(target: Target, params: dict[str, Any], dest: str, out: Path) -> dict[str, Any]:
+    """Set up a magic job at ``dest`` whose committed tasks hold ``uploads`` deferred uploads;
+    write the task commit summaries (JSON lines) to ``out``."""
+    import anyio
+
+    from zerorename.committers import CommitOptions, MagicCommitter, TaskCommitSummary
+    from zerorename.engine import UploadEngine
+
+    per_task = _per_task(int(params["uploads"]), int(params["pendingsets"]))
+    conc = int(params.get("prepare_concurrency", 64))
+    payload = b"x" * (int(params["object_kib"]) * 1024)
+    t0 = time.perf_counter()
+    cfg = target.engine_config(max_concurrency=conc, batch_concurrency=conc)
+    async with UploadEngine(cfg) as engine:
+        options = CommitOptions(pending_records=bool(params.get("pending_records", False)))
+        job = await MagicCommitter(engine, dest, options=options).setup_job()
+        summaries: list[TaskCommitSummary | None] = [None] * len(per_task)
+        outputs = anyio.Semaphore(conc)
+        tasks = anyio.Semaphore(max(2, conc // 4))  # bounds the records held at once
+
+        async def write(ta: Any, rel: str) -> None:
+            async with outputs, ta.open(rel) as f:
+                await f.write(payload)
+
+        async def task(t: int) -> None:
+            async with tasks:
+                ta = job.task_attempt(t, 0)
+                await ta.setup()
+                async with anyio.create_task_group() as tg:
+                    for i in range(per_task[t]):
+                        tg.start_soon(write, ta, f"part-{t:05d}-{i:06d}.bin")
+                summaries[t] = await ta.commit()
+
+        async with anyio.create_task_group() as tg:
+            for t in range(len(per_task)):
+                tg.start_soon(task, t)
+    done = [s for s in summaries if s is not None]
+    if sum(s.uploads for s in done) != sum(per_task):
+        raise RuntimeError(f"prepared {sum(s.uploads for s in done)} of {sum(per_task)} uploads")
+    text = "".join(s.to_json() + "\n" for s in done)
+    await anyio.Path(out).write_text(text, encoding="utf-8")
+    return {"job_id": job.job_id, "prepare_s": time.perf_counter() - t0}
+
+
+def prepare_in_child(
+    target: Target, params: dict[str, Any], dest: str, out: Path, *, timeout: float = 7200.0
+) -> dict[str, Any]:
+    """Run :func:`_prepare` in a fresh process (its memory and CPU are not the measured
+    child's); returns ``{"job_id", "prepare_s"}``. Credentials go on stdin, never argv."""
+    payload = json.dumps(
+        {"target": target.to_json(), "params": params, "dest": dest, "out": str(out)}
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "zerorename.perf.commit_scenario", "prepare"],
+        input=payload.encode(),
+        capture_output=True,
+        timeout=timeout,
+        env=dict(os.environ),
+        check=False,
+    )
+    lines = proc.stdout.decode(errors="replace").strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        tail = "\n".join(proc.stderr.decode(errors="replace").strip().splitlines()[-15:])
+        raise PrepareFailed(f"preparing {dest} failed (exit {proc.returncode}):\n{tail}")
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+# --- measured functions (each runs in a fresh child) -----------------------------------------
+
+
+def measure_zerorename(target: Target, params: dict[str, Any]) -> dict[str, float]:
+    """The product: ``Job.commit(summaries)`` of the prepared job."""
+    return _measure(target, params, "zerorename", _commit_zerorename)
+
+
+def measure_boto3(target: Target, params: dict[str, Any]) -> dict[str, float]:
+    """The baseline: a thread pool of ``params["threads"]`` calling complete_multipart_upload."""
+    return _measure(target, params, f"boto3-{int(params['threads'])}", _commit_boto3)
+
+
+def _measure(target: Target, params: dict[str, Any], label: str, commit: Any) -> dict[str, float]:
+    from zerorename.committers.paths import Destination
+
+    n = int(params["uploads"])
+    size = int(params["object_kib"]) * 1024
+    dest = Destination(target.bucket, target.key(NAME, f"{label}-{uuid.uuid4().hex[:12]}"))
+    metrics: dict[str, float] = {}
+    try:
+        with tempfile.TemporaryDirectory(prefix="zr-commit-") as tmp:
+            out = Path(tmp) / "summaries.jsonl"
+            prep = prepare_in_child(target, params, dest.uri, out)
+            summaries = out.read_text(encoding="utf-8").splitlines()
+            meter: Meter = commit(target, params, dest.uri, prep["job_id"], summaries)
+        metrics = {
+            "completes_s": n / meter.wall,
+            "commit_s": meter.wall,
+            "cpu_ms_per_complete": meter.cpu * 1000.0 / n,
+            "peak_rss_mib": meter.peak_rss / MiB,
+            "base_rss_mib": meter.base_rss / MiB,
+            "uploads": float(n),
+            "prepare_s": float(prep["prepare_s"]),
+        }
+        client = target.boto3_client()
+        verify(
+            client,
+            target.bucket,
+            dest.list_prefix,
+            expected=n,
+            size=size,
+            job_id=prep["job_id"],
+            committed_by_job=label == "zerorename",
+        )
+        metrics["verified"] = 1.0
+    finally:
+        if not params.get("keep"):
+            cleanup(target.boto3_client(), target.bucket, dest.list_prefix)
+    return metrics
+
+
+def _commit_zerorename(
+    target: Target, params: dict[str, Any], dest: str, job_id: str, lines: list[str]
+) -> Meter:
+    from zerorename.committers import MagicCommitter, TaskCommitSummary
+    from zerorename.engine import UploadEngine
+    from zerorename.engine.runner import run
+
+    summaries = [TaskCommitSummary.from_json(line) for line in lines]
+    n = int(params["uploads"])
+
+    async def go() -> Meter:
+        cfg = target.engine_config(batch_concurrency=int(params["batch_concurrency"]))
+        async with UploadEngine(cfg) as engine:
+            job = await MagicCommitter(engine, dest).open_job(job_id)
+            with Meter() as meter:
+                result = await job.commit(summaries)
+        if result.files != n:
+            raise VerificationError(f"job commit reported {result.files} files, not {n}")
+        return meter
+
+    return run(go())
+
+
+def load_uploads(client: Any, summaries: Iterable[str], threads: int) -> list[tuple[str, str, Any]]:
+    """Every upload of the prepared pendingsets as (key, upload id, parts for the complete
+    request), read with boto3: the in-memory list a thread-pool commit loop works from."""
+
+    def read(line: str) -> list[tuple[str, str, Any]]:
+        uri = json.loads(line)["pendingset"]
+        bucket, _, key = uri.removeprefix("s3://").partition("/")
+        doc = json.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+        out = []
+        for c in doc["commits"]:
+            param = _CHECKSUM_PARAM.get(c.get("checksumAlgorithm") or "")
+            parts = []
+            for p in c["parts"]:
+                part: dict[str, Any] = {"PartNumber": p["number"], "ETag": p["etag"]}
+                if param and p.get("checksum"):
+                    part[param] = p["checksum"]
+                parts.append(part)
+            out.append((c["destinationKey"], c["uploadId"], parts))
+        return out
+
+    with ThreadPoolExecutor(threads) as pool:
+        return [u for chunk in pool.map(read, list(summaries)) for u in chunk]
+
+
+def _commit_boto3(
+    target: Target, params: dict[str, Any], dest: str, job_id: str, lines: list[str]
+) -> Meter:
+    threads = int(params["threads"])
+    client = target.boto3_client(max_pool_connections=threads)
+    uploads = load_uploads(client, lines, threads)
+    if len(uploads) != int(params["uploads"]):
+        raise VerificationError(f"pendingsets hold {len(uploads)} uploads, not {params['uploads']}")
+    bucket = target.bucket
+
+    def complete(u: tuple[str, str, Any]) -> None:
+        client.complete_multipart_upload(
+            Bucket=bucket, Key=u[0], UploadId=u[1], MultipartUpload={"Parts": u[2]}
+        )
+
+    with Meter() as meter, ThreadPoolExecutor(threads) as pool:
+        for _ in pool.map(complete, uploads):
+            pass
+    return meter
+
+
+# --- verification and cleanup (untimed) ----------------------------------------------------
+
+
+def verify(
+    client: Any,
+    bucket: str,
+    prefix: str,
+    *,
+    expected: int,
+    size: int,
+    job_id: str | None = None,
+    committed_by_job: bool = False,
+) -> dict[str, int]:
+    """Raise VerificationError unless ``prefix`` holds exactly ``expected`` data objects of
+    ``size`` bytes (carrying ``job_id`` when given) and no multipart upload is left under it.
+    The job's records (``__magic_job-<id>/``) and ``_SUCCESS`` are not data; with
+    ``committed_by_job`` (a zerorename job commit) ``_SUCCESS`` must exist and the records
+    must be gone."""
+    from zerorename.committers.paths import MAGIC_JOB_PREFIX, SUCCESS_NAME
+
+    objects = wrong_size = foreign = records = 0
+    success = False
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for o in page.get("Contents", []):
+            rel = o["Key"][len(prefix) :]
+            if rel.startswith(MAGIC_JOB_PREFIX):
+                records += 1
+            elif rel == SUCCESS_NAME:
+                success = True
+            else:
+                objects += 1
+                wrong_size += o["Size"] != size
+                foreign += job_id is not None and job_id not in rel
+    pending = 0
+    for page in client.get_paginator("list_multipart_uploads").paginate(
+        Bucket=bucket, Prefix=prefix
+    ):
+        pending += len(page.get("Uploads", []))
+    problems = []
+    if objects != expected:
+        problems.append(f"{objects} objects, expected {expected}")
+    if wrong_size:
+        problems.append(f"{wrong_size} objects not of {size} bytes")
+    if foreign:
+        problems.append(f"{foreign} objects without the job id {job_id}")
+    if pending:
+        problems.append(f"{pending} multipart uploads left")
+    if committed_by_job and not success:
+        problems.append(f"no {SUCCESS_NAME}")
+    if committed_by_job and records:
+        problems.append(f"{records} job records left")
+    if problems:
+        raise VerificationError(f"s3://{bucket}/{prefix}: " + "; ".join(problems))
+    return {"objects": objects, "records": records, "success": int(success)}
+
+
+def cleanup(client: Any, bucket: str, prefix: str) -> int:
+    """Abort the multipart uploads and delete the objects under ``prefix`` (a run's own,
+    ending in '/'); returns the objects deleted."""
+    if not prefix.endswith("/"):
+        raise ValueError(f"cleanup prefix must end with '/': {prefix!r}")
+    for page in client.get_paginator("list_multipart_uploads").paginate(
+        Bucket=bucket, Prefix=prefix
+    ):
+        for up in page.get("Uploads", []):
+            client.abort_multipart_upload(Bucket=bucket, Key=up["Key"], UploadId=up["UploadId"])
+    deleted = 0
+    while True:  # list again after each batch: deleting while paginating can skip keys
+        page = client.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1000)
+        keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+        if not keys:
+            return deleted
+        client.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
+        deleted += len(keys)
+
+
+# --- notes and plot --------------------------------------------------------------------------
+
+
+def _by(samples: Iterable[Sample]) -> dict[tuple[int, str], list[Sample]]:
+    out: dict[tuple[int, str], list[Sample]] = {}
+    for s in samples:
+        out.setdefault((int(s.params["uploads"]), s.client), []).append(s)
+    return out
+
+
+def _order(clients: Iterable[str]) -> list[str]:
+    known = [c for c in CLIENTS if c in set(clients)]
+    return known + sorted(set(clients) - set(known))
+
+
+def notes(samples: list[Sample], args: argparse.Namespace) -> list[str]:
+    """What was verified where, what each client's measured phase covers, and the
+    zerorename commit's peak RSS against the product goal."""
+    if not samples:
+        return []
+    targets = sorted({str(s.params.get("target", "?")) for s in samples})
+    kib = samples[0].params.get("object_kib", args.object_kib)
+    counts = ", ".join(
+        f"{c} N={n}: {sum(s.metrics.get('verified') == 1.0 for s in ss)}/{len(ss)}"
+        for (n, c), ss in sorted(_by(samples).items())
+    )
+    lines = [
+        f"verified on {', '.join(targets)} (listing after each run, untimed): exactly N "
+        f"objects of {kib} KiB, no multipart upload left; zerorename runs also _SUCCESS "
+        f"written and the job's records deleted. Runs verified: {counts}",
+        "measured: zerorename = Job.commit(summaries): reads the pendingsets, completes "
+        "with --batch-concurrency in flight, writes _SUCCESS, deletes the job's records; "
+        "boto3-T = ThreadPoolExecutor(T) calling complete_multipart_upload over a list "
+        "already in memory. Preparing ran untimed in a separate process.",
+    ]
+    for (n, c), ss in sorted(_by(samples).items()):
+        if c != "zerorename":
+            continue
+        peaks = [s.metrics["peak_rss_mib"] for s in ss if "peak_rss_mib" in s.metrics]
+        if peaks:
+            sets = ss[0].params.get("pendingsets", "?")
+            lines.append(
+                f"zerorename job commit of {n} uploads in {sets} pendingsets: peak RSS "
+                f"{statistics.median(peaks):.0f} MiB median, {max(peaks):.0f} max "
+                f"(product goal < 200 MiB)"
+            )
+    prep = [s.metrics["prepare_s"] for s in samples if "prepare_s" in s.metrics]
+    if prep:
+        lines.append(f"preparing (untimed): {statistics.median(prep):.1f} s median per run")
+    return lines
+
+
+def _stats(values: Sequence[float]) -> tuple[float, float, float]:
+    return statistics.median(values), min(values), max(values)
+
+
+def plot(samples: list[Sample], args: argparse.Namespace, path: str) -> None:
+    """Completes/s per client (median bars, min-max error bars) at the largest N, and
+    completes/s against N when several --uploads values were measured."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = _by(s for s in samples if "completes_s" in s.metrics)
+    if not groups:
+        return
+    sizes = sorted({n for n, _ in groups})
+    clients = _order(c for _, c in groups)
+    fig, axes = plt.subplots(
+        1, 2 if len(sizes) > 1 else 1, figsize=(11 if len(sizes) > 1 else 6, 4)
+    )
+    ax0 = axes[0] if len(sizes) > 1 else axes
+    top = sizes[-1]
+    shown = [c for c in clients if (top, c) in groups]
+    meds, lows, highs = [], [], []
+    for c in shown:
+        med, lo, hi = _stats([s.metrics["completes_s"] for s in groups[(top, c)]])
+        meds.append(med)
+        lows.append(med - lo)
+        highs.append(hi - med)
+    ax0.bar(shown, meds, yerr=[lows, highs], capsize=6, color="#4c72b0")
+    for x, m in enumerate(meds):
+        ax0.annotate(
+            f"{m:,.0f}", (x, m), ha="center", va="bottom", xytext=(0, 3), textcoords="offset points"
+        )
+    ax0.set_ylabel("completes / s (median, min-max)")
+    ax0.set_title(f"job commit of {top:,} uploads")
+    if len(sizes) > 1:
+        ax1 = axes[1]
+        for c in clients:
+            ns = [n for n in sizes if (n, c) in groups]
+            st = [_stats([s.metrics["completes_s"] for s in groups[(n, c)]]) for n in ns]
+            ax1.errorbar(
+                ns,
+                [m for m, _, _ in st],
+                yerr=[[m - lo for m, lo, _ in st], [hi - m for m, _, hi in st]],
+                marker="o",
+                capsize=4,
+                label=c,
+            )
+        ax1.set_xscale("log")
+        ax1.set_xlabel("uploads (N)")
+        ax1.set_ylabel("completes / s")
+        ax1.set_title("completes/s vs N")
+        ax1.legend()
+    target = ", ".join(sorted({str(s.params.get("target", "")) for s in samples}))
+    fig.suptitle(f"zerorename perf commit ({target})")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+# --- the preparation process -----------------------------------------------------------------
+
+
+def _main(argv: list[str]) -> int:
+    if argv != ["prepare"]:
+        sys.stderr.write(
+            "usage: python -m zerorename.perf.commit_scenario prepare < request.json\n"
+            "(used by the commit scenario's measured runs; see `zerorename perf commit`)\n"
+        )
+        return 2
+    from zerorename.engine.runner import run
+
+    req = json.loads(sys.stdin.read())
+    target = Target.from_json(req["target"])
+    result = run(_prepare(target, req["params"], req["dest"], Path(req["out"])))
+    sys.stdout.write("\n" + json.dumps(result) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main(sys.argv[1:]))
