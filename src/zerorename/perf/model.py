@@ -15,8 +15,7 @@ import resource
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -104,6 +103,7 @@ class Sample:
     params: dict[str, Any]
     metrics: dict[str, float]
     rep: int = 0
+    group: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -213,17 +213,40 @@ def _child_main() -> int:
     return 0
 
 
-@contextmanager
-def chdir_tmp() -> Iterator[None]:  # pragma: no cover - small helper for scenarios
-    import tempfile
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1000,
+    "kb": 1000,
+    "kib": 1024,
+    "m": 1000**2,
+    "mb": 1000**2,
+    "mib": 1024**2,
+    "g": 1000**3,
+    "gb": 1000**3,
+    "gib": 1024**3,
+}
 
-    old = os.getcwd()
-    with tempfile.TemporaryDirectory(prefix="zr-perf-") as d:
-        os.chdir(d)
-        try:
-            yield
-        finally:
-            os.chdir(old)
+
+def parse_size(text: str) -> int:
+    """``"16MiB"`` -> 16777216, ``"100MB"`` -> 100000000, ``"4096"`` -> 4096."""
+    t = text.strip().lower().replace("_", "")
+    num = t.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = t[len(num) :]
+    if unit not in _UNITS or not num:
+        raise ValueError(f"not a size: {text!r} (use e.g. 4096, 256KiB, 16MiB, 1GiB, 100MB)")
+    return int(float(num) * _UNITS[unit])
+
+
+def parse_list(text: str) -> list[str]:
+    return [p.strip() for p in text.split(",") if p.strip()]
+
+
+def fmt_size(n: int) -> str:
+    for unit, size in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if n >= size and n % size == 0:
+            return f"{n // size}{unit}"
+    return f"{n}B"
 
 
 if __name__ == "__main__":

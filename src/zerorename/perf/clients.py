@@ -1,0 +1,311 @@
+"""The measured clients of the ``upload``, ``many`` and ``sweep`` scenarios.
+
+Each function runs in a fresh child process (see model.run_in_child), prepares its data,
+measures only the transfer (wall time, this process's CPU time, peak RSS), then checks
+what arrived and deletes it (untimed). Clients:
+
+- ``zerorename``: the engine with the scenario's settings (checksum CRC32C by default,
+  unsigned payload, sliced bodies).
+- ``zerorename-matched``: the engine with exactly ``boto3-matched``'s settings (used when
+  botocore cannot compute the engine's checksum without awscrt, e.g. CRC32C).
+- ``boto3-default``: boto3/s3transfer as users run it: default botocore config (payload
+  signed with SHA-256 over plain HTTP, CRC32 checksums when supported) with a
+  TransferConfig of the same part size and concurrency, and a pool as large.
+- ``boto3-matched``: the same with the engine's settings: unsigned payload, checksums
+  only as asked, and the same checksum algorithm (or CRC32 when botocore cannot
+  compute it).
+- ``obstore``: the Rust object_store client (obstore) with the same part size and
+  concurrency, where it is installed (no checksums).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import io
+import os
+import uuid
+from typing import Any
+
+from zerorename.perf.model import GiB, Meter, Target
+
+MB = 1_000_000
+_BLOCK = 1 << 20
+
+
+def botocore_checksums() -> set[str]:
+    """Checksum algorithms botocore can compute here (CRC32C/CRC64 need awscrt)."""
+    if importlib.util.find_spec("awscrt") is None:
+        return {"CRC32", "SHA256", "SHA1", "none"}
+    return {"CRC32", "CRC32C", "SHA256", "SHA1", "CRC64NVME", "none"}
+
+
+def make_data(size: int) -> bytes:
+    """``size`` random-looking bytes (1 MiB of urandom, each MiB stamped with its index)."""
+    seed = os.urandom(_BLOCK)
+    out = bytearray()
+    i = 0
+    while len(out) < size:
+        block = bytearray(seed[: min(_BLOCK, size - len(out))])
+        block[: min(8, len(block))] = i.to_bytes(8, "little")[: len(block)]
+        out += block
+        i += 1
+    return bytes(out)
+
+
+def _source(params: dict[str, Any]) -> Any:
+    """The upload's source: the data file's path, or the bytes in memory."""
+    if params.get("source", "file") == "file":
+        return params["path"]
+    return make_data(int(params["size"]))
+
+
+def _metrics(m: Meter, nbytes: int, **extra: float) -> dict[str, float]:
+    out = {
+        "mb_s": nbytes / MB / m.wall,
+        "cpu_s_per_gib": m.cpu / (nbytes / GiB),
+        "peak_rss_mib": m.peak_rss / (1 << 20),
+        "growth_mib": (m.peak_rss - m.base_rss) / (1 << 20),
+        "wall_s": m.wall,
+    }
+    out.update(extra)
+    return out
+
+
+def _engine_config(target: Target, params: dict[str, Any]) -> Any:
+    return target.engine_config(
+        part_size=int(params["part_size"]),
+        max_concurrency=int(params["concurrency"]),
+        max_pool_connections=int(params.get("pool") or params["concurrency"]),
+        checksum=params.get("checksum", "CRC32C"),
+    )
+
+
+# --- one large object ------------------------------------------------------------------------
+
+
+def upload_zerorename(target: Target, params: dict[str, Any]) -> dict[str, float]:
+    from zerorename.engine import UploadEngine
+    from zerorename.engine.runner import run
+
+    source = _source(params)
+    size = int(params["size"])
+    key = target.key("upload", uuid.uuid4().hex)
+
+    async def main() -> dict[str, float]:
+        async with UploadEngine(_engine_config(target, params)) as engine:
+            with Meter() as m:
+                await engine.upload(target.bucket, key, source)
+            info = await engine.head_object(target.bucket, key)
+            if info is None or info.size != size:
+                raise RuntimeError(f"uploaded object is {info}, expected {size} bytes")
+            await engine.delete_object(target.bucket, key)
+            return _metrics(m, size, verified=1.0)
+
+    return run(main())
+
+
+def _transfer_config(params: dict[str, Any]) -> Any:
+    from boto3.s3.transfer import TransferConfig
+
+    part = int(params["part_size"])
+    return TransferConfig(
+        multipart_threshold=part,
+        multipart_chunksize=part,
+        max_concurrency=int(params["concurrency"]),
+        use_threads=True,
+    )
+
+
+def _boto3(target: Target, params: dict[str, Any], matched: bool) -> tuple[Any, dict[str, Any]]:
+    """A boto3 client and the ExtraArgs for a boto3 run (see the module docstring)."""
+    pool = int(params.get("pool") or params["concurrency"])
+    if not matched:
+        return target.boto3_client(max_pool_connections=pool), {}
+    client = target.boto3_client(
+        max_pool_connections=pool,
+        s3={"payload_signing_enabled": False},
+        request_checksum_calculation="when_required",
+        response_checksum_validation="when_required",
+    )
+    algo = params.get("matched_checksum", "CRC32")
+    return client, ({} if algo == "none" else {"ChecksumAlgorithm": algo})
+
+
+def _upload_boto3(target: Target, params: dict[str, Any], matched: bool) -> dict[str, float]:
+    client, extra = _boto3(target, params, matched)
+    config = _transfer_config(params)
+    size = int(params["size"])
+    key = target.key("upload", uuid.uuid4().hex)
+    source = _source(params)
+    client.head_bucket(Bucket=target.bucket)  # connect + credentials before timing
+    with Meter() as m:
+        if isinstance(source, str):
+            client.upload_file(source, target.bucket, key, ExtraArgs=extra, Config=config)
+        else:
+            client.upload_fileobj(
+                io.BytesIO(source), target.bucket, key, ExtraArgs=extra, Config=config
+            )
+    got = client.head_object(Bucket=target.bucket, Key=key)["ContentLength"]
+    if got != size:
+        raise RuntimeError(f"uploaded object has {got} bytes, expected {size}")
+    client.delete_object(Bucket=target.bucket, Key=key)
+    return _metrics(m, size, verified=1.0)
+
+
+def upload_boto3_default(target: Target, params: dict[str, Any]) -> dict[str, float]:
+    return _upload_boto3(target, params, matched=False)
+
+
+def upload_boto3_matched(target: Target, params: dict[str, Any]) -> dict[str, float]:
+    return _upload_boto3(target, params, matched=True)
+
+
+def _obstore(target: Target) -> Any:
+    from obstore.store import S3Store
+
+    kwargs: dict[str, Any] = {"region": target.region}
+    if target.endpoint_url:
+        kwargs["endpoint"] = target.endpoint_url
+    if target.access_key and target.secret_key:
+        kwargs["access_key_id"] = target.access_key
+        kwargs["secret_access_key"] = target.secret_key
+    kwargs["virtual_hosted_style_request"] = target.addressing_style == "virtual"
+    return S3Store(target.bucket, client_options={"allow_http": True}, **kwargs)
+
+
+def upload_obstore(target: Target, params: dict[str, Any]) -> dict[str, float]:
+    import obstore
+
+    store = _obstore(target)
+    size = int(params["size"])
+    key = target.key("upload", uuid.uuid4().hex)
+    source = _source(params)
+    body: Any = source
+    if isinstance(source, str):
+        from pathlib import Path
+
+        body = Path(source)
+    with Meter() as m:
+        obstore.put(
+            store,
+            key,
+            body,
+            chunk_size=int(params["part_size"]),
+            max_concurrency=int(params["concurrency"]),
+        )
+    got = obstore.head(store, key)["size"]
+    if got != size:
+        raise RuntimeError(f"uploaded object has {got} bytes, expected {size}")
+    obstore.delete(store, key)
+    return _metrics(m, size, verified=1.0)
+
+
+# --- many objects ------------------------------------------------------------------------------
+
+
+def _many_metrics(m: Meter, count: int, size: int) -> dict[str, float]:
+    out = _metrics(m, count * size, verified=1.0)
+    out["objects_s"] = count / m.wall
+    out["cpu_ms_per_object"] = m.cpu * 1000 / count
+    return out
+
+
+def many_zerorename(target: Target, params: dict[str, Any]) -> dict[str, float]:
+    from zerorename.engine import UploadEngine
+    from zerorename.engine.runner import run
+
+    count, size = int(params["count"]), int(params["size"])
+    data = make_data(size)
+    base = target.key("many", uuid.uuid4().hex)
+    keys = [f"{base}/obj-{i:07d}" for i in range(count)]
+    conc = int(params["concurrency"])
+
+    async def main() -> dict[str, float]:
+        async with UploadEngine(_engine_config(target, params)) as engine:
+            sem = asyncio.Semaphore(conc)
+
+            async def one(key: str) -> None:
+                async with sem:
+                    await engine.upload(target.bucket, key, data)
+
+            with Meter() as m:
+                async with asyncio.TaskGroup() as tg:
+                    for key in keys:
+                        tg.create_task(one(key))
+            listed = [o async for o in engine.list_objects(target.bucket, base + "/")]
+            if len(listed) != count or any(o.size != size for o in listed):
+                raise RuntimeError(f"{len(listed)} objects listed, expected {count} of {size} B")
+            await engine.delete_objects(target.bucket, keys)
+            return _many_metrics(m, count, size)
+
+    return run(main())
+
+
+def _many_boto3(target: Target, params: dict[str, Any], matched: bool) -> dict[str, float]:
+    from s3transfer.manager import TransferManager
+
+    client, extra = _boto3(target, params, matched)
+    count, size = int(params["count"]), int(params["size"])
+    data = make_data(size)
+    base = target.key("many", uuid.uuid4().hex)
+    keys = [f"{base}/obj-{i:07d}" for i in range(count)]
+    client.head_bucket(Bucket=target.bucket)
+    with Meter() as m, TransferManager(client, _transfer_config(params)) as manager:
+        futures = [
+            manager.upload(io.BytesIO(data), target.bucket, key, extra_args=extra) for key in keys
+        ]
+        for f in futures:
+            f.result()
+    _check_and_delete_boto3(client, target.bucket, base, keys, size)
+    return _many_metrics(m, count, size)
+
+
+def _check_and_delete_boto3(
+    client: Any, bucket: str, base: str, keys: list[str], size: int
+) -> None:
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=base + "/")
+    listed = [o for p in pages for o in p.get("Contents", [])]
+    if len(listed) != len(keys) or any(o["Size"] != size for o in listed):
+        raise RuntimeError(f"{len(listed)} objects listed, expected {len(keys)} of {size} B")
+    for i in range(0, len(keys), 1000):
+        batch = [{"Key": k} for k in keys[i : i + 1000]]
+        client.delete_objects(Bucket=bucket, Delete={"Objects": batch, "Quiet": True})
+
+
+def many_boto3_default(target: Target, params: dict[str, Any]) -> dict[str, float]:
+    return _many_boto3(target, params, matched=False)
+
+
+def many_boto3_matched(target: Target, params: dict[str, Any]) -> dict[str, float]:
+    return _many_boto3(target, params, matched=True)
+
+
+def many_obstore(target: Target, params: dict[str, Any]) -> dict[str, float]:
+    import obstore
+
+    store = _obstore(target)
+    count, size = int(params["count"]), int(params["size"])
+    data = make_data(size)
+    base = target.key("many", uuid.uuid4().hex)
+    keys = [f"{base}/obj-{i:07d}" for i in range(count)]
+    conc = int(params["concurrency"])
+
+    async def main() -> None:
+        sem = asyncio.Semaphore(conc)
+
+        async def one(key: str) -> None:
+            async with sem:
+                await obstore.put_async(store, key, data)
+
+        async with asyncio.TaskGroup() as tg:
+            for key in keys:
+                tg.create_task(one(key))
+
+    with Meter() as m:
+        asyncio.run(main())
+    listed = [o for batch in obstore.list(store, base + "/") for o in batch]
+    if len(listed) != count or any(o["size"] != size for o in listed):
+        raise RuntimeError(f"{len(listed)} objects listed, expected {count} of {size} B")
+    obstore.delete(store, keys)
+    return _many_metrics(m, count, size)

@@ -1,0 +1,272 @@
+"""``zerorename perf SCENARIO --target TARGET``: the benchmark harness.
+
+Each scenario module plans a list of runs (client x setting); the harness opens the
+target, runs every planned run ``--reps`` times (clients alternated, order rotated per
+repetition) each in a fresh child process, then prints the median and min-max of every
+metric, the ratios of our clients against the baselines of the same group, and the
+scenario's notes; ``--json`` writes everything (machine, versions, settings, samples,
+summaries, ratios) and ``--plot`` a PNG.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+import time
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any, Protocol, cast
+
+from zerorename.perf import report
+from zerorename.perf.model import ChildFailed, Run, Sample, Target, run_in_child
+from zerorename.perf.targets import TargetError, open_target
+
+#: scenario name -> module
+SCENARIOS = {
+    "upload": "zerorename.perf.upload_scenario",
+    "many": "zerorename.perf.many_scenario",
+    "commit": "zerorename.perf.commit_scenario",
+    "sweep": "zerorename.perf.sweep_scenario",
+    "spark": "zerorename.perf.spark_scenario",
+}
+
+_SECRET_WORDS = ("secret", "password", "token", "credential", "access_key")
+
+
+class Scenario(Protocol):
+    NAME: str
+    HELP: str
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def plan(self, args: argparse.Namespace, target: Target) -> list[Run]: ...
+
+
+def load(name: str) -> ModuleType:
+    return importlib.import_module(SCENARIOS[name])
+
+
+def add_common(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("target and output")
+    g.add_argument(
+        "--target",
+        default="moto",
+        help="moto (embedded moto server), rgw (starts Ceph RGW), sink (do-nothing S3 "
+        "server: the client alone), aws, or an endpoint URL such as http://127.0.0.1:9000 "
+        "(credentials from the AWS chain). Default: moto",
+    )
+    g.add_argument(
+        "--bucket", help="bucket for aws/URL targets (embedded ones use zerorename-bench)"
+    )
+    g.add_argument("--create-bucket", action="store_true", help="create --bucket first")
+    g.add_argument(
+        "--region", help="region (default: AWS_REGION, else us-east-1 for embedded targets)"
+    )
+    g.add_argument(
+        "--addressing-style",
+        choices=["auto", "path", "virtual"],
+        help="S3 addressing (default: path for embedded and URL targets, auto for aws)",
+    )
+    g.add_argument(
+        "--rgw-store",
+        default="memstore",
+        choices=["memstore", "bluestore"],
+        help="object store of the embedded RGW (default: memstore)",
+    )
+    g.add_argument("--reps", type=int, default=3, help="repetitions of every run (default: 3)")
+    g.add_argument("--json", metavar="FILE", help="write the full results as JSON")
+    g.add_argument("--plot", metavar="FILE.png", help="write a PNG plot (matplotlib)")
+    g.add_argument(
+        "--quiet", action="store_true", help="no progress display (the table still prints)"
+    )
+
+
+def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    p = parser or argparse.ArgumentParser(
+        prog="zerorename perf", description=__doc__.split("\n")[0] if __doc__ else None
+    )
+    sub = p.add_subparsers(dest="scenario", required=True, metavar="SCENARIO")
+    for name in SCENARIOS:
+        try:
+            mod = load(name)
+        except ModuleNotFoundError as exc:  # a scenario module not built into this install
+            if exc.name != SCENARIOS[name]:
+                raise
+            continue
+        sp = sub.add_parser(name, help=mod.HELP, description=mod.HELP)
+        mod.add_arguments(sp)
+        add_common(sp)
+        sp.set_defaults(func=main_args)
+    return p
+
+
+# --- progress ----------------------------------------------------------------------------
+
+
+class _Progress:
+    """A rich progress bar on a terminal; a line per finished run otherwise."""
+
+    def __init__(self, total: int, quiet: bool) -> None:
+        self.total = total
+        self.done = 0
+        self._bar: Any = None
+        self._task: Any = None
+        self._quiet = quiet
+        if quiet or not sys.stderr.isatty():
+            return
+        try:
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+            )
+        except ImportError:
+            return
+        self._bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+        )
+        self._bar.start()
+        self._task = self._bar.add_task("starting", total=total)
+
+    def status(self, text: str) -> None:
+        if self._bar is not None:
+            self._bar.update(self._task, description=text)
+        elif not self._quiet:
+            print(f"[perf] {text}", file=sys.stderr, flush=True)
+
+    def advance(self, text: str) -> None:
+        self.done += 1
+        if self._bar is not None:
+            self._bar.update(self._task, advance=1)
+        elif not self._quiet:
+            print(f"[perf {self.done}/{self.total}] {text}", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+def _short(metrics: dict[str, float]) -> str:
+    keys = report.metric_order(set(metrics))[:4]
+    return " ".join(f"{k}={metrics[k]:.4g}" for k in keys)
+
+
+# --- the run -----------------------------------------------------------------------------
+
+
+def execute(
+    scenario: ModuleType,
+    args: argparse.Namespace,
+    target: Target,
+    progress: _Progress | None = None,
+) -> list[Sample]:
+    """Every planned run ``args.reps`` times, each in a child; clients alternated."""
+    plan: list[Run] = scenario.plan(args, target)
+    if not plan:
+        raise SystemExit("nothing to run: the options select no client or setting")
+    reps = max(1, int(args.reps))
+    prog = progress or _Progress(len(plan) * reps, quiet=True)
+    prog.total = len(plan) * reps
+    samples: list[Sample] = []
+    for rep in range(reps):
+        shift = rep % len(plan)
+        for run in plan[shift:] + plan[:shift]:
+            label = f"{run.client} {run.group}".strip()
+            prog.status(f"rep {rep + 1}/{reps}: {label}")
+            metrics = run_in_child(run.func, target, run.params)
+            samples.append(Sample(scenario.NAME, run.client, run.params, metrics, rep, run.group))
+            prog.advance(f"{label} rep {rep + 1}: {_short(metrics)}")
+    return samples
+
+
+def _settings(args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in vars(args).items():
+        if key == "func" or any(w in key.lower() for w in _SECRET_WORDS):
+            continue
+        out[key] = value
+    return out
+
+
+def main_args(args: argparse.Namespace) -> int:
+    scenario = load(args.scenario)
+    started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    try:
+        with open_target(
+            args.target,
+            bucket=args.bucket,
+            region=args.region,
+            addressing_style=args.addressing_style,
+            create_bucket=args.create_bucket,
+            rgw_store=args.rgw_store,
+        ) as target:
+            plan_size = len(scenario.plan(args, target)) * max(1, int(args.reps))
+            progress = _Progress(plan_size, args.quiet)
+            try:
+                samples = execute(scenario, args, target, progress)
+            finally:
+                progress.close()
+    except (TargetError, ChildFailed) as exc:
+        print(f"zerorename perf {args.scenario}: {exc}", file=sys.stderr)
+        return 1
+
+    stats = report.summarize(samples)
+    ours = tuple(getattr(scenario, "OURS", ("zerorename",)))
+    rs = report.ratios(
+        stats, ours, getattr(scenario, "PAIRS", None), getattr(scenario, "RATIO_METRICS", None)
+    )
+    notes_fn = getattr(scenario, "notes", None)
+    notes: list[str] = list(notes_fn(samples, args)) if notes_fn else []
+
+    print(f"\n== zerorename perf {args.scenario} on {target.name} ({target.endpoint_url}) ==")
+    print(f"reps: {args.reps}; figures: median [min-max]\n")
+    print(report.stats_table(stats))
+    if rs:
+        print("\nratios (ours / baseline, medians of the same run):\n")
+        print(report.ratios_table(rs))
+    if notes:
+        print()
+        for line in notes:
+            print(line)
+
+    if args.plot:
+        plot_fn = getattr(scenario, "plot", None)
+        if plot_fn is not None:
+            plot_fn(samples, args, args.plot)
+        else:
+            report.bar_plot(stats, args.plot, f"zerorename perf {args.scenario} ({target.name})")
+        print(f"\nplot: {args.plot}")
+    if args.json:
+        doc = {
+            "scenario": args.scenario,
+            "command": " ".join(sys.argv),
+            "started": started,
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "machine": report.machine(),
+            "versions": report.versions(),
+            "target": target.describe(),
+            "settings": _settings(args),
+            "samples": [s.to_json() for s in samples],
+            "summary": [s.to_json() for s in stats],
+            "ratios": [r.to_json() for r in rs],
+            "notes": notes,
+        }
+        with open(args.json, "w") as f:
+            json.dump(doc, f, indent=2, default=str)
+        print(f"json: {args.json}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    return cast(int, args.func(args))

@@ -1,0 +1,157 @@
+"""``upload``: one large object, zerorename next to boto3 (default and matched) and obstore.
+
+Reports MB/s (10^6 bytes per second), client CPU seconds per GiB, peak RSS and its
+growth over the RSS before the transfer. The data comes from one file written before the
+first run (``--source file``, the default: every client reads the same file through the
+page cache) or is generated in memory by each run (``--source memory``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import os
+import tempfile
+
+from zerorename.perf.clients import botocore_checksums, make_data
+from zerorename.perf.model import Run, Sample, Target, fmt_size, parse_list, parse_size
+
+NAME = "upload"
+HELP = "one large object: MB/s, client CPU s/GiB and peak RSS, next to boto3 and obstore"
+OURS = ("zerorename", "zerorename-matched")
+CLIENTS = ("zerorename", "zerorename-matched", "boto3-default", "boto3-matched", "obstore")
+
+#: the ratios shown: ours against users' default, the same settings, a native client
+PAIRS = [
+    ("zerorename", "boto3-default"),
+    ("zerorename", "boto3-matched"),
+    ("zerorename-matched", "boto3-matched"),
+    ("zerorename", "obstore"),
+]
+RATIO_METRICS = ("mb_s", "cpu_s_per_gib", "peak_rss_mib")
+
+_FUNCS = {
+    "zerorename": "zerorename.perf.clients:upload_zerorename",
+    "zerorename-matched": "zerorename.perf.clients:upload_zerorename",
+    "boto3-default": "zerorename.perf.clients:upload_boto3_default",
+    "boto3-matched": "zerorename.perf.clients:upload_boto3_matched",
+    "obstore": "zerorename.perf.clients:upload_obstore",
+}
+_files: dict[int, str] = {}
+
+
+def add_transfer_arguments(p: argparse.ArgumentParser, *, size: str, part: str) -> None:
+    p.add_argument("--size", default=size, help=f"bytes per object (default: {size})")
+    p.add_argument("--part-size", default=part, help=f"multipart part size (default: {part})")
+    p.add_argument("--concurrency", type=int, default=16, help="requests in flight (default: 16)")
+    p.add_argument(
+        "--pool",
+        type=int,
+        default=None,
+        help="HTTP connections in the pool, for every client (default: = concurrency)",
+    )
+    p.add_argument(
+        "--checksum",
+        default="CRC32C",
+        choices=["CRC32C", "CRC32", "SHA256", "none"],
+        help="zerorename's per-part checksum (default: CRC32C). boto3-matched uses the "
+        "same one when botocore can compute it (CRC32C needs awscrt), else CRC32, and "
+        "then zerorename-matched runs the engine with CRC32 too",
+    )
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_transfer_arguments(p, size="1GiB", part="16MiB")
+    p.add_argument(
+        "--source",
+        default="file",
+        choices=["file", "memory"],
+        help="where the bytes come from (default: file)",
+    )
+    p.add_argument(
+        "--clients",
+        default=",".join(CLIENTS),
+        help="comma-separated subset of " + ", ".join(CLIENTS) + " (default: all; "
+        "zerorename-matched only when its settings differ from zerorename's, obstore "
+        "only when installed)",
+    )
+
+
+def data_file(size: int) -> str:
+    """A file of ``size`` bytes written once per process (removed at exit)."""
+    path = _files.get(size)
+    if path is None:
+        fd, path = tempfile.mkstemp(prefix="zr-perf-", suffix=".bin")
+        with os.fdopen(fd, "wb") as f:
+            chunk = make_data(min(size, 64 << 20))
+            left = size
+            while left > 0:
+                f.write(chunk[: min(left, len(chunk))])
+                left -= len(chunk)
+        atexit.register(os.unlink, path)
+        _files[size] = path
+    return path
+
+
+def matched_checksum(checksum: str) -> str:
+    return checksum if checksum in botocore_checksums() else "CRC32"
+
+
+def obstore_available() -> bool:
+    try:
+        import obstore  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def select_clients(text: str, checksum: str, allowed: tuple[str, ...]) -> list[str]:
+    chosen = parse_list(text)
+    unknown = [c for c in chosen if c not in allowed]
+    if unknown:
+        raise SystemExit(f"unknown client(s) {', '.join(unknown)}; choose from {allowed}")
+    if matched_checksum(checksum) == checksum and "zerorename-matched" in chosen:
+        chosen.remove("zerorename-matched")  # zerorename already runs boto3-matched's settings
+    if "obstore" in chosen and not obstore_available():
+        chosen.remove("obstore")
+    return chosen
+
+
+def plan(args: argparse.Namespace, target: Target) -> list[Run]:
+    size, part = parse_size(args.size), parse_size(args.part_size)
+    base = {
+        "size": size,
+        "part_size": part,
+        "concurrency": args.concurrency,
+        "pool": args.pool or args.concurrency,
+        "source": args.source,
+        "checksum": args.checksum,
+        "matched_checksum": matched_checksum(args.checksum),
+    }
+    if args.source == "file":
+        base["path"] = data_file(size)
+    group = f"{fmt_size(size)}/{fmt_size(part)}x{args.concurrency}"
+    runs = []
+    for client in select_clients(args.clients, args.checksum, CLIENTS):
+        params = dict(base)
+        if client == "zerorename-matched":
+            params["checksum"] = params["matched_checksum"]
+        runs.append(Run(client, _FUNCS[client], params, group))
+    return runs
+
+
+def notes(samples: list[Sample], args: argparse.Namespace) -> list[str]:
+    out = []
+    mc = matched_checksum(args.checksum)
+    if mc != args.checksum:
+        out.append(
+            f"boto3-matched: unsigned payload, {mc} checksums (botocore needs awscrt for "
+            f"{args.checksum}); zerorename-matched is the engine with the same settings."
+        )
+    if any(s.client == "boto3-default" for s in samples):
+        out.append(
+            "boto3-default: botocore's default config (SHA-256 payload signing over http, "
+            "CRC32 when supported), TransferConfig with the same part size and "
+            "concurrency, and a pool as large."
+        )
+    return out
