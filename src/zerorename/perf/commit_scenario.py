@@ -444,8 +444,9 @@ def _by(samples: Iterable[Sample]) -> dict[tuple[int, str], list[Sample]]:
 
 
 def _order(clients: Iterable[str]) -> list[str]:
-    known = [c for c in CLIENTS if c in set(clients)]
-    return known + sorted(set(clients) - set(known))
+    """The clients seen, in CLIENTS order (unknown ones last, sorted)."""
+    seen = set(clients)
+    return [c for c in CLIENTS if c in seen] + sorted(seen - set(CLIENTS))
 
 
 def notes(samples: list[Sample], args: argparse.Namespace) -> list[str]:
@@ -515,9 +516,14 @@ def plot(samples: list[Sample], args: argparse.Namespace, path: str) -> None:
         lows.append(med - lo)
         highs.append(hi - med)
     ax0.bar(shown, meds, yerr=[lows, highs], capsize=6, color="#4c72b0")
-    for x, m in enumerate(meds):
+    for x, (m, hi) in enumerate(zip(meds, highs, strict=True)):
         ax0.annotate(
-            f"{m:,.0f}", (x, m), ha="center", va="bottom", xytext=(0, 3), textcoords="offset points"
+            f"{m:,.0f}",
+            (x, m + hi),
+            ha="center",
+            va="bottom",
+            xytext=(0, 3),
+            textcoords="offset points",
         )
     ax0.set_ylabel("completes / s (median, min-max)")
     ax0.set_title(f"job commit of {top:,} uploads")
@@ -535,6 +541,9 @@ def plot(samples: list[Sample], args: argparse.Namespace, path: str) -> None:
                 label=c,
             )
         ax1.set_xscale("log")
+        ax1.set_xticks(sizes, [f"{n:,}" for n in sizes])
+        ax1.minorticks_off()
+        ax1.set_ylim(bottom=0)
         ax1.set_xlabel("uploads (N)")
         ax1.set_ylabel("completes / s")
         ax1.set_title("completes/s vs N")
