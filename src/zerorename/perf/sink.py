@@ -846,8 +846,8 @@ class _Conn(asyncio.BufferedProtocol):
                 text = bytes(buf[:end])
                 buf.clear()
                 if st == _HEAD:
-                    if text.strip():
-                        self.on_head(text)
+                    if text.strip():  # (stray empty lines between requests are allowed)
+                        self.on_head(text.lstrip())
                 else:
                     self.on_chunk_line(st, text)
             elif st == _STREAM:
@@ -871,12 +871,12 @@ class _Conn(asyncio.BufferedProtocol):
 
     def on_head(self, head: bytes) -> None:
         try:
-            lines = head.decode("latin-1").lstrip("\r\n").split("\r\n")
+            lines = head.decode("latin-1").split("\r\n")
             method, target, _ = lines[0].split(" ")
             h: dict[str, str] = {}
             for line in lines[1:]:
                 name, _, value = line.partition(":")
-                h[name.strip().lower()] = value.strip()
+                h[name.lower()] = value.strip()
             te = h.get("transfer-encoding", "").lower()
             length = 0 if "chunked" in te else int(h.get("content-length") or 0)
             decoded = int(h.get("x-amz-decoded-content-length") or length)
