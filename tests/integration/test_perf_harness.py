@@ -1,0 +1,160 @@
+"""The perf harness from its command line, every scenario at a tiny size, on real servers.
+
+These are smoke tests of the harness (targets, child runs, JSON, plots, tables, notes),
+not measurements: no figure is compared with a time or a rate.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from zerorename.testing.servers import RgwServer
+
+TINY = {
+    "upload": ["--size", "6MiB", "--part-size", "5MiB", "--concurrency", "2"],
+    "many": ["--count", "12", "--size", "4KiB", "--concurrency", "4"],
+    "sweep": [
+        "--size",
+        "6MiB",
+        "--pools",
+        "2,4",
+        "--concurrencies",
+        "1,2",
+        "--part-sizes",
+        "5MiB",
+    ],
+}
+
+
+def perf(args: list[str], tmp_path: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run ``python -m zerorename.perf ARGS --json F --plot P``; return the JSON document."""
+    out_json, out_png = tmp_path / "out.json", tmp_path / "out.png"
+    proc = subprocess.run(
+        [sys.executable, "-m", "zerorename.perf", *args, "--json", str(out_json)]
+        + ["--plot", str(out_png)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+    assert proc.returncode == 0, f"{args}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    assert "median [min-max]" in proc.stdout
+    assert out_png.stat().st_size > 1000 and out_png.read_bytes()[:4] == b"\x89PNG"
+    doc: dict[str, Any] = json.loads(out_json.read_text())
+    doc["_stdout"] = proc.stdout
+    return doc
+
+
+def check_doc(doc: dict[str, Any], scenario: str, reps: int) -> None:
+    assert doc["scenario"] == scenario
+    assert doc["versions"]["zerorename"] and doc["machine"]["cpus"] >= 1
+    clients = {s["client"] for s in doc["samples"]}
+    per_client = {c: [s for s in doc["samples"] if s["client"] == c] for c in clients}
+    groups = {s["group"] for s in doc["samples"]}
+    for c, samples in per_client.items():
+        assert len(samples) == reps * len({s["group"] for s in samples}), c
+        for s in samples:
+            assert s["metrics"]["verified"] == 1.0, s
+    # every summary row is the median of that client's samples in its group
+    for row in doc["summary"]:
+        values = sorted(
+            s["metrics"][row["metric"]]
+            for s in doc["samples"]
+            if s["client"] == row["client"] and s["group"] == row["group"]
+        )
+        assert row["min"] == values[0] and row["max"] == values[-1]
+        assert row["min"] <= row["median"] <= row["max"]
+    assert groups
+
+
+@pytest.mark.parametrize("scenario", ["upload", "many"])
+def test_scenarios_against_the_sink_with_every_baseline(scenario: str, tmp_path: Path) -> None:
+    doc = perf([scenario, "--target", "sink", "--reps", "2", *TINY[scenario]], tmp_path)
+    check_doc(doc, scenario, reps=2)
+    clients = {s["client"] for s in doc["samples"]}
+    assert {"zerorename", "zerorename-matched", "boto3-default", "boto3-matched"} <= clients
+    assert "obstore" in clients
+    # ratios are medians over medians of the same run
+    summary = {(r["client"], r["metric"]): r["median"] for r in doc["summary"]}
+    for r in doc["ratios"]:
+        mine, base = summary[(r["client"], r["metric"])], summary[(r["baseline"], r["metric"])]
+        assert r["ratio"] == pytest.approx(mine / base)
+    assert {(r["client"], r["baseline"]) for r in doc["ratios"]} >= {
+        ("zerorename", "boto3-default"),
+        ("zerorename-matched", "boto3-matched"),
+    }
+    assert doc["target"]["name"] == "sink"
+    assert "secret" not in json.dumps(doc["settings"]).lower()
+
+
+def test_upload_against_moto_and_the_sweep_on_the_sink(tmp_path: Path) -> None:
+    doc = perf(["upload", "--target", "moto", "--reps", "1", *TINY["upload"]], tmp_path)
+    check_doc(doc, "upload", reps=1)
+    assert doc["target"]["name"] == "moto"
+
+    doc = perf(["sweep", "--target", "sink", "--reps", "1", *TINY["sweep"]], tmp_path)
+    check_doc(doc, "sweep", reps=1)
+    assert {s["group"] for s in doc["samples"]} == {
+        f"pool={p} conc={c} part=5MiB" for p in (2, 4) for c in (1, 2)
+    }
+    assert any(n.startswith("recommended: max_concurrency=") for n in doc["notes"])
+    assert "stops growing at concurrency" in doc["_stdout"]
+
+
+def test_many_against_an_endpoint_url_with_credentials_from_the_environment(
+    rgw_server: RgwServer, tmp_path: Path
+) -> None:
+    """The user's path: an endpoint URL and an existing bucket, AWS-chain credentials."""
+    import boto3
+
+    boto3.client(
+        "s3",
+        endpoint_url=rgw_server.endpoint_url,
+        region_name="us-east-1",
+        aws_access_key_id=rgw_server.access_key,
+        aws_secret_access_key=rgw_server.secret_key,
+    ).create_bucket(Bucket="perf-url-target")
+    env = {
+        "AWS_ACCESS_KEY_ID": rgw_server.access_key,
+        "AWS_SECRET_ACCESS_KEY": rgw_server.secret_key,
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    args = ["many", "--target", rgw_server.endpoint_url, "--bucket", "perf-url-target"]
+    doc = perf([*args, "--reps", "1", *TINY["many"]], tmp_path, env)
+    check_doc(doc, "many", reps=1)
+    assert doc["target"]["name"] == "url"
+    assert rgw_server.secret_key not in json.dumps(doc) + doc["_stdout"]
+
+
+def test_upload_against_an_rgw_the_harness_starts(rgw_server: RgwServer, tmp_path: Path) -> None:
+    doc = perf(
+        ["upload", "--target", "rgw", "--reps", "1", "--clients", "zerorename,boto3-default"]
+        + TINY["upload"],
+        tmp_path,
+    )
+    check_doc(doc, "upload", reps=1)
+    assert doc["target"]["name"] == "rgw"
+    assert {s["client"] for s in doc["samples"]} == {"zerorename", "boto3-default"}
+
+
+def test_bad_target_and_missing_bucket_are_clear_errors(tmp_path: Path) -> None:
+    for args, words in (
+        (["upload", "--target", "nowhere"], "unknown target 'nowhere'"),
+        (["upload", "--target", "http://127.0.0.1:9"], "needs --bucket"),
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "zerorename.perf", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert proc.returncode == 1 and words in proc.stderr, proc.stderr
