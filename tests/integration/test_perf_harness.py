@@ -36,9 +36,9 @@ TINY = {
 def perf(args: list[str], tmp_path: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
     """Run ``python -m zerorename.perf ARGS --json F --plot P``; return the JSON document."""
     out_json, out_png = tmp_path / "out.json", tmp_path / "out.png"
+    outputs = ["--json", str(out_json), "--plot", str(out_png)]
     proc = subprocess.run(
-        [sys.executable, "-m", "zerorename.perf", *args, "--json", str(out_json)]
-        + ["--plot", str(out_png)],
+        [sys.executable, "-m", "zerorename.perf", *args, *outputs],
         capture_output=True,
         text=True,
         timeout=900,
@@ -136,8 +136,10 @@ def test_many_against_an_endpoint_url_with_credentials_from_the_environment(
 
 def test_upload_against_an_rgw_the_harness_starts(rgw_server: RgwServer, tmp_path: Path) -> None:
     doc = perf(
-        ["upload", "--target", "rgw", "--reps", "1", "--clients", "zerorename,boto3-default"]
-        + TINY["upload"],
+        [
+            *["upload", "--target", "rgw", "--reps", "1"],
+            *["--clients", "zerorename,boto3-default", *TINY["upload"]],
+        ],
         tmp_path,
     )
     check_doc(doc, "upload", reps=1)
