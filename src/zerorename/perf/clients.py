@@ -25,6 +25,7 @@ import importlib.util
 import io
 import os
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from zerorename.perf.model import GiB, Meter, Target
@@ -53,14 +54,53 @@ def make_data(size: int) -> bytes:
     return bytes(out)
 
 
+def blocks(size: int) -> Iterator[bytes]:
+    """``size`` bytes as 1 MiB blocks, each a fresh object (as a real producer makes)."""
+    seed = os.urandom(_BLOCK)
+    sent = i = 0
+    while sent < size:
+        n = min(_BLOCK, size - sent)
+        block = bytearray(seed[:n])
+        block[: min(8, n)] = i.to_bytes(8, "little")[:n]
+        yield bytes(block)
+        sent += n
+        i += 1
+
+
+class StreamReader(io.RawIOBase):
+    """A non-seekable binary file over :func:`blocks` (for clients that read files)."""
+
+    def __init__(self, size: int) -> None:
+        self._it = blocks(size)
+        self._buf = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        while not self._buf:
+            try:
+                self._buf = next(self._it)
+            except StopIteration:
+                return 0
+        n = min(len(b), len(self._buf))
+        b[:n] = self._buf[:n]
+        self._buf = self._buf[n:]
+        return n
+
+
 def _source(params: dict[str, Any]) -> Any:
-    """The upload's source: the data file's path, or the bytes in memory."""
-    if params.get("source", "file") == "file":
+    """The upload's source: the data file's path, bytes in memory, or a generator."""
+    kind = params.get("source", "file")
+    if kind == "file":
         return params["path"]
+    if kind == "stream":
+        return blocks(int(params["size"]))
     return make_data(int(params["size"]))
 
 
 def _metrics(m: Meter, nbytes: int, **extra: float) -> dict[str, float]:
+    # growth_mib: peak RSS during the transfer over the RSS just before it
     out = {
         "mb_s": nbytes / MB / m.wall,
         "cpu_s_per_gib": m.cpu / (nbytes / GiB),
@@ -142,6 +182,9 @@ def _upload_boto3(target: Target, params: dict[str, Any], matched: bool) -> dict
     with Meter() as m:
         if isinstance(source, str):
             client.upload_file(source, target.bucket, key, ExtraArgs=extra, Config=config)
+        elif not isinstance(source, bytes):
+            reader = io.BufferedReader(StreamReader(size), buffer_size=_BLOCK)
+            client.upload_fileobj(reader, target.bucket, key, ExtraArgs=extra, Config=config)
         else:
             client.upload_fileobj(
                 io.BytesIO(source), target.bucket, key, ExtraArgs=extra, Config=config

@@ -3,7 +3,10 @@
 Reports MB/s (10^6 bytes per second), client CPU seconds per GiB, peak RSS and its
 growth over the RSS before the transfer. The data comes from one file written before the
 first run (``--source file``, the default: every client reads the same file through the
-page cache) or is generated in memory by each run (``--source memory``).
+page cache), is generated in memory by each run (``--source memory``), or streams from a
+generator of 1 MiB blocks (``--source stream``: a non-seekable source, so the peak RSS
+growth is each client's own buffering; the engine's bound is (concurrency + 2) x part
+size).
 """
 
 from __future__ import annotations
@@ -65,8 +68,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--source",
         default="file",
-        choices=["file", "memory"],
-        help="where the bytes come from (default: file)",
+        choices=["file", "memory", "stream"],
+        help="where the bytes come from: a file written before the first run, bytes in "
+        "memory, or a generator of 1 MiB blocks (non-seekable: memory is the client's own "
+        "buffering) (default: file)",
     )
     p.add_argument(
         "--clients",
