@@ -270,3 +270,52 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     return cast(int, args.func(args))
+
+
+def options_markdown() -> str:
+    """The README's option tables: one per scenario, then the common ones (a test checks
+    that the README carries exactly this text)."""
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    out: list[str] = []
+    common: list[str] | None = None
+    for name, sp in sub.choices.items():
+        rows: list[str] = []
+        shared: list[str] = []
+        for action in sp._actions:
+            if not action.option_strings or action.dest in ("help",):
+                continue
+            flag = max(action.option_strings, key=len)
+            if action.metavar:
+                flag += f" {action.metavar}"
+            elif action.choices:
+                flag += " {" + ",".join(str(c) for c in action.choices) + "}"
+            elif action.nargs != 0:
+                flag += " " + action.dest.upper()
+            text = action.help or ""
+            if "%(" in text:
+                text = text % {**vars(action), "prog": sp.prog}
+            text = text.replace("|", "\\|")
+            row = f"| `{flag}` | {text} |"
+            is_common = any(
+                g.title == "target and output" and action in g._group_actions
+                for g in sp._action_groups
+            )
+            (shared if is_common else rows).append(row)
+        out += [
+            f"`zerorename perf {name}`: {sp.description}",
+            "",
+            "| option | what it does |",
+            "| --- | --- |",
+            *rows,
+            "",
+        ]
+        common = shared
+    out += [
+        "Every scenario also takes:",
+        "",
+        "| option | what it does |",
+        "| --- | --- |",
+        *(common or []),
+    ]
+    return "\n".join(out)
