@@ -341,6 +341,10 @@ def test_large_put_is_discarded_and_read_back_as_zeros(sink: SinkServer, prefix:
     got = c.get_object(Bucket=BUCKET, Key=prefix + "large")
     assert got["ResponseMetadata"]["HTTPHeaders"]["x-zerorename-sink"] == "discarded"
     assert got["Body"].read() == bytes(9 * MiB)
+    record = json.dumps(["ü" * 100] * 50000).encode()  # a large pendingset is kept
+    assert len(record) > 9 * MiB
+    c.put_object(Bucket=BUCKET, Key=prefix + "r", Body=record, ContentType="application/json")
+    assert c.get_object(Bucket=BUCKET, Key=prefix + "r")["Body"].read() == record
 
 
 def test_bad_requests_get_errors_not_crashes(sink: SinkServer) -> None:

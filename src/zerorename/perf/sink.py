@@ -2,9 +2,10 @@
 
 Run it as its own process (``python -m zerorename.perf.sink``, or :class:`SinkServer`) so its
 CPU is not counted against the client under test. Raw ``asyncio`` protocol on uvloop, path-style
-addressing, no signature checks, state in memory. PutObject bodies up to 8 MiB are kept (small
-records round-trip exactly); larger bodies and all part data are counted and dropped, and
-GetObject of such an object streams zeros with ``x-zerorename-sink: discarded``.
+addressing, no signature checks, state in memory. PutObject bodies up to 8 MiB (JSON: 256 MiB)
+are kept, so the committers' records round-trip exactly; larger bodies and all part data are
+counted and dropped, and GetObject of such an object streams zeros with
+``x-zerorename-sink: discarded``.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from zerorename.testing.service import Service
 NS = "http://s3.amazonaws.com/doc/2006-03-01/"
 MiB = 1024 * 1024
 KEEP_MAX = 8 * MiB  # PutObject bodies up to this size are kept
+_RECORD_MAX = 256 * MiB  # ... and up to this size when the Content-Type is JSON
 _OTHER_MAX = 64 * MiB  # bodies of other requests (XML) kept up to this size
 _MIN_PART = 5 * MiB  # every part but the last of a complete must be this large
 _MD5_MAX = MiB  # kept bodies up to this size get a real MD5 ETag; larger a derived one
@@ -75,6 +77,28 @@ def _iso(ts: float) -> str:
 
 def _md5(data: bytes | str) -> str:
     return hashlib.md5(data.encode() if isinstance(data, str) else data).hexdigest()
+
+
+class _Headers:
+    """Request headers looked up lazily in the raw head (most are never read: parsing them
+    all into a dict costs more than the few lookups a request makes)."""
+
+    __slots__ = ("low", "raw")
+
+    def __init__(self, raw: str) -> None:
+        self.raw, self.low = raw, raw.lower()
+
+    def get(self, name: str, default: str = "") -> str:
+        """The value of header ``name`` (lower case), or ``default``."""
+        i = self.low.find(f"\r\n{name}:")
+        if i < 0:
+            return default
+        i += len(name) + 3
+        j = self.raw.find("\r\n", i)
+        return self.raw[i : j if j >= 0 else None].strip()
+
+    def __contains__(self, name: str) -> bool:
+        return f"\r\n{name}:" in self.low
 
 
 class _S3Error(Exception):
@@ -149,18 +173,16 @@ class _Req:
         "zeros",
     )
 
-    def __init__(
-        self, method: str, path: str, q: dict[str, str], h: dict[str, str], op: str
-    ) -> None:
+    def __init__(self, method: str, path: str, q: dict[str, str], h: _Headers, op: str) -> None:
         self.method, self.path, self.q, self.h, self.op = method, path, q, h, op
         self.bucket, _, self.key = path[1:].partition("/")
         self.body: bytes | None = None
         self.size = 0
         self.zeros = 0  # set by GetObject of a discarded object: stream this many zeros
-        self.close = h.get("connection", "").lower() == "close"
+        self.close = h.get("connection").lower() == "close"
 
 
-def _classify(method: str, bucket: str, key: str, q: dict[str, str], h: dict[str, str]) -> str:
+def _classify(method: str, bucket: str, key: str, q: dict[str, str], h: _Headers) -> str:
     """The S3 operation name (same names as the fault proxy's classifier)."""
     if not bucket:
         return "ListBuckets" if method == "GET" else "Unsupported"
@@ -318,7 +340,7 @@ class _Sink:
     def payload(self, r: _Req) -> tuple[bytes | None, int, dict[str, str]]:
         """(kept data or None, decoded size, trailers), undoing ``aws-chunked`` framing."""
         h = r.h
-        aws = "aws-chunked" in h.get("content-encoding", "") or "x-amz-decoded-content-length" in h
+        aws = "aws-chunked" in h.get("content-encoding") or "x-amz-decoded-content-length" in h
         if not aws:
             return r.body, r.size, {}
         if r.body is None:
@@ -330,8 +352,11 @@ class _Sink:
         return data, len(data), trailers
 
     @staticmethod
-    def echo(h: dict[str, str], trailers: dict[str, str]) -> bytes:
+    def echo(h: _Headers, trailers: dict[str, str]) -> bytes:
+        """The checksum headers (or aws-chunked trailers) the client sent, to send back."""
         out = b""
+        if not trailers and "\r\nx-amz-checksum-" not in h.low:
+            return out
         for name in _CHECKSUMS:
             value = h.get(name) or trailers.get(name)
             if value:
@@ -339,7 +364,7 @@ class _Sink:
         return out
 
     def source(self, r: _Req) -> _Obj:
-        src = unquote(r.h["x-amz-copy-source"]).partition("?versionId=")[0].lstrip("/")
+        src = unquote(r.h.get("x-amz-copy-source")).partition("?versionId=")[0].lstrip("/")
         bucket, _, key = src.partition("/")
         b = self.buckets.get(bucket)
         if b is None:
@@ -401,6 +426,8 @@ class _Sink:
         b: _Bucket, prefix: str, delimiter: str, after: str, limit: int
     ) -> tuple[list[tuple[str, _Obj]], list[str], bool, str]:
         """(contents, common prefixes, truncated, last item) of one listing page."""
+        if limit <= 0:
+            return [], [], False, ""
         keys = b.keys()
         i = bisect.bisect_left(keys, prefix)
         if after:
@@ -596,7 +623,7 @@ class _Sink:
         if if_none and (if_none == "*" or if_none.strip('"') == o.etag):
             return self.resp(304, headers, length=0)
         start, end, status = 0, o.size - 1, 200
-        rng = h.get("range", "")
+        rng = h.get("range")
         if rng.startswith("bytes=") and "," not in rng:
             first, _, second = rng[6:].partition("-")
             try:
@@ -687,7 +714,7 @@ class _Sink:
         n = self.part_number(r)
         src = self.source(r)
         size = src.size
-        rng = r.h.get("x-amz-copy-source-range", "")
+        rng = r.h.get("x-amz-copy-source-range")
         if rng.startswith("bytes="):
             first, _, second = rng[6:].partition("-")
             start, end = int(first), int(second)
@@ -871,13 +898,10 @@ class _Conn(asyncio.BufferedProtocol):
 
     def on_head(self, head: bytes) -> None:
         try:
-            lines = head.decode("latin-1").split("\r\n")
-            method, target, _ = lines[0].split(" ")
-            h: dict[str, str] = {}
-            for line in lines[1:]:
-                name, _, value = line.partition(":")
-                h[name.lower()] = value.strip()
-            te = h.get("transfer-encoding", "").lower()
+            text = head.decode("latin-1")
+            method, target, _ = text.partition("\r\n")[0].split(" ")
+            h = _Headers(text)
+            te = h.get("transfer-encoding").lower()
             length = 0 if "chunked" in te else int(h.get("content-length") or 0)
             decoded = int(h.get("x-amz-decoded-content-length") or length)
         except ValueError:
@@ -891,7 +915,8 @@ class _Conn(asyncio.BufferedProtocol):
                 q[name] = unquote_plus(value) if "%" in value or "+" in value else value
         if "%" in path:
             path = unquote(path)
-        host = h.get("host", "").rpartition(":")[0] or h.get("host", "")
+        host = h.get("host")
+        host = host.rpartition(":")[0] or host
         if host.endswith(".localhost"):  # virtual-host style: bucket.localhost:port
             path = f"/{host[:-10]}{path}"
         if path.startswith("/__sink/"):
@@ -900,15 +925,17 @@ class _Conn(asyncio.BufferedProtocol):
             bucket, _, key = path[1:].partition("/")
             op = _classify(method, bucket, key, q, h)
         self.req = _Req(method, path, q, h, op)
-        if op == "UploadPart" or (op == "PutObject" and decoded > KEEP_MAX):
+        keep = _OTHER_MAX
+        if op == "PutObject":  # JSON (the committers' records) is kept even when large
+            keep = _RECORD_MAX if "json" in h.get("content-type") else KEEP_MAX
+        if op == "UploadPart" or decoded > keep:
             self.keep = None
         else:
-            self.keep = bytearray()
-            self.keep_max = _OTHER_MAX if op != "PutObject" else max(length, KEEP_MAX + MiB)
+            self.keep, self.keep_max = bytearray(), max(length, keep + MiB)
         self.got = 0
         assert self.t is not None
         if length or "chunked" in te:
-            if h.get("expect", "").lower() == "100-continue":
+            if h.get("expect").lower() == "100-continue":
                 self.t.write(_CONTINUE)
             self.state, self.left = (_CSIZE, 0) if "chunked" in te else (_BODY, length)
         else:
