@@ -7,6 +7,8 @@ import hashlib
 import http.client
 import json
 import os
+import random
+import re
 import socket
 import subprocess
 import sys
@@ -356,6 +358,36 @@ def test_bad_requests_get_errors_not_crashes(sink: SinkServer) -> None:
         sock.sendall(b"GARBAGE\r\n\r\n")
         assert sock.recv(100).startswith(b"HTTP/1.1 400")
     assert client(sink).list_buckets()["Buckets"]  # still serving
+
+
+def test_keep_alive_requests_split_anywhere(sink: SinkServer, prefix: str) -> None:
+    """Pipelined requests (sized, chunked and Expect: 100-continue bodies) sent in random
+    pieces over one connection all get their answers, in order."""
+    key = f"/{BUCKET}/{prefix}split"
+    reqs = [
+        b"PUT %s HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello" % key.encode(),
+        b"GET %s HTTP/1.1\r\nHost: h\r\n\r\n" % key.encode(),
+        b"PUT %s2 HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3;x=y\r\nabc\r\n"
+        b"2\r\nde\r\n0\r\nTrailer: 1\r\n\r\n" % key.encode(),
+        b"GET %s2 HTTP/1.1\r\n\r\n" % key.encode(),
+        b"PUT %s3 HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\nz" % key.encode(),
+        b"HEAD %s3 HTTP/1.1\r\n\r\n" % key.encode(),
+    ]
+    stream = b"".join(reqs)
+    rnd = random.Random(7)
+    with socket.create_connection(("127.0.0.1", sink.port), timeout=10) as sock:
+        pos = 0
+        while pos < len(stream):
+            n = rnd.randint(1, 40)
+            sock.sendall(stream[pos : pos + n])
+            pos += n
+            time.sleep(0.001)
+        got = b""
+        while got.count(b"HTTP/1.1 ") < 7 or not got.endswith(b"\r\n\r\n"):
+            got += sock.recv(65536)
+    statuses = re.findall(rb"HTTP/1\.1 (\d\d\d) ", got)
+    assert statuses == [b"200", b"200", b"200", b"200", b"100", b"200", b"200"]
+    assert b"\r\n\r\nhello" in got and b"\r\n\r\nabcde" in got
 
 
 # -- the engine and a committer ------------------------------------------------------------
