@@ -1,0 +1,386 @@
+"""The ``spark`` perf scenario: DataFrame writes end to end, job commit time vs output size.
+
+Each run is one local Spark job (``local[2]``, its own SparkSession in a fresh child
+process) writing the demo's generated dataset (``id, key, value, payload, day``; about
+``--sizes-mb`` MB of snappy Parquet, Hive-partitioned by ``--partition-by``) to a fresh
+prefix through one client:
+
+- ``magic`` / ``directory``: the ``zerorename`` data source with that committer (through
+  ``zerorename_timed``: the same writer, with its commits timed);
+- ``rename``: :mod:`zerorename.perf.rename_baseline`, Hadoop FileOutputCommitter v1 on S3
+  (copy + delete renames at task and job commit), writing the same files.
+
+Metrics: ``commit_s`` (the whole driver-side ``DataSourceWriter.commit``), ``write_s``
+(wall time of ``save()``, commit included), ``task_commit_s`` (task commits summed over
+tasks), ``output_mb`` and ``files`` (data files under the destination), ``verified`` (1
+when the listing matches what the commit reported, nothing is left under ``_temporary``
+or ``__magic*``, no upload is pending and, except on the sink, which discards data, the
+Parquet files read back hold every generated row). The prefix is deleted afterwards
+(untimed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections import defaultdict
+from typing import Any
+
+from zerorename.perf.model import Run, Sample, Target
+
+NAME = "spark"
+HELP = (
+    "Spark DataFrame writes: job commit time vs output size, zerorename magic/directory "
+    "vs a rename-based (FileOutputCommitter v1) baseline"
+)
+CLIENTS = ("magic", "directory", "rename")
+FUNC = "zerorename.perf.spark_scenario:measure"
+#: Parquet bytes per generated row (snappy; measured: ~77 at 100 MB, a little less at 1 GB)
+PARQUET_ROW_BYTES = 77
+#: commit time may grow this much from the smallest to the largest size and still be "flat"
+FLAT_RATIO = 1.5
+#: the product goal: the magic commit this many times faster than the rename baseline
+GOAL_SPEEDUP = 10.0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--sizes-mb",
+        default="100,1000",
+        help="output sizes in MB of Parquet, comma-separated (default: 100,1000)",
+    )
+    parser.add_argument(
+        "--clients",
+        default=",".join(CLIENTS),
+        help=f"clients to compare (default: {','.join(CLIENTS)})",
+    )
+    parser.add_argument(
+        "--partitions", type=int, default=8, help="Spark partitions (tasks) writing (default: 8)"
+    )
+    parser.add_argument(
+        "--partition-by",
+        default="day",
+        help="partition column of the generated data, or 'none' (default: day)",
+    )
+    parser.add_argument(
+        "--days", type=int, default=8, help="distinct values of the day column (default: 8)"
+    )
+    parser.add_argument(
+        "--part-size", default="16m", help="multipart part size, all clients (default: 16m)"
+    )
+    parser.add_argument(
+        "--rename-concurrency",
+        type=int,
+        default=16,
+        help="copy requests in flight in the rename baseline's commits (default: 16)",
+    )
+    parser.add_argument("--spark-memory", default="2g", help="Spark driver memory (default: 2g)")
+
+
+def _sizes(text: str) -> list[int]:
+    sizes = sorted({int(s) for s in text.split(",") if s.strip()})
+    if not sizes or sizes[0] < 1:
+        raise ValueError(f"--sizes-mb needs positive integers, got {text!r}")
+    return sizes
+
+
+def _clients(text: str) -> list[str]:
+    clients = [c.strip() for c in text.split(",") if c.strip()]
+    bad = [c for c in clients if c not in CLIENTS]
+    if bad or not clients:
+        raise ValueError(f"--clients must be among {', '.join(CLIENTS)}; got {text!r}")
+    return clients
+
+
+def plan(args: argparse.Namespace, target: Target) -> list[Run]:
+    partition_by = "" if args.partition_by.lower() in ("", "none") else args.partition_by
+    runs: list[Run] = []
+    for size in _sizes(args.sizes_mb):
+        for client in _clients(args.clients):
+            params: dict[str, Any] = {
+                "client": client,
+                "size_mb": size,
+                "partitions": args.partitions,
+                "partition_by": partition_by,
+                "days": args.days,
+                "part_size": args.part_size,
+                "rename_concurrency": args.rename_concurrency,
+                "spark_memory": args.spark_memory,
+            }
+            runs.append(Run(client=client, func=FUNC, params=params, group=f"{size}MB"))
+    return runs
+
+
+# ---------------------------------------------------------------- one run (in a child)
+
+
+def rows_for(size_mb: float) -> int:
+    return max(int(size_mb * 1e6 / PARQUET_ROW_BYTES), 1)
+
+
+def _spark(memory: str) -> Any:
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("zerorename-perf-spark")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.memory", memory)
+        .config("spark.python.worker.reuse", "true")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _child_env(target: Target) -> None:
+    """Set before the JVM starts: Spark's Python workers inherit it."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    if target.access_key is not None and target.secret_key is not None:
+        # executors use the standard AWS chain; this child is throwaway
+        os.environ["AWS_ACCESS_KEY_ID"] = target.access_key
+        os.environ["AWS_SECRET_ACCESS_KEY"] = target.secret_key
+        os.environ.pop("AWS_SESSION_TOKEN", None)
+        os.environ.pop("AWS_PROFILE", None)
+
+
+def _writer_options(target: Target, params: dict[str, Any], timing_file: str) -> dict[str, str]:
+    opts = {
+        "partSize": str(params.get("part_size", "16m")),
+        "addressingStyle": target.addressing_style,
+        "region": target.region,
+        "perfTimingFile": timing_file,
+    }
+    if target.endpoint_url:
+        opts["endpoint"] = target.endpoint_url
+    if params.get("partition_by"):
+        opts["partitionBy"] = str(params["partition_by"])
+    if params["client"] == "rename":
+        opts["renameConcurrency"] = str(params.get("rename_concurrency", 16))
+    else:
+        opts["committer"] = str(params["client"])
+    return opts
+
+
+def measure(target: Target, params: dict[str, Any]) -> dict[str, float]:
+    """One write of ``params["size_mb"]`` MB through ``params["client"]``; metrics."""
+    from zerorename.perf import rename_baseline
+    from zerorename.spark_adapter.demo import _dataset
+
+    client = str(params["client"])
+    if client not in CLIENTS:
+        raise ValueError(f"unknown client {client!r}")
+    rows = rows_for(float(params["size_mb"]))
+    partitions = int(params.get("partitions", 8))
+    days = int(params.get("days", 8))
+    run_id = str(params.get("run_id") or f"{client}-{params['size_mb']}MB-{uuid.uuid4().hex[:8]}")
+    prefix = target.key("spark", run_id)
+    uri = f"s3://{target.bucket}/{prefix}"
+    _child_env(target)
+    fmt = rename_baseline.NAME if client == "rename" else rename_baseline.TIMED_NAME
+    with tempfile.TemporaryDirectory(prefix="zr-perf-spark-") as tmp:
+        timing_file = os.path.join(tmp, "commit.json")
+        spark = _spark(str(params.get("spark_memory", "2g")))
+        try:
+            rename_baseline.register(spark)
+            df = _dataset(spark, rows, partitions, days)
+            writer = (
+                df.write.format(fmt)
+                .mode("append")
+                .options(**_writer_options(target, params, timing_file))
+            )
+            t0 = time.perf_counter()
+            writer.save(uri)
+            write_s = time.perf_counter() - t0
+        finally:
+            spark.stop()
+        timing = rename_baseline.CommitTiming.load(timing_file)
+    s3 = target.boto3_client()
+    try:
+        check = verify(s3, target, prefix, client, rows, timing)
+    finally:
+        if not params.get("keep"):
+            delete_prefix(s3, target.bucket, prefix + "/")
+    if check["problems"]:
+        print(f"spark {client}: verification failed: {check['problems']}", file=sys.stderr)
+    return {
+        "commit_s": timing.commit_s,
+        "write_s": write_s,
+        "task_commit_s": timing.task_commit_s,
+        "output_mb": check["bytes"] / 1e6,
+        "files": float(check["files"]),
+        "verified": 0.0 if check["problems"] else 1.0,
+    }
+
+
+def verify(
+    s3: Any, target: Target, prefix: str, client: str, rows: int, timing: Any
+) -> dict[str, Any]:
+    """Check the destination against the commit's report (see the module docstring)."""
+    import pyarrow.parquet as pq
+
+    from zerorename.committers import SuccessData
+
+    lp = prefix + "/"
+    data: dict[str, int] = {}
+    problems: list[str] = []
+    has_success = False
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=target.bucket, Prefix=lp):
+        for o in page.get("Contents", []):
+            rel = o["Key"][len(lp) :]
+            if rel == "_SUCCESS":
+                has_success = True
+            elif rel.endswith(".parquet") and not any(
+                c.startswith(("_temporary", "__magic")) for c in rel.split("/")
+            ):
+                data[rel] = int(o["Size"])
+            else:
+                problems.append(f"left over: {rel}")
+    if not has_success:
+        problems.append("no _SUCCESS")
+    files, nbytes = timing.files, timing.bytes
+    if client != "rename" and has_success:
+        body = s3.get_object(Bucket=target.bucket, Key=lp + "_SUCCESS")["Body"].read()
+        m = SuccessData.from_json(body).metrics
+        files, nbytes = int(m.get("files", -1)), int(m.get("bytes", -1))
+    if len(data) != files or sum(data.values()) != nbytes:
+        problems.append(
+            f"listing has {len(data)} files, {sum(data.values())} bytes; the commit "
+            f"reported {files} files, {nbytes} bytes"
+        )
+    if timing.rows != rows:
+        problems.append(f"tasks wrote {timing.rows} rows, not {rows}")
+    try:
+        pending = s3.list_multipart_uploads(Bucket=target.bucket, Prefix=lp).get("Uploads", [])
+        if pending:
+            problems.append(f"{len(pending)} uploads pending, e.g. {pending[0]['Key']}")
+    except Exception as exc:  # a store without upload listing (e.g. a minimal sink)
+        if target.name != "sink":
+            problems.append(f"could not list uploads: {exc}")
+    if target.name != "sink":
+        count = id_sum = 0
+        for rel in sorted(data):
+            body = s3.get_object(Bucket=target.bucket, Key=lp + rel)["Body"].read()
+            ids = pq.read_table(io.BytesIO(body), columns=["id"]).column("id")
+            count += len(ids)
+            id_sum += sum(ids.to_pylist())
+        if count != rows or id_sum != rows * (rows - 1) // 2:
+            problems.append(f"read back {count} rows (id sum {id_sum}); expected {rows}")
+    return {"files": len(data), "bytes": sum(data.values()), "problems": problems}
+
+
+def delete_prefix(s3: Any, bucket: str, prefix: str) -> None:
+    """Abort pending uploads and delete every object under ``prefix`` (ends with '/')."""
+    from zerorename.perf.rename_baseline import delete_keys
+
+    try:
+        for up in s3.list_multipart_uploads(Bucket=bucket, Prefix=prefix).get("Uploads", []):
+            s3.abort_multipart_upload(Bucket=bucket, Key=up["Key"], UploadId=up["UploadId"])
+    except Exception:  # stores without upload listing
+        pass
+    keys: list[str] = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        keys += [o["Key"] for o in page.get("Contents", [])]
+    delete_keys(s3, bucket, keys)
+
+
+# ---------------------------------------------------------------- report
+
+
+def _by_client_size(samples: list[Sample], metric: str) -> dict[str, dict[int, list[float]]]:
+    out: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for s in samples:
+        if metric in s.metrics:
+            out[s.client][int(s.params["size_mb"])].append(float(s.metrics[metric]))
+    return out
+
+
+def _order(clients: Any) -> list[str]:
+    return sorted(clients, key=lambda c: (CLIENTS.index(c) if c in CLIENTS else 99, c))
+
+
+def notes(samples: list[Sample], args: argparse.Namespace) -> list[str]:
+    """Flatness (commit time at the largest size over the smallest) and the speed-up of
+    each zerorename committer over the rename baseline at each size."""
+    commit = _by_client_size(samples, "commit_s")
+    if not commit:
+        return []
+    med = {c: {z: statistics.median(v) for z, v in by.items()} for c, by in commit.items()}
+    lines = ["job commit, median seconds by output size:"]
+    for c in _order(med):
+        sizes = sorted(med[c])
+        cells = ", ".join(f"{z} MB {med[c][z]:.3f} s" for z in sizes)
+        line = f"  {c:<9} {cells}"
+        if len(sizes) > 1 and med[c][sizes[0]] > 0:
+            ratio = med[c][sizes[-1]] / med[c][sizes[0]]
+            flat = "flat" if ratio <= FLAT_RATIO else "grows"
+            line += f"  ({sizes[-1]}/{sizes[0]} MB: x{ratio:.2f}, {flat})"
+        lines.append(line)
+    if "rename" in med:
+        for c in (x for x in _order(med) if x != "rename"):
+            sizes = sorted(set(med[c]) & set(med["rename"]))
+            cells = ", ".join(
+                f"{z} MB x{med['rename'][z] / med[c][z]:.1f}" for z in sizes if med[c][z] > 0
+            )
+            lines.append(f"rename baseline / {c} commit time: {cells}")
+        if "magic" in med:
+            sizes = sorted(set(med["magic"]) & set(med["rename"]))
+            if sizes:
+                big, small = sizes[-1], sizes[0]
+                speedup = med["rename"][big] / med["magic"][big] if med["magic"][big] else 0.0
+                flat_ratio = med["magic"][big] / med["magic"][small] if med["magic"][small] else 0.0
+                goal_speed = "met" if speedup >= GOAL_SPEEDUP else "NOT met"
+                goal_flat = "met" if len(sizes) > 1 and flat_ratio <= FLAT_RATIO else "NOT met"
+                lines.append(
+                    f"goal: magic >= {GOAL_SPEEDUP:.0f}x faster than rename at {big} MB "
+                    f"(x{speedup:.1f}: {goal_speed}); flat from {small} to {big} MB "
+                    f"(x{flat_ratio:.2f} <= {FLAT_RATIO}: {goal_flat})"
+                )
+    unverified = [s for s in samples if s.metrics.get("verified", 1.0) != 1.0]
+    if unverified:
+        lines.append(f"WARNING: {len(unverified)} runs failed verification")
+    return lines
+
+
+def plot(samples: list[Sample], args: argparse.Namespace, path: str) -> None:
+    """Commit seconds vs output size (log y), one line per client; write time beside it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    panels = (("commit_s", "job commit (s)", True), ("write_s", "whole write (s)", False))
+    for ax, (metric, label, logy) in zip(axes, panels, strict=True):
+        data = _by_client_size(samples, metric)
+        for c in _order(data):
+            sizes = sorted(data[c])
+            mids = [statistics.median(data[c][z]) for z in sizes]
+            lo = [m - min(data[c][z]) for m, z in zip(mids, sizes, strict=True)]
+            hi = [max(data[c][z]) - m for m, z in zip(mids, sizes, strict=True)]
+            ax.errorbar(sizes, mids, yerr=[lo, hi], marker="o", capsize=3, label=c)
+        ax.set_xlabel("output size (MB of Parquet)")
+        ax.set_ylabel(label)
+        ax.set_xscale("log")
+        if logy:
+            ax.set_yscale("log")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+    axes[0].set_title("job commit time vs output size")
+    axes[1].set_title("write time (save(), commit included)")
+    fig.suptitle("zerorename perf spark: median, min-max bars")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

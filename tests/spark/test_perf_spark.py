@@ -1,0 +1,183 @@
+"""The ``spark`` perf scenario: each client's measure function in a child process (its own
+local Spark session) against moto at a tiny size, and the rename baseline's output equal in
+rows to the magic committer's. No wall-clock assertions."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from zerorename.perf.model import Run, Sample, Target, run_in_child
+from zerorename.perf.spark_scenario import (
+    CLIENTS,
+    FUNC,
+    add_arguments,
+    notes,
+    plan,
+    plot,
+    rows_for,
+)
+from zerorename.testing.targets import S3Target
+
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.skipif(shutil.which("java") is None, reason="PySpark needs Java 17 on PATH"),
+]
+
+SIZE_MB = 2
+DAYS = 3
+
+
+def _target(s3: S3Target) -> Target:
+    return Target(
+        name="moto",
+        endpoint_url=s3.endpoint_url,
+        bucket=s3.bucket,
+        region=s3.region,
+        addressing_style=s3.addressing_style,
+        access_key=s3.access_key,
+        secret_key=s3.secret_key,
+        prefix=s3.prefix.rstrip("/"),
+    )
+
+
+def _list(client: Any, bucket: str, prefix: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        out.update({o["Key"][len(prefix) :]: int(o["Size"]) for o in page.get("Contents", [])})
+    return out
+
+
+def _rows(client: Any, bucket: str, prefix: str, keys: list[str]) -> list[tuple[Any, ...]]:
+    """Every row of the Parquet files, with the Hive partition value, sorted."""
+    import pyarrow.parquet as pq
+
+    rows: list[tuple[Any, ...]] = []
+    for rel in keys:
+        body = client.get_object(Bucket=bucket, Key=prefix + rel)["Body"].read()
+        table = pq.read_table(io.BytesIO(body))
+        day = rel.split("/")[0].removeprefix("day=")
+        for r in table.to_pylist():
+            rows.append((r["id"], r["key"], r["value"], r["payload"], day))
+    return sorted(rows)
+
+
+def test_each_client_writes_verifies_and_matches(moto_s3: S3Target) -> None:
+    target = _target(moto_s3)
+    s3 = moto_s3.boto3_client()
+    outputs: dict[str, dict[str, int]] = {}
+    for client in CLIENTS:
+        params = {
+            "client": client,
+            "size_mb": SIZE_MB,
+            "partitions": 2,
+            "partition_by": "day",
+            "days": DAYS,
+            "run_id": f"test-{client}",
+            "keep": True,
+        }
+        metrics = run_in_child(FUNC, target, params, timeout=400)
+        assert set(metrics) >= {"commit_s", "write_s", "output_mb", "files", "verified"}
+        assert metrics["verified"] == 1.0, (client, metrics)
+        assert metrics["commit_s"] > 0 and metrics["write_s"] > metrics["commit_s"]
+        prefix = target.key("spark", f"test-{client}") + "/"
+        listing = _list(s3, target.bucket, prefix)
+        assert "_SUCCESS" in listing
+        data = {k: v for k, v in listing.items() if k != "_SUCCESS"}
+        # nothing but the data files: no _temporary, no __magic records
+        assert data and all(k.startswith("day=") and k.endswith(".snappy.parquet") for k in data)
+        assert len({k.split("/")[0] for k in data}) == DAYS
+        assert metrics["files"] == len(data)
+        assert metrics["output_mb"] == pytest.approx(sum(data.values()) / 1e6)
+        pending = s3.list_multipart_uploads(Bucket=target.bucket, Prefix=prefix)
+        assert not pending.get("Uploads")
+        outputs[client] = data
+
+    # the baseline writes the same files (same router, names differ by job id only)
+    def shape(data: dict[str, int]) -> list[tuple[str, int]]:
+        return sorted((k.split("/")[0], v) for k, v in data.items())
+
+    assert shape(outputs["rename"]) == shape(outputs["magic"])
+    rows = {
+        c: _rows(s3, target.bucket, target.key("spark", f"test-{c}") + "/", sorted(outputs[c]))
+        for c in ("magic", "rename")
+    }
+    assert len(rows["magic"]) == rows_for(SIZE_MB)
+    assert rows["rename"] == rows["magic"]
+
+
+def test_run_deletes_its_prefix(moto_s3: S3Target) -> None:
+    target = _target(moto_s3)
+    params = {"client": "rename", "size_mb": 1, "partitions": 2, "partition_by": ""}
+    metrics = run_in_child(FUNC, target, params, timeout=400)
+    assert metrics["verified"] == 1.0
+    assert metrics["files"] == 2  # one file per task without partitioning
+    assert _list(moto_s3.boto3_client(), target.bucket, target.prefix + "/") == {}
+
+
+# ---------------------------------------------------------------- plan, notes, plot (pure)
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_plan_groups_runs_by_size() -> None:
+    target = Target("moto", "http://127.0.0.1:1", "b")
+    runs = plan(_args(), target)
+    assert [(r.client, r.group) for r in runs] == [
+        (c, f"{z}MB") for z in (100, 1000) for c in ("magic", "directory", "rename")
+    ]
+    assert all(isinstance(r, Run) and r.func == FUNC for r in runs)
+    assert runs[0].params["partition_by"] == "day" and runs[0].params["partitions"] == 8
+    runs = plan(_args("--sizes-mb", "5", "--clients", "rename", "--partition-by", "none"), target)
+    assert [(r.client, r.params["size_mb"], r.params["partition_by"]) for r in runs] == [
+        ("rename", 5, "")
+    ]
+    with pytest.raises(ValueError):
+        plan(_args("--clients", "magic,s3a"), target)
+
+
+def _samples() -> list[Sample]:
+    figures = {
+        ("magic", 100): 0.4,
+        ("magic", 1000): 0.44,
+        ("directory", 100): 0.5,
+        ("directory", 1000): 0.6,
+        ("rename", 100): 3.0,
+        ("rename", 1000): 30.0,
+    }
+    return [
+        Sample(
+            "spark",
+            c,
+            {"client": c, "size_mb": z},
+            {"commit_s": v * (1 + rep / 10), "write_s": 10.0 + z / 100, "verified": 1.0},
+            rep,
+        )
+        for (c, z), v in figures.items()
+        for rep in range(2)
+    ]
+
+
+def test_notes_report_flatness_and_speedup() -> None:
+    text = "\n".join(notes(_samples(), _args()))
+    assert "magic" in text and "x1.10, flat" in text
+    assert "rename baseline / magic commit time: 100 MB x7.5, 1000 MB x68.2" in text
+    assert "goal: magic >= 10x faster than rename at 1000 MB (x68.2: met)" in text
+    assert "WARNING" not in text
+    assert notes([], _args()) == []
+
+
+def test_plot_writes_a_png(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "spark.png"
+    plot(_samples(), _args(), str(out))
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
