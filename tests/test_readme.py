@@ -136,3 +136,15 @@ def test_readme_lists_every_writer_option_with_its_default() -> None:
     assert documented.keys() == actual.keys()
     for name, default in actual.items():
         assert default.split()[0] in documented[name], (name, default, documented[name])
+
+
+def test_readme_lists_every_perf_option_as_the_harness_defines_it() -> None:
+    from zerorename.perf.harness import options_markdown
+
+    text = README.read_text()
+    begin, end = "<!-- perf-options:begin -->\n", "<!-- perf-options:end -->"
+    block = text[text.index(begin) + len(begin) : text.index(end)].strip()
+    assert block == options_markdown().strip(), (
+        "README's perf option tables are stale: replace the block between the perf-options "
+        "markers with the output of `python -m zerorename.perf.harness`"
+    )

@@ -319,3 +319,7 @@ def options_markdown() -> str:
         *(common or []),
     ]
     return "\n".join(out)
+
+
+if __name__ == "__main__":  # python -m zerorename.perf.harness: the README's option tables
+    print(options_markdown())
