@@ -179,7 +179,7 @@ class _Req:
         self.body: bytes | None = None
         self.size = 0
         self.zeros = 0  # set by GetObject of a discarded object: stream this many zeros
-        self.close = h.get("connection").lower() == "close"
+        self.close = "\r\nconnection:" in h.low and h.get("connection").lower() == "close"
 
 
 def _classify(method: str, bucket: str, key: str, q: dict[str, str], h: _Headers) -> str:
@@ -768,10 +768,11 @@ class _Sink:
                 raise _S3Error(400, "EntityTooSmall", f"part {n} is smaller than 5 MiB")
             digests += bytes.fromhex(etag)
             total += part[1]
-        etag = f"{_md5(bytes(digests))}-{len(parts)}"
+        etag = f"{hashlib.md5(digests).hexdigest()}-{len(parts)}"
         del b.uploads[uid]
-        b.put(r.key, _Obj(total, etag, None, u.ctype))
-        now = time.time()
+        obj = _Obj(total, etag, None, u.ctype)
+        b.put(r.key, obj)
+        now = obj.mtime
         self.completed[(b.name, uid)] = (r.key, etag)
         order = self.completed_order
         order.append((now, (b.name, uid)))
@@ -823,7 +824,8 @@ class _Conn(asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         self.sink.wire_bytes += nbytes
-        self.feed(self.rbuf[:nbytes])
+        # small reads (whole requests, usually) as bytes: searched and sliced in place
+        self.feed(self.rbuf[:nbytes] if nbytes > 65536 else self.rbuf[:nbytes].tobytes())
 
     def pause_writing(self) -> None:
         self.paused = True
@@ -839,10 +841,17 @@ class _Conn(asyncio.BufferedProtocol):
         self.t.close()
         self.state = _DEAD
 
-    def feed(self, view: memoryview) -> None:
+    def feed(self, view: memoryview | bytes) -> None:
         pos, n = 0, len(view)
         while pos < n:
             st = self.state
+            if st == _HEAD and not self.head and isinstance(view, bytes):
+                end = view.find(b"\r\n\r\n", pos)
+                if end >= 0:  # a whole head in this read: no copy into self.head
+                    text, pos = view[pos:end], end + 4
+                    if text.strip():
+                        self.on_head(text.lstrip())
+                    continue
             if st in (_BODY, _CDATA):
                 k = min(n - pos, self.left)
                 if self.keep is not None:
@@ -858,7 +867,7 @@ class _Conn(asyncio.BufferedProtocol):
                         self.finish()
                     else:
                         self.state = _CEND
-            elif st in (_HEAD, _CSIZE, _CEND, _CTRAIL):
+            elif st != _STREAM and st != _DEAD:  # a head, or a line of chunked framing
                 buf = self.head if st == _HEAD else self.line
                 prev = len(buf)
                 take = view[pos : pos + 65536]
@@ -878,7 +887,7 @@ class _Conn(asyncio.BufferedProtocol):
                 else:
                     self.on_chunk_line(st, text)
             elif st == _STREAM:
-                self.stash += bytes(view[pos:])
+                self.stash += view[pos:]
                 return
             else:
                 return
@@ -901,9 +910,8 @@ class _Conn(asyncio.BufferedProtocol):
             text = head.decode("latin-1")
             method, target, _ = text.partition("\r\n")[0].split(" ")
             h = _Headers(text)
-            te = h.get("transfer-encoding").lower()
+            te = h.get("transfer-encoding").lower() if "\r\ntransfer-encoding:" in h.low else ""
             length = 0 if "chunked" in te else int(h.get("content-length") or 0)
-            decoded = int(h.get("x-amz-decoded-content-length") or length)
         except ValueError:
             self.fail()
             return
@@ -915,19 +923,23 @@ class _Conn(asyncio.BufferedProtocol):
                 q[name] = unquote_plus(value) if "%" in value or "+" in value else value
         if "%" in path:
             path = unquote(path)
-        host = h.get("host")
-        host = host.rpartition(":")[0] or host
-        if host.endswith(".localhost"):  # virtual-host style: bucket.localhost:port
-            path = f"/{host[:-10]}{path}"
+        if ".localhost" in text:  # virtual-host style: bucket.localhost[:port]
+            host = h.get("host")
+            host = host.rpartition(":")[0] or host
+            if host.endswith(".localhost"):
+                path = f"/{host[:-10]}{path}"
         if path.startswith("/__sink/"):
             op = "SinkStats" if path == "/__sink/stats" else "SinkReset"
         else:
             bucket, _, key = path[1:].partition("/")
             op = _classify(method, bucket, key, q, h)
         self.req = _Req(method, path, q, h, op)
-        keep = _OTHER_MAX
+        keep, decoded = _OTHER_MAX, length
         if op == "PutObject":  # JSON (the committers' records) is kept even when large
             keep = _RECORD_MAX if "json" in h.get("content-type") else KEEP_MAX
+            if "\r\nx-amz-decoded-content-length:" in h.low:
+                value = h.get("x-amz-decoded-content-length")
+                decoded = int(value) if value.isdigit() else 0
         if op == "UploadPart" or decoded > keep:
             self.keep = None
         else:
@@ -975,7 +987,7 @@ class _Conn(asyncio.BufferedProtocol):
         t.resume_reading()
         stash, self.stash = self.stash, b""
         if stash:
-            self.feed(memoryview(stash))
+            self.feed(stash)
 
 
 # -- process entry point ----------------------------------------------------------------------
