@@ -62,21 +62,38 @@ def source_size(source: Any) -> int | None:
     return None
 
 
-async def _file_chunks(f: BinaryIO) -> AsyncIterator[bytes]:
-    while True:
-        block = await anyio.to_thread.run_sync(f.read, _READ_BLOCK)
+class _FileChunks:
+    """A binary file as an async iterator of blocks read in a worker thread.
+
+    ``block_size`` may be raised before the first read: :func:`part_stream` sets it to the
+    part size of a known-size upload, so each read is one whole part, handed over without
+    another copy (a file is read once, straight into the part that is sent)."""
+
+    def __init__(self, f: BinaryIO | None, path: str | os.PathLike[str] | None = None) -> None:
+        self._f = f
+        self._path = path
+        self.block_size = _READ_BLOCK
+
+    def __aiter__(self) -> _FileChunks:
+        return self
+
+    async def __anext__(self) -> bytes:
+        if self._f is None:
+            if self._path is None:
+                raise StopAsyncIteration
+            self._f = await anyio.to_thread.run_sync(open, Path(self._path), "rb")
+        block: bytes = await anyio.to_thread.run_sync(self._f.read, self.block_size)
         if not block:
-            return
-        yield block
+            await self.aclose()
+            raise StopAsyncIteration
+        return block
 
-
-async def _path_chunks(path: str | os.PathLike[str]) -> AsyncIterator[bytes]:
-    f = await anyio.to_thread.run_sync(open, Path(path), "rb")
-    try:
-        async for block in _file_chunks(f):
-            yield block
-    finally:
-        await anyio.to_thread.run_sync(f.close)
+    async def aclose(self) -> None:
+        """Close the file when this iterator opened it (a path source)."""
+        f, path = self._f, self._path
+        if path is not None and f is not None:
+            self._f, self._path = None, None
+            await anyio.to_thread.run_sync(f.close)
 
 
 async def _sync_chunks(it: Iterable[bytes]) -> AsyncIterator[bytes]:
@@ -93,9 +110,9 @@ def chunks_of(source: Any) -> AsyncIterator[BytesLike]:
 
         return one()
     if isinstance(source, str | os.PathLike):
-        return _path_chunks(source)
+        return _FileChunks(None, source)
     if hasattr(source, "read"):
-        return _file_chunks(source)
+        return _FileChunks(source)
     if hasattr(source, "__aiter__"):
         return aiter(source)
     if hasattr(source, "__iter__"):
@@ -114,6 +131,8 @@ async def part_stream(
     stream. The last part (possibly empty) is flagged ``last``."""
     if size is not None:
         plan = plan_known_size(size, part_size)
+        if isinstance(chunks, _FileChunks):
+            chunks.block_size = plan.part_size  # read whole parts: no copy below
 
         def target(n: int) -> int:
             return plan.part_size
@@ -122,41 +141,47 @@ async def part_stream(
         def target(n: int) -> int:
             return stream_part_size(n, part_size)
 
-    number = 1
-    want = target(number)
-    buf: bytearray | None = None
-    total = 0
-    async for chunk in chunks:
-        view = memoryview(chunk).cast("B") if not isinstance(chunk, bytes) else memoryview(chunk)
-        n = view.nbytes
-        if n == 0:
-            continue
-        total += n
-        if size is not None and total > size:
-            raise PlanError(f"source delivered more than the declared {size} bytes")
-        pos = 0
-        while pos < n:
-            if buf is None and n - pos >= want:
-                # a whole part inside the block: handed over without a copy
-                whole = pos == 0 and n == want and isinstance(chunk, bytes | bytearray)
-                yield Part(number, chunk if whole else view[pos : pos + want], False)
-                pos += want
-                number += 1
-                want = target(number)
+    try:
+        number = 1
+        want = target(number)
+        buf: bytearray | None = None
+        total = 0
+        async for chunk in chunks:
+            view = memoryview(chunk)
+            if not isinstance(chunk, bytes):
+                view = view.cast("B")
+            n = view.nbytes
+            if n == 0:
                 continue
-            if buf is None:
-                buf = bytearray()  # grows with the data: a tiny last part stays tiny
-            take = min(want - len(buf), n - pos)
-            buf += view[pos : pos + take]
-            pos += take
-            if len(buf) == want:
-                yield Part(number, buf, False)
-                buf = None
-                number += 1
-                want = target(number)
-    if size is not None and total != size:
-        raise PlanError(f"source delivered {total} bytes, but {size} were declared")
-    if buf is None:
-        yield Part(number, b"", True)
-    else:
-        yield Part(number, buf, True)
+            total += n
+            if size is not None and total > size:
+                raise PlanError(f"source delivered more than the declared {size} bytes")
+            pos = 0
+            while pos < n:
+                if buf is None and n - pos >= want:
+                    # a whole part inside the block: handed over without a copy
+                    whole = pos == 0 and n == want and isinstance(chunk, bytes | bytearray)
+                    yield Part(number, chunk if whole else view[pos : pos + want], False)
+                    pos += want
+                    number += 1
+                    want = target(number)
+                    continue
+                if buf is None:
+                    buf = bytearray()  # grows with the data: a tiny last part stays tiny
+                take = min(want - len(buf), n - pos)
+                buf += view[pos : pos + take]
+                pos += take
+                if len(buf) == want:
+                    yield Part(number, buf, False)
+                    buf = None
+                    number += 1
+                    want = target(number)
+        if size is not None and total != size:
+            raise PlanError(f"source delivered {total} bytes, but {size} were declared")
+        if buf is None:
+            yield Part(number, b"", True)
+        else:
+            yield Part(number, buf, True)
+    finally:
+        if isinstance(chunks, _FileChunks):
+            await chunks.aclose()  # also when the upload stops early
