@@ -354,6 +354,9 @@ def test_bad_requests_get_errors_not_crashes(sink: SinkServer) -> None:
     assert resp.status == 501 and b"<Code>NotImplemented</Code>" in resp.data
     resp = raw(sink, "GET", "/b/k", Host=f"{BUCKET}.example.com:{sink.port}")
     assert resp.status == 404 and b"<Code>NoSuchBucket</Code>" in resp.data
+    client(sink).put_object(Bucket=BUCKET, Key="vhost key", Body=b"v")
+    resp = raw(sink, "GET", "/vhost%20key", Host=f"{BUCKET}.localhost:{sink.port}")
+    assert resp.status == 200 and resp.data == b"v"  # virtual-host style on *.localhost
     with socket.create_connection(("127.0.0.1", sink.port), timeout=10) as sock:
         sock.sendall(b"GARBAGE\r\n\r\n")
         assert sock.recv(100).startswith(b"HTTP/1.1 400")
