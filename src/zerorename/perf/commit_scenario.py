@@ -221,12 +221,15 @@ def prepare_in_child(
     payload = json.dumps(
         {"target": target.to_json(), "params": params, "dest": dest, "out": str(out)}
     )
+    env = dict(os.environ)
+    src = str(Path(__file__).resolve().parents[2])  # importable even when not installed
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
     proc = subprocess.run(
         [sys.executable, "-m", "zerorename.perf.commit_scenario", "prepare"],
         input=payload.encode(),
         capture_output=True,
         timeout=timeout,
-        env=dict(os.environ),
+        env=env,
         check=False,
     )
     lines = proc.stdout.decode(errors="replace").strip().splitlines()
