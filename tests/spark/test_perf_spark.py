@@ -14,7 +14,6 @@ import pytest
 
 from zerorename.perf.model import Run, Sample, Target, run_in_child
 from zerorename.perf.spark_scenario import (
-    CLIENTS,
     FUNC,
     add_arguments,
     notes,
@@ -67,24 +66,31 @@ def _rows(client: Any, bucket: str, prefix: str, keys: list[str]) -> list[tuple[
     return sorted(rows)
 
 
-def test_each_client_writes_verifies_and_matches(moto_s3: S3Target) -> None:
+def _params(client: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "client": client,
+        "size_mb": SIZE_MB,
+        "partitions": 2,
+        "partition_by": "day",
+        "days": DAYS,
+        **extra,
+    }
+
+
+def _check_metrics(client: str, metrics: dict[str, float]) -> None:
+    assert set(metrics) >= {"commit_s", "write_s", "task_commit_s", "output_mb", "files"}
+    assert metrics["verified"] == 1.0, (client, metrics)
+    assert metrics["commit_s"] > 0 and metrics["write_s"] > metrics["commit_s"]
+
+
+def test_magic_and_rename_write_the_same_rows(moto_s3: S3Target) -> None:
     target = _target(moto_s3)
     s3 = moto_s3.boto3_client()
     outputs: dict[str, dict[str, int]] = {}
-    for client in CLIENTS:
-        params = {
-            "client": client,
-            "size_mb": SIZE_MB,
-            "partitions": 2,
-            "partition_by": "day",
-            "days": DAYS,
-            "run_id": f"test-{client}",
-            "keep": True,
-        }
+    for client in ("magic", "rename"):
+        params = _params(client, run_id=f"test-{client}", keep=True)
         metrics = run_in_child(FUNC, target, params, timeout=400)
-        assert set(metrics) >= {"commit_s", "write_s", "output_mb", "files", "verified"}
-        assert metrics["verified"] == 1.0, (client, metrics)
-        assert metrics["commit_s"] > 0 and metrics["write_s"] > metrics["commit_s"]
+        _check_metrics(client, metrics)
         prefix = target.key("spark", f"test-{client}") + "/"
         listing = _list(s3, target.bucket, prefix)
         assert "_SUCCESS" in listing
@@ -98,7 +104,7 @@ def test_each_client_writes_verifies_and_matches(moto_s3: S3Target) -> None:
         assert not pending.get("Uploads")
         outputs[client] = data
 
-    # the baseline writes the same files (same router, names differ by job id only)
+    # the baseline writes the same files (same router; names differ by job id only)
     def shape(data: dict[str, int]) -> list[tuple[str, int]]:
         return sorted((k.split("/")[0], v) for k, v in data.items())
 
@@ -111,11 +117,10 @@ def test_each_client_writes_verifies_and_matches(moto_s3: S3Target) -> None:
     assert rows["rename"] == rows["magic"]
 
 
-def test_run_deletes_its_prefix(moto_s3: S3Target) -> None:
+def test_directory_unpartitioned_run_deletes_its_prefix(moto_s3: S3Target) -> None:
     target = _target(moto_s3)
-    params = {"client": "rename", "size_mb": 1, "partitions": 2, "partition_by": ""}
-    metrics = run_in_child(FUNC, target, params, timeout=400)
-    assert metrics["verified"] == 1.0
+    metrics = run_in_child(FUNC, target, _params("directory", partition_by=""), timeout=400)
+    _check_metrics("directory", metrics)
     assert metrics["files"] == 2  # one file per task without partitioning
     assert _list(moto_s3.boto3_client(), target.bucket, target.prefix + "/") == {}
 
