@@ -376,7 +376,7 @@ def plot(samples: list[Sample], args: argparse.Namespace, path: str) -> None:
         ax.set_xscale("log")
         ticks = sorted({z for by in data.values() for z in by})
         ax.set_xticks(ticks, [str(z) for z in ticks])
-        ax.minorticks_off()
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
         if logy:
             ax.set_yscale("log")
         ax.grid(True, which="both", alpha=0.3)
