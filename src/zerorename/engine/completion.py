@@ -3,6 +3,7 @@ batches with bounded, adaptive concurrency. Mixed into :class:`UploadEngine`."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import (
     AsyncGenerator,
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import botocore.exceptions as bexc
+from anyio.abc import TaskGroup
 
 from zerorename.engine import checksums
 from zerorename.engine.config import EngineConfig
@@ -237,42 +239,62 @@ class CompletionOps:
             recovery_per_slot=self.config.retry.recovery_per_slot,
         )
         stop = anyio.Event()
+        pull = asyncio.Lock()
+        pool = {"workers": 1, "exhausted": False}
 
         async def run_one(rec: Any, window: int) -> None:
             error: BaseException | None = None
             try:
-                try:
-                    done = await action(rec, limiter, window)
-                    result.bytes += done  # not `+= await`: that reads before awaiting
-                    result.succeeded += 1
-                except Exception as exc:
-                    error = exc
-                    result.add_failure(
-                        BatchFailure(
-                            rec.bucket,
-                            rec.key,
-                            rec.upload_id,
-                            str(exc),
-                            getattr(exc, "code", "") or type(exc).__name__,
-                        )
+                done = await action(rec, limiter, window)
+                result.bytes += done  # not `+= await`: that reads before awaiting
+                result.succeeded += 1
+            except Exception as exc:
+                error = exc
+                result.add_failure(
+                    BatchFailure(
+                        rec.bucket,
+                        rec.key,
+                        rec.upload_id,
+                        str(exc),
+                        getattr(exc, "code", "") or type(exc).__name__,
                     )
-                    if fail_fast:
-                        stop.set()
-                if on_result is not None:
-                    outcome = on_result(rec, error)
-                    if outcome is not None:
-                        await outcome
-            finally:
-                limiter.release()
+                )
+                if fail_fast:
+                    stop.set()
+            if on_result is not None:
+                outcome = on_result(rec, error)
+                if outcome is not None:
+                    await outcome
+
+        async def worker(it: AsyncIterator[Any], tg: TaskGroup) -> None:
+            # Workers pull the next record only once they hold a limiter slot, one at a
+            # time, so records are read lazily and in order; a new worker starts while
+            # every one is busy, up to `limit` (a task per record cost more client CPU
+            # than a fast-path complete).
+            while True:
+                window = await limiter.acquire()
+                try:
+                    async with pull:
+                        if pool["exhausted"] or stop.is_set():
+                            return
+                        try:
+                            rec = await anext(it)
+                        except StopAsyncIteration:
+                            pool["exhausted"] = True
+                            return
+                    if pool["workers"] < limit:
+                        pool["workers"] += 1
+                        tg.start_soon(worker, it, tg)
+                    await run_one(rec, window)
+                finally:
+                    limiter.release()
 
         try:
-            async with anyio.create_task_group() as tg, contextlib.aclosing(_aiter(records)) as it:
-                async for rec in it:
-                    window = await limiter.acquire()
-                    if stop.is_set():
-                        limiter.release()
-                        break
-                    tg.start_soon(run_one, rec, window)
+            async with (
+                contextlib.aclosing(_aiter(records)) as it,
+                anyio.create_task_group() as tg,
+            ):
+                tg.start_soon(worker, it, tg)
         except BaseException as exc:  # e.g. the caller's record iterator raised
             real = unwrap_group(exc)
             if real is exc:

@@ -66,6 +66,10 @@ class EngineConfig:
     #: sign request bodies with SHA-256 (costs CPU over plain HTTP; checksums cover
     #: integrity, so it is off by default).
     payload_signing: bool = False
+    #: send UploadPart/Complete/Create/Abort/PutObject through a lean signed aiohttp path
+    #: instead of botocore (used only when exact: SigV4, credentials, no payload signing);
+    #: off = all calls through aiobotocore.
+    fast_path: bool = True
     profile: str | None = None
     aws_access_key_id: str | None = field(default=None, repr=False)
     aws_secret_access_key: str | None = field(default=None, repr=False)

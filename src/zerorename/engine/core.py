@@ -28,6 +28,7 @@ from zerorename.engine.events import (
     UploadDeferred,
     emit,
 )
+from zerorename.engine.fastpath import FastClient
 from zerorename.engine.planning import plan_known_size, validate_bucket, validate_key
 from zerorename.engine.records import (
     PartInfo,
@@ -84,8 +85,9 @@ def _request_body(body: bytes | bytearray | memoryview, signed: bool) -> Any:
 class UploadEngine(CompletionOps, ObjectOps):
     """The only code that talks to S3. ``async with UploadEngine(cfg) as engine: ...``.
 
-    One aiobotocore client (pool sized to the concurrency), one adaptive limiter on parts in
-    flight shared by every upload, one retry policy. Closing twice is safe.
+    One aiobotocore client (pool sized to the concurrency) with the hot calls routed
+    through the fast path (fastpath.py), one adaptive limiter on parts in flight shared by
+    every upload, one retry policy. Closing twice is safe.
     """
 
     def __init__(
@@ -116,10 +118,19 @@ class UploadEngine(CompletionOps, ObjectOps):
         if self._stack is not None:
             return
         stack = AsyncExitStack()
-        session = make_session(self.config)
-        self._client_obj = await stack.enter_async_context(
-            session.create_client("s3", **client_kwargs(self.config))
-        )
+        try:
+            session = make_session(self.config)
+            client = await stack.enter_async_context(
+                session.create_client("s3", **client_kwargs(self.config))
+            )
+            # the hot calls through the fast path when it can be exact (else all botocore)
+            fast = FastClient(client, self.config)
+            await fast.open()
+            stack.push_async_callback(fast.close)
+        except BaseException:
+            await stack.aclose()
+            raise
+        self._client_obj = fast if fast.enabled else client
         self._stack = stack
 
     async def close(self) -> None:

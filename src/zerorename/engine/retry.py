@@ -25,9 +25,10 @@ from tenacity import (
     AsyncRetrying,
     retry_if_exception,
     stop_after_attempt,
-    stop_after_delay,
+    stop_any,
     wait_random_exponential,
 )
+from tenacity.stop import stop_base
 
 from zerorename.engine import errors
 from zerorename.engine.config import RetryConfig
@@ -297,6 +298,17 @@ class EngineStats:
         return {k: (dict(v) if isinstance(v, dict) else v) for k, v in self.__dict__.items()}
 
 
+class _StopAfterElapsed(stop_base):
+    """Stop once ``limit`` seconds have passed since ``started`` (a monotonic time)."""
+
+    def __init__(self, started: float, limit: float) -> None:
+        self.started = started
+        self.limit = limit
+
+    def __call__(self, retry_state: Any) -> bool:
+        return time.monotonic() - self.started >= self.limit
+
+
 class Retrier:
     """Runs one S3 call with the engine's retry policy, limiter and events."""
 
@@ -328,9 +340,42 @@ class Retrier:
         the slot is given back while sleeping before a retry and taken again after, so a
         lowered limit applies at once. ``sent_bytes`` > 0 emits BytesSent per attempt and
         rolls it back when the attempt fails.
+
+        The first attempt runs without tenacity (most calls need no other: building a
+        retry loop per call cost more client CPU than a fast-path request); after a
+        retryable failure tenacity takes over with that failure as its attempt 1, so
+        backoff, the attempt budget and ``max_elapsed`` (from the first attempt's start)
+        are as if tenacity had run every attempt.
         """
-        cfg = self.config
         state = {"window": window}
+        started = time.monotonic()
+        try:
+            return await self._attempt(
+                operation, fn, 1, bucket, key, limiter, state, progress, sent_bytes
+            )
+        except Exception as exc:
+            if classify(exc) is FailureKind.FATAL:
+                raise translate(exc, operation, bucket, key, exhausted=False) from exc
+            first: Exception = exc
+        return await self._retry(
+            operation, fn, first, started, bucket, key, limiter, state, progress, sent_bytes
+        )
+
+    async def _retry(
+        self,
+        operation: str,
+        fn: Callable[[int], Awaitable[T]],
+        first: Exception,
+        started: float,
+        bucket: str,
+        key: str,
+        limiter: AdaptiveLimiter | None,
+        state: dict[str, int],
+        progress: ProgressCallback | None,
+        sent_bytes: int,
+    ) -> T:
+        """Attempts 2.. under tenacity, after ``first`` failed retryably."""
+        cfg = self.config
 
         async def sleep(seconds: float) -> None:
             if limiter is None:
@@ -363,20 +408,23 @@ class Retrier:
             return classify(exc) is not FailureKind.FATAL
 
         retrying = AsyncRetrying(
-            stop=stop_after_attempt(cfg.max_attempts) | stop_after_delay(cfg.max_elapsed),
+            stop=stop_any(
+                stop_after_attempt(cfg.max_attempts), _StopAfterElapsed(started, cfg.max_elapsed)
+            ),
             wait=wait_random_exponential(multiplier=cfg.base_delay, max=cfg.max_delay),
             retry=retry_if_exception(retryable),
             before_sleep=before_sleep,
             sleep=sleep,
             reraise=True,
         )
-        started = time.monotonic()
         result: T
         attempt_no = 0
         try:
             async for attempt in retrying:
                 with attempt:
                     attempt_no += 1
+                    if attempt_no == 1:
+                        raise first  # already made: tenacity books it as attempt 1
                     result = await self._attempt(
                         operation,
                         fn,

@@ -1,0 +1,853 @@
+"""A lean, signed aiohttp path for the engine's hot S3 calls.
+
+UploadPart, CompleteMultipartUpload, CreateMultipartUpload, AbortMultipartUpload and
+PutObject cost botocore about 1 ms of client CPU each (PERF-NOTES); here each is one
+aiohttp request signed with SigV4 (``UNSIGNED-PAYLOAD``, signing key cached per day).
+What botocore decides -- endpoint and addressing style per bucket, signing region,
+credentials, error shapes -- is learnt from the engine's own aiobotocore client, so the
+requests are the ones botocore would send and failures look the same to the callers
+(:class:`botocore.exceptions.ClientError` and botocore's connection errors). A call the
+fast path cannot make exactly right goes to botocore instead.
+
+The pure parts (signing, request building, response parsing) need no loop and no server;
+:class:`FastClient` runs them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import inspect
+import re
+import socket
+import ssl
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import aiohttp
+import botocore.exceptions as bexc
+from botocore.parsers import RestXMLParser
+from yarl import URL
+
+from zerorename.engine.config import EngineConfig
+
+ALGORITHM = "AWS4-HMAC-SHA256"
+UNSIGNED_PAYLOAD = "UNSIGNED-PAYLOAD"
+#: the operations the fast path sends itself (botocore's names and the client's methods).
+HOT_OPERATIONS = {
+    "UploadPart": "upload_part",
+    "CompleteMultipartUpload": "complete_multipart_upload",
+    "CreateMultipartUpload": "create_multipart_upload",
+    "AbortMultipartUpload": "abort_multipart_upload",
+    "PutObject": "put_object",
+}
+PROBE_KEY = "zr-probe"
+# like aiobotocore's default: under the 20 s idle timeout of AWS front ends
+_KEEPALIVE_TIMEOUT = 12.0
+_S3_XMLNS = "http://s3.amazonaws.com/doc/2006-03-01/"
+_COMPLETED_PART_FIELDS = frozenset(
+    {
+        "PartNumber",
+        "ETag",
+        "ChecksumCRC32",
+        "ChecksumCRC32C",
+        "ChecksumCRC64NVME",
+        "ChecksumSHA1",
+        "ChecksumSHA256",
+    }
+)
+
+
+# -- SigV4 (pure) ---------------------------------------------------------------------
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_.~/-]*").fullmatch
+_PLAIN_VALUE = re.compile(r"[A-Za-z0-9_.~-]*").fullmatch
+
+
+def quote_key(key: str) -> str:
+    """An object key as it goes into the URL path and the canonical URI: UTF-8, every
+    byte but ``A-Za-z0-9-._~`` and '/' percent-encoded (S3 does not double-encode)."""
+    return key if _PLAIN_KEY(key) else quote(key, safe="/")
+
+
+def quote_value(value: str) -> str:
+    """A query-string name or value, URI-encoded as SigV4 wants (also '/')."""
+    return value if _PLAIN_VALUE(value) else quote(value, safe="")
+
+
+def host_header(url: str) -> str:
+    """The Host header botocore signs for ``url``: lower-case host, the port only when
+    it is not the scheme's default, no user info."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    if parts.port is not None and parts.port != {"http": 80, "https": 443}.get(parts.scheme):
+        host = f"{host}:{parts.port}"
+    return host
+
+
+def canonical_value(value: str) -> str:
+    """A header value as SigV4 canonicalises it (trimmed, inner spaces collapsed)."""
+    return " ".join(value.split())
+
+
+def amz_date(now: float) -> str:
+    """``YYYYMMDDTHHMMSSZ`` for a Unix time."""
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
+
+
+class SigV4Signer:
+    """SigV4 for one (region, service) with an unsigned payload. The derived signing key
+    is cached per (date, secret), so a request costs one SHA-256 and one HMAC."""
+
+    __slots__ = ("_cache", "_scope_tail", "region", "service")
+
+    def __init__(self, region: str, service: str = "s3") -> None:
+        self.region = region
+        self.service = service
+        self._scope_tail = f"/{region}/{service}/aws4_request"
+        self._cache: dict[tuple[str, str], bytes] = {}
+
+    def __repr__(self) -> str:  # never the cached keys
+        return f"SigV4Signer(region={self.region!r}, service={self.service!r})"
+
+    def signing_key(self, secret_key: str, date: str) -> bytes:
+        """HMAC chain AWS4+secret -> date -> region -> service -> aws4_request."""
+        cache_key = (date, secret_key)
+        key = self._cache.get(cache_key)
+        if key is None:
+            key = ("AWS4" + secret_key).encode()
+            for part in (date, self.region, self.service, "aws4_request"):
+                key = hmac.digest(key, part.encode(), "sha256")
+            if len(self._cache) >= 4:  # a new day or rotated credentials
+                self._cache.clear()
+            self._cache[cache_key] = key
+        return key
+
+    def authorization(
+        self,
+        method: str,
+        path: str,
+        query: str,
+        headers: list[tuple[str, str]],
+        access_key: str,
+        secret_key: str,
+        date_time: str,
+    ) -> str:
+        """The Authorization header for a request. ``path`` and ``query`` are already
+        encoded (as sent; the query's names sorted); ``headers`` are the signed headers as
+        (lower-case name, canonical value), sorted by name."""
+        signed = ";".join(name for name, _ in headers)
+        canonical = "".join(
+            [
+                method,
+                "\n",
+                path,
+                "\n",
+                query,
+                "\n",
+                *[f"{name}:{value}\n" for name, value in headers],
+                "\n",
+                signed,
+                "\n",
+                UNSIGNED_PAYLOAD,
+            ]
+        )
+        date = date_time[:8]
+        scope = date + self._scope_tail
+        to_sign = (
+            f"{ALGORITHM}\n{date_time}\n{scope}\n{hashlib.sha256(canonical.encode()).hexdigest()}"
+        )
+        signature = hmac.digest(self.signing_key(secret_key, date), to_sign.encode(), "sha256")
+        return (
+            f"{ALGORITHM} Credential={access_key}/{scope}, SignedHeaders={signed}, "
+            f"Signature={signature.hex()}"
+        )
+
+
+# -- requests (pure) ------------------------------------------------------------------
+@dataclass(frozen=True)
+class Target:
+    """Where one bucket's requests go, as botocore resolved it."""
+
+    origin: str  # scheme://netloc
+    path_prefix: str  # the encoded path before the key: '/bucket/' or '/'
+    host: str  # the Host header, signed
+    signer: SigV4Signer
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """How botocore serialises one operation: method, fixed query, and which parameters
+    become which headers (those the fast path may pass through unchanged)."""
+
+    name: str
+    method: str
+    static_query: str  # e.g. "uploads" for CreateMultipartUpload
+    headers: Mapping[str, tuple[str, str]]  # parameter -> (header name, type name)
+    meta_prefix: str | None  # "x-amz-meta-" for Metadata
+    query: Mapping[str, str]  # parameter -> query name
+    payload: str | None  # Body / MultipartUpload
+
+
+def op_spec(operation_model: Any) -> OpSpec:
+    """An :class:`OpSpec` from botocore's operation model. Header parameters that botocore
+    transforms (SSE-C keys, the SDK checksum algorithm it computes itself, timestamps,
+    lists, JSON values) are left out: a call that uses one goes to botocore."""
+    shape = operation_model.input_shape
+    uri = operation_model.http["requestUri"]
+    static_query = uri.split("?", 1)[1] if "?" in uri else ""
+    headers: dict[str, tuple[str, str]] = {}
+    query: dict[str, str] = {}
+    meta_prefix = None
+    for name, member in shape.members.items():
+        ser = member.serialization
+        location = ser.get("location")
+        if location == "header":
+            header = ser.get("name", name)
+            if (
+                member.type_name in ("string", "integer", "long", "boolean")
+                and not name.startswith("SSECustomer")
+                and header.lower() != "x-amz-sdk-checksum-algorithm"
+                and not ser.get("jsonvalue")
+            ):
+                headers[name] = (header, member.type_name)
+        elif location == "headers" and member.type_name == "map":
+            meta_prefix = ser.get("name")
+        elif location == "querystring" and member.type_name in ("string", "integer"):
+            query[name] = ser.get("name", name)
+    return OpSpec(
+        name=operation_model.name,
+        method=operation_model.http["method"],
+        static_query=static_query,
+        headers=headers,
+        meta_prefix=meta_prefix,
+        query=query,
+        payload=shape.serialization.get("payload"),
+    )
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request the fast path will sign and send."""
+
+    method: str
+    path: str  # encoded, as sent and signed
+    query: str  # canonical: encoded, names sorted, every name with '='
+    wire_query: str  # as sent: like botocore, a bare name (``?uploads``) has no '='
+    headers: dict[str, str]  # extra headers to send and sign (lower-case names)
+    body: Any  # None, bytes-like, or an async iterable of memoryviews with len()
+    length: int
+
+
+def _printable(value: str) -> bool:
+    return value.isascii() and value.isprintable()
+
+
+def _header_value(value: Any, type_name: str) -> str | None:
+    if type_name == "string":
+        return value if isinstance(value, str) and _printable(value) else None
+    if type_name == "boolean":
+        return ("true" if value else "false") if isinstance(value, bool) else None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return None
+
+
+def _body_length(body: Any) -> tuple[Any, int] | None:
+    if body is None:
+        return None, 0
+    if isinstance(body, bytes | bytearray):
+        return body, len(body)
+    if isinstance(body, memoryview):
+        if not body.contiguous:
+            return None
+        view = body.cast("B") if body.format != "B" or body.ndim != 1 else body
+        return view, view.nbytes
+    if hasattr(body, "__aiter__") and hasattr(body, "__len__"):
+        return body, len(body)
+    return None
+
+
+def _xml_escape(text: str) -> str:
+    # what ElementTree does to element text (botocore serialises with it)
+    if "&" in text:
+        text = text.replace("&", "&amp;")
+    if "<" in text:
+        text = text.replace("<", "&lt;")
+    if ">" in text:
+        text = text.replace(">", "&gt;")
+    return text
+
+
+def complete_body(multipart_upload: Any) -> bytes | None:
+    """The CompleteMultipartUpload XML botocore would send for ``MultipartUpload``
+    (elements in the caller's order, like botocore), or None when it holds anything but
+    parts with plain fields."""
+    if not isinstance(multipart_upload, dict) or set(multipart_upload) != {"Parts"}:
+        return None
+    parts = multipart_upload["Parts"]
+    if not isinstance(parts, list | tuple) or not parts:
+        return None
+    out = [f'<CompleteMultipartUpload xmlns="{_S3_XMLNS}">']
+    for part in parts:
+        if not isinstance(part, dict) or not part.keys() <= _COMPLETED_PART_FIELDS:
+            return None
+        out.append("<Part>")
+        for name, value in part.items():
+            if value is None:
+                continue
+            if name == "PartNumber":
+                if not isinstance(value, int) or isinstance(value, bool):
+                    return None
+                text = str(value)
+            elif isinstance(value, str):
+                text = _xml_escape(value)
+            else:
+                return None
+            out.append(f"<{name}>{text}</{name}>")
+        out.append("</Part>")
+    out.append("</CompleteMultipartUpload>")
+    return "".join(out).encode()
+
+
+def build_request(spec: OpSpec, target: Target, params: Mapping[str, Any]) -> Request | None:
+    """The request for ``params`` (the client method's keyword arguments), or None when
+    one of them is something only botocore knows how to send."""
+    key = params.get("Key")
+    if not isinstance(key, str) or not key:
+        return None
+    headers: dict[str, str] = {}
+    query_items: list[tuple[str, str, bool]] = []  # (name, value, bare on the wire)
+    if spec.static_query:
+        query_items.append((spec.static_query, "", True))
+    body: Any = None
+    length = 0
+    declared_length: int | None = None
+    for name, value in params.items():
+        if name in ("Bucket", "Key") or value is None:
+            continue
+        if name == spec.payload:
+            if spec.name == "CompleteMultipartUpload":
+                body = complete_body(value)
+                if body is None:
+                    return None
+                length = len(body)
+            else:
+                measured = _body_length(value)
+                if measured is None:
+                    return None
+                body, length = measured
+        elif name == "ContentLength":
+            if not isinstance(value, int) or isinstance(value, bool):
+                return None
+            declared_length = value
+        elif name in spec.query:
+            if isinstance(value, bool) or not isinstance(value, str | int):
+                return None
+            query_items.append((spec.query[name], quote_value(str(value)), False))
+        elif name in spec.headers:
+            header, type_name = spec.headers[name]
+            text = _header_value(value, type_name)
+            if text is None:
+                return None
+            headers[header.lower()] = text
+        elif name == "Metadata" and spec.meta_prefix and isinstance(value, dict):
+            for meta_key, meta_value in value.items():
+                header = (spec.meta_prefix + str(meta_key)).lower()
+                if not (
+                    isinstance(meta_key, str)
+                    and isinstance(meta_value, str)
+                    and _printable(meta_key)
+                    and _printable(meta_value)
+                    and header not in headers  # keys differing only in case
+                ):
+                    return None
+                headers[header] = meta_value
+        else:
+            return None
+    if declared_length is not None and declared_length != length:
+        return None
+    query_items.sort()
+    query = "&".join(f"{quote_value(n)}={v}" for n, v, _ in query_items)
+    wire = "&".join(
+        quote_value(n) if bare else f"{quote_value(n)}={v}" for n, v, bare in query_items
+    )
+    return Request(
+        spec.method, target.path_prefix + quote_key(key), query, wire, headers, body, length
+    )
+
+
+def signed_headers(
+    target: Target,
+    request: Request,
+    access_key: str,
+    secret_key: str,
+    token: str | None,
+    date_time: str,
+) -> dict[str, str]:
+    """Every header the request is sent with: Host, the SigV4 ones, the request's own,
+    the session token, Content-Length, and the Authorization over all but the last."""
+    signed = [
+        ("host", target.host),
+        ("x-amz-content-sha256", UNSIGNED_PAYLOAD),
+        ("x-amz-date", date_time),
+    ]
+    headers = {
+        "Host": target.host,
+        "X-Amz-Date": date_time,
+        "X-Amz-Content-SHA256": UNSIGNED_PAYLOAD,
+        "Content-Length": str(request.length),
+    }
+    if token:
+        signed.append(("x-amz-security-token", token))
+        headers["X-Amz-Security-Token"] = token
+    if request.headers:
+        for name, value in request.headers.items():
+            signed.append((name, canonical_value(value)))
+            headers[name] = value
+        signed.sort()
+    headers["Authorization"] = target.signer.authorization(
+        request.method, request.path, request.query, signed, access_key, secret_key, date_time
+    )
+    return headers
+
+
+def target_for(probe_url: str, region: str | None) -> Target | None:
+    """The :class:`Target` behind the URL botocore built for the probe key, or None when
+    the URL is anything but a plain http(s) base plus the key."""
+    parts = urlsplit(probe_url)
+    if (
+        parts.scheme not in ("http", "https")
+        or parts.query
+        or parts.fragment
+        or "@" in parts.netloc
+        or not parts.path.endswith("/" + PROBE_KEY)
+        or not region
+    ):
+        return None
+    return Target(
+        origin=f"{parts.scheme}://{parts.netloc}",
+        path_prefix=parts.path[: -len(PROBE_KEY)],
+        host=host_header(probe_url),
+        signer=SigV4Signer(region),
+    )
+
+
+# -- responses (pure) -----------------------------------------------------------------
+def _unescape(raw: bytes) -> str:
+    if b"&" not in raw:
+        return raw.decode()
+    try:
+        text = ET.fromstring(b"<x>" + raw + b"</x>").text
+    except ET.ParseError:
+        return raw.decode()
+    return text or ""
+
+
+def xml_text(body: bytes, tag: str) -> str | None:
+    """The text of the first ``<tag>`` element of a small XML body, entities resolved."""
+    open_tag = f"<{tag}>".encode()
+    start = body.find(open_tag)
+    if start < 0:
+        return None
+    start += len(open_tag)
+    end = body.find(f"</{tag}>".encode(), start)
+    if end < 0:
+        return None
+    return _unescape(body[start:end])
+
+
+def is_error_200(body: bytes, closing_tag: bytes | None) -> bool:
+    """botocore's rule: a 200 whose body is an ``<Error>`` document, or not XML at all
+    (a cut answer), is a 500. A body with the expected closing tag and no ``<Error``
+    is taken as it is without parsing it."""
+    if not body or (closing_tag is not None and closing_tag in body and b"<Error" not in body):
+        return False
+    try:
+        root = ET.fromstring(body)
+    except ET.ParseError:
+        return True
+    return root.tag == "Error"
+
+
+_CLOSING = {
+    "CreateMultipartUpload": b"</InitiateMultipartUploadResult>",
+    "CompleteMultipartUpload": b"</CompleteMultipartUploadResult>",
+}
+
+
+def parse_success(operation: str, headers: Mapping[str, str], body: bytes) -> dict[str, Any]:
+    """The fields of a successful answer the engine uses (as botocore names them)."""
+    out: dict[str, Any] = {}
+    if operation in ("UploadPart", "PutObject"):
+        etag = headers.get("ETag")
+        if etag is not None:
+            out["ETag"] = etag
+    elif operation == "CreateMultipartUpload":
+        upload_id = xml_text(body, "UploadId")
+        if upload_id is not None:
+            out["UploadId"] = upload_id
+    elif operation == "CompleteMultipartUpload":
+        etag = xml_text(body, "ETag")
+        if etag is not None:
+            out["ETag"] = etag
+    return out
+
+
+_PARSER = RestXMLParser()
+
+
+def client_error(
+    operation_model: Any,
+    status: int,
+    headers: Mapping[str, str],
+    body: bytes,
+    exception_for: Callable[[str], type[bexc.ClientError]] | None = None,
+) -> bexc.ClientError:
+    """The ClientError botocore raises for this answer, parsed by botocore's own S3
+    parser (errors are rare; exactness matters more than speed here)."""
+    response = {
+        "status_code": status,
+        "headers": {k.lower(): v for k, v in headers.items()},
+        "body": body,
+    }
+    parsed = _PARSER.parse(response, operation_model.output_shape)
+    meta = parsed.setdefault("ResponseMetadata", {})
+    meta.setdefault("MaxAttemptsReached", True)  # the engine's client makes one attempt
+    meta.setdefault("RetryAttempts", 0)
+    code = str(parsed.get("Error", {}).get("Code") or "")
+    cls = exception_for(code) if exception_for is not None else bexc.ClientError
+    return cls(parsed, operation_model.name)
+
+
+def connection_error(exc: BaseException, url: str) -> Exception:
+    """The botocore exception aiobotocore raises for an aiohttp failure (same mapping),
+    carrying only the message of the original (never its request headers)."""
+    kwargs: dict[str, Any] = {"endpoint_url": url, "error": f"{type(exc).__name__}: {exc}"}
+    cls: Any
+    if isinstance(exc, aiohttp.ClientSSLError):
+        cls = bexc.SSLError
+    elif isinstance(
+        exc,
+        aiohttp.ServerDisconnectedError
+        | aiohttp.ClientPayloadError
+        | aiohttp.http_exceptions.BadStatusLine,
+    ):
+        cls = bexc.ConnectionClosedError
+    elif isinstance(exc, aiohttp.ServerTimeoutError):
+        connect = str(exc).lower().startswith("connect")
+        cls = bexc.ConnectTimeoutError if connect else bexc.ReadTimeoutError
+    elif isinstance(exc, aiohttp.ClientConnectionError | socket.gaierror):
+        cls = bexc.EndpointConnectionError
+    elif isinstance(exc, TimeoutError):
+        cls = bexc.ReadTimeoutError
+    else:
+        cls = bexc.HTTPClientError
+    mapped: Exception = cls(**kwargs)
+    return mapped
+
+
+class _Redirected(Exception):
+    """The bucket answered from another region or endpoint: botocore knows what to do."""
+
+
+def is_redirect(status: int, error: Mapping[str, Any]) -> bool:
+    """The answers botocore's S3 region redirector follows (another region/endpoint)."""
+    code = error.get("Code")
+    return (
+        status in (301, 302, 307)
+        or code == "PermanentRedirect"
+        or (code == "AuthorizationHeaderMalformed" and "Region" in error)
+        or code == "IllegalLocationConstraintException"
+    )
+
+
+# -- I/O ------------------------------------------------------------------------------
+def _keepalive_socket(addr_info: Any) -> socket.socket:
+    """Sockets with SO_KEEPALIVE on (the botocore client asks for tcp_keepalive too)."""
+    family, type_, proto, _, _ = addr_info
+    sock = socket.socket(family=family, type=type_, proto=proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    return sock
+
+
+def _default_verify_context() -> ssl.SSLContext:
+    from botocore.httpsession import create_urllib3_context, get_cert_path
+
+    context: ssl.SSLContext = create_urllib3_context()
+    context.check_hostname = True
+    context.load_verify_locations(get_cert_path(True))
+    return context
+
+
+class FastClient:
+    """The engine's S3 client: the hot calls go through the fast path when it can send
+    exactly what botocore would; everything else -- and those calls when it cannot --
+    goes to the wrapped aiobotocore client. Any other attribute is the client's."""
+
+    def __init__(self, client: Any, config: EngineConfig) -> None:
+        self._client = client
+        self._config = config
+        self._session: aiohttp.ClientSession | None = None
+        self._credentials: Any = None
+        self._ssl: ssl.SSLContext | None = None
+        self._targets: dict[str, Target | None] = {}
+        self._specs: dict[str, OpSpec] = {}
+        self._models: dict[str, Any] = {}
+        self._second = -1
+        self._date_time = ""
+        #: why the fast path is off (None while it is on).
+        self.disabled_reason: str | None = "not opened"
+        #: requests sent by the fast path / hot calls handed to botocore, per operation.
+        self.sent: dict[str, int] = {}
+        self.handed_over: dict[str, int] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "_client":  # not set yet: no recursion
+            raise AttributeError(name)
+        return getattr(self._client, name)
+
+    @property
+    def enabled(self) -> bool:
+        return self._session is not None
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def _unsuitable(self) -> str | None:
+        """Why the fast path could not send what this client sends (None: it can)."""
+        cfg = self._config
+        if not cfg.fast_path:
+            return "fast_path is off"
+        if cfg.payload_signing:
+            return "payload signing is on"
+        meta_config = self._client.meta.config
+        if getattr(meta_config, "signature_version", None) not in (None, "s3v4", "v4"):
+            return "the client does not sign with SigV4"
+        if getattr(meta_config, "request_checksum_calculation", None) != "when_required":
+            return "botocore adds checksums of its own"
+        if getattr(meta_config, "proxies", None) or getattr(meta_config, "client_cert", None):
+            return "proxies or client certificates are configured"
+        signer = getattr(self._client, "_request_signer", None)
+        if getattr(signer, "signature_version", "s3v4") not in ("s3v4", "v4"):
+            return "the client does not sign with SigV4"
+        return None
+
+    async def open(self) -> None:
+        """Decide whether the fast path can be used and, if so, create its connection
+        pool (its own: ``pool_size`` connections, keep-alive)."""
+        if self._session is not None:
+            return
+        reason = self._unsuitable()
+        if reason is None:
+            creds = self._client._get_credentials()
+            if inspect.isawaitable(creds):
+                creds = await creds
+            if creds is None:
+                reason = "no credentials (anonymous)"
+            self._credentials = creds
+        if reason is not None:
+            self.disabled_reason = reason
+            return
+        endpoint = str(getattr(self._client.meta, "endpoint_url", "") or "")
+        if endpoint.startswith("https:"):
+            self._ssl = await asyncio.to_thread(self._verify_context)
+        model = self._client.meta.service_model
+        for operation in HOT_OPERATIONS:
+            self._models[operation] = model.operation_model(operation)
+            self._specs[operation] = op_spec(self._models[operation])
+        cfg = self._config
+        connector = aiohttp.TCPConnector(
+            limit=cfg.pool_size,
+            keepalive_timeout=_KEEPALIVE_TIMEOUT,
+            ssl=self._ssl if self._ssl is not None else True,
+            socket_factory=_keepalive_socket,
+        )
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            timeout=aiohttp.ClientTimeout(
+                sock_connect=cfg.connect_timeout, sock_read=cfg.read_timeout
+            ),
+            skip_auto_headers=("Content-Type",),
+            auto_decompress=False,
+            cookie_jar=aiohttp.DummyCookieJar(),
+        )
+        self.disabled_reason = None
+
+    async def close(self) -> None:
+        """Close the fast path's connections (the wrapped client is closed by its owner)."""
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
+
+    def _verify_context(self) -> ssl.SSLContext:
+        """The TLS settings of the client's own HTTP session (verify, CA bundle)."""
+        http = getattr(getattr(self._client, "_endpoint", None), "http_session", None)
+        build = getattr(http, "_build_verify_context", None)
+        if callable(build):
+            context: ssl.SSLContext = build()
+            return context
+        return _default_verify_context()
+
+    # -- where a bucket's requests go ----------------------------------------------------
+    async def _target(self, bucket: Any) -> Target | None:
+        if not isinstance(bucket, str):
+            return None
+        try:
+            target = await self._resolve(bucket)
+        except Exception:  # botocore refuses it: the botocore call will say why
+            target = None
+        self._targets[bucket] = target
+        return target
+
+    async def _resolve(self, bucket: str) -> Target | None:
+        """Build a PutObject request the way the client's ``_make_api_call`` does (its
+        parameter handlers, endpoint rules, serializer) and take its URL and signing
+        region: the base URL for ``bucket`` (addressing style included)."""
+        client = self._client
+        model = self._models["PutObject"]
+        context: dict[str, Any] = {
+            "client_region": client.meta.region_name,
+            "client_config": client.meta.config,
+            "has_streaming_input": model.has_streaming_input,
+            "auth_type": model.resolved_auth_type,
+            "unsigned_payload": model.unsigned_payload,
+            "auth_options": client.meta.service_model.metadata.get("auth"),
+        }
+        params = await client._emit_api_params(
+            api_params={"Bucket": bucket, "Key": PROBE_KEY},
+            operation_model=model,
+            context=context,
+        )
+        endpoint_url, extra_headers, properties = await client._resolve_endpoint_ruleset(
+            model, params, context
+        )
+        if extra_headers:
+            return None
+        schemes = (properties or {}).get("authSchemes") or [{}]
+        if schemes[0].get("name", "sigv4") != "sigv4":
+            return None
+        if properties:
+            context["endpoint_properties"] = properties
+        request = await client._convert_to_request_dict(
+            api_params=params,
+            operation_model=model,
+            endpoint_url=endpoint_url,
+            context=context,
+            headers=extra_headers,
+        )
+        signing = context.get("signing") or {}
+        if signing.get("signing_name", "s3") != "s3":
+            return None
+        target = target_for(str(request["url"]), signing.get("region") or client.meta.region_name)
+        if target is None or (target.origin.startswith("https:") and self._ssl is None):
+            return None
+        return None if self._proxied(target.origin + target.path_prefix) else target
+
+    def _proxied(self, url: str) -> bool:
+        http = getattr(getattr(self._client, "_endpoint", None), "http_session", None)
+        proxy_config = getattr(http, "_proxy_config", None)
+        if proxy_config is not None:
+            return bool(proxy_config.proxy_url_for(url))
+        from botocore.utils import get_environ_proxies
+
+        return bool(get_environ_proxies(url))
+
+    # -- the hot calls -------------------------------------------------------------------
+    async def upload_part(self, **params: Any) -> Any:
+        return await self._call("UploadPart", params)
+
+    async def put_object(self, **params: Any) -> Any:
+        return await self._call("PutObject", params)
+
+    async def create_multipart_upload(self, **params: Any) -> Any:
+        return await self._call("CreateMultipartUpload", params)
+
+    async def complete_multipart_upload(self, **params: Any) -> Any:
+        return await self._call("CompleteMultipartUpload", params)
+
+    async def abort_multipart_upload(self, **params: Any) -> Any:
+        return await self._call("AbortMultipartUpload", params)
+
+    async def _call(self, operation: str, params: dict[str, Any]) -> Any:
+        session = self._session
+        if session is not None:
+            bucket = params.get("Bucket")
+            targets = self._targets
+            target = targets.get(bucket) if bucket in targets else await self._target(bucket)
+            if target is not None and isinstance(bucket, str):
+                request = build_request(self._specs[operation], target, params)
+                if request is not None:
+                    self.sent[operation] = self.sent.get(operation, 0) + 1
+                    try:
+                        return await self._send(session, operation, target, request)
+                    except _Redirected:
+                        targets[bucket] = None  # botocore follows it from now on
+        self.handed_over[operation] = self.handed_over.get(operation, 0) + 1
+        return await getattr(self._client, HOT_OPERATIONS[operation])(**params)
+
+    def _now(self) -> str:
+        now = int(time.time())
+        if now != self._second:
+            self._second = now
+            self._date_time = amz_date(now)
+        return self._date_time
+
+    async def _send(
+        self, session: aiohttp.ClientSession, operation: str, target: Target, request: Request
+    ) -> dict[str, Any]:
+        creds = await self._credentials.get_frozen_credentials()
+        headers = signed_headers(
+            target, request, creds.access_key, creds.secret_key, creds.token, self._now()
+        )
+        url = target.origin + request.path + ("?" + request.wire_query if request.query else "")
+        failure: Exception | None = None
+        try:
+            async with session.request(
+                request.method,
+                URL(url, encoded=True),
+                headers=headers,
+                data=request.body,
+                allow_redirects=False,
+            ) as resp:
+                body = await resp.read()
+                status = resp.status
+                resp_headers = resp.headers
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            failure = connection_error(exc, url)
+        if failure is not None:  # raised here, the aiohttp error (its headers) is not kept
+            raise failure
+        if status < 300:
+            if not is_error_200(body, _CLOSING.get(operation)):
+                return parse_success(operation, resp_headers, body)
+            status = 500
+        error = client_error(
+            self._models[operation], status, resp_headers, body, self._client.exceptions.from_code
+        )
+        if is_redirect(status, error.response.get("Error", {})):
+            raise _Redirected
+        raise error
+
+
+__all__ = [
+    "HOT_OPERATIONS",
+    "FastClient",
+    "OpSpec",
+    "Request",
+    "SigV4Signer",
+    "Target",
+    "build_request",
+    "client_error",
+    "complete_body",
+    "host_header",
+    "op_spec",
+    "parse_success",
+    "quote_key",
+    "quote_value",
+    "signed_headers",
+    "target_for",
+]
