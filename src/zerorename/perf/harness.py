@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -80,6 +81,12 @@ def add_common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--plot", metavar="FILE.png", help="write a PNG plot (matplotlib)")
     g.add_argument(
         "--quiet", action="store_true", help="no progress display (the table still prints)"
+    )
+    g.add_argument(
+        "--profile",
+        metavar="DIR",
+        help="also profile one extra run of each of our clients with pyinstrument and write "
+        "the profiles (text) to DIR; they are not part of the figures (default: off)",
     )
 
 
@@ -175,7 +182,6 @@ def execute(
         raise SystemExit("nothing to run: the options select no client or setting")
     reps = max(1, int(args.reps))
     prog = progress or _Progress(len(plan) * reps, quiet=True)
-    prog.total = len(plan) * reps
     samples: list[Sample] = []
     for rep in range(reps):
         shift = rep % len(plan)
@@ -185,6 +191,17 @@ def execute(
             metrics = run_in_child(run.func, target, run.params)
             samples.append(Sample(scenario.NAME, run.client, run.params, metrics, rep, run.group))
             prog.advance(f"{label} rep {rep + 1}: {_short(metrics)}")
+    if getattr(args, "profile", None):
+        os.makedirs(args.profile, exist_ok=True)
+        ours = tuple(getattr(scenario, "OURS", ("zerorename",))) or ("zerorename",)
+        for run in plan:
+            if run.client not in ours:
+                continue
+            name = f"{scenario.NAME}-{run.client}-{run.group}".replace("/", "_").replace(" ", "_")
+            path = os.path.join(args.profile, name + ".txt")
+            prog.status(f"profiling {run.client} {run.group}")
+            run_in_child(run.func, target, run.params, profile=path)
+            prog.advance(f"profile: {path}")
     return samples
 
 

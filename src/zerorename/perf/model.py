@@ -173,13 +173,22 @@ class ChildFailed(RuntimeError):
 
 
 def run_in_child(
-    func: str, target: Target, params: dict[str, Any], *, timeout: float = 3600.0
+    func: str,
+    target: Target,
+    params: dict[str, Any],
+    *,
+    timeout: float = 3600.0,
+    profile: str | None = None,
 ) -> dict[str, float]:
     """Run ``func`` ("package.module:function", a :data:`MeasureFn`) in a fresh Python
     process and return its metrics. The target and params go in on stdin as JSON (so
     credentials never appear in a process listing); the metrics come back as the last
-    line of stdout."""
-    payload = json.dumps({"func": func, "target": target.to_json(), "params": params})
+    line of stdout. With ``profile`` (a file path) the child runs under pyinstrument and
+    writes its profile there as text (profiling costs CPU: figures of such runs are not
+    comparable)."""
+    payload = json.dumps(
+        {"func": func, "target": target.to_json(), "params": params, "profile": profile}
+    )
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
     proc = subprocess.run(
@@ -207,7 +216,21 @@ def _resolve(func: str) -> MeasureFn:
 def _child_main() -> int:
     request = json.loads(sys.stdin.read())
     fn = _resolve(request["func"])
-    metrics = fn(Target.from_json(request["target"]), request["params"])
+    target = Target.from_json(request["target"])
+    profile = request.get("profile")
+    if profile:
+        from pyinstrument import Profiler
+
+        profiler = Profiler(interval=0.0005)
+        profiler.start()
+        try:
+            metrics = fn(target, request["params"])
+        finally:
+            profiler.stop()
+            with open(profile, "w") as f:
+                f.write(profiler.output_text(unicode=True, color=False, show_all=False))
+    else:
+        metrics = fn(target, request["params"])
     sys.stdout.write("\n" + json.dumps(metrics) + "\n")
     sys.stdout.flush()
     return 0
