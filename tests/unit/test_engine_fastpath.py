@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import socket
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -36,6 +37,7 @@ from zerorename.engine.fastpath import (
     quote_key,
     signed_headers,
     target_for,
+    xml_text,
 )
 
 AK, SK = "AKIDEXAMPLEFASTPATH1", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
@@ -480,6 +482,17 @@ def test_success_fields_are_botocores(operation: str, headers: dict[str, str], b
     assert ours == {k: theirs[k] for k in ours}
     for field in ("ETag", "UploadId"):
         assert (field in ours) == (field in theirs)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"plain", b"&quot;a-1&quot;", b"a&amp;lt;b", b"&lt;&gt;&apos;&amp;", b"x&#34;y&#x41;", b""],
+)
+def test_xml_text_resolves_entities_like_elementtree(raw: bytes) -> None:
+    body = b"<R><Other>&amp;</Other><ETag>" + raw + b"</ETag><ETag>second</ETag></R>"
+    assert xml_text(body, "ETag") == (ET.fromstring(b"<x>" + raw + b"</x>").text or "")
+    assert xml_text(body, "UploadId") is None
+    assert xml_text(b"<ETag>cut", "ETag") is None
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ from typing import Any, Literal, overload
 import anyio
 
 from zerorename.engine import checksums
-from zerorename.engine.client import client_kwargs, make_session
+from zerorename.engine.client import FastClient, client_kwargs, make_session
 from zerorename.engine.completion import CompletionOps, unwrap_group
 from zerorename.engine.config import EngineConfig
 from zerorename.engine.errors import EngineError
@@ -28,7 +28,6 @@ from zerorename.engine.events import (
     UploadDeferred,
     emit,
 )
-from zerorename.engine.fastpath import FastClient
 from zerorename.engine.planning import plan_known_size, validate_bucket, validate_key
 from zerorename.engine.records import (
     PartInfo,
@@ -86,7 +85,7 @@ class UploadEngine(CompletionOps, ObjectOps):
     """The only code that talks to S3. ``async with UploadEngine(cfg) as engine: ...``.
 
     One aiobotocore client (pool sized to the concurrency) with the hot calls routed
-    through the fast path (fastpath.py), one adaptive limiter on parts in flight shared by
+    through the fast path (client.FastClient), one adaptive limiter on parts in flight shared by
     every upload, one retry policy. Closing twice is safe.
     """
 

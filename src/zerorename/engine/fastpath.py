@@ -9,19 +9,16 @@ requests are the ones botocore would send and failures look the same to the call
 (:class:`botocore.exceptions.ClientError` and botocore's connection errors). A call the
 fast path cannot make exactly right goes to botocore instead.
 
-The pure parts (signing, request building, response parsing) need no loop and no server;
-:class:`FastClient` runs them.
+Here are the pure parts (signing, request building, response parsing: no loop, no
+server); :class:`zerorename.engine.client.FastClient` sends the requests.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import hmac
-import inspect
 import re
 import socket
-import ssl
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Mapping
@@ -32,9 +29,6 @@ from urllib.parse import quote, urlsplit
 import aiohttp
 import botocore.exceptions as bexc
 from botocore.parsers import RestXMLParser
-from yarl import URL
-
-from zerorename.engine.config import EngineConfig
 
 ALGORITHM = "AWS4-HMAC-SHA256"
 UNSIGNED_PAYLOAD = "UNSIGNED-PAYLOAD"
@@ -47,8 +41,6 @@ HOT_OPERATIONS = {
     "PutObject": "put_object",
 }
 PROBE_KEY = "zr-probe"
-# like aiobotocore's default: under the 20 s idle timeout of AWS front ends
-_KEEPALIVE_TIMEOUT = 12.0
 _S3_XMLNS = "http://s3.amazonaws.com/doc/2006-03-01/"
 _COMPLETED_PART_FIELDS = frozenset(
     {
@@ -440,14 +432,21 @@ def target_for(probe_url: str, region: str | None) -> Target | None:
 
 
 # -- responses (pure) -----------------------------------------------------------------
+_ENTITIES = (("&quot;", '"'), ("&apos;", "'"), ("&lt;", "<"), ("&gt;", ">"), ("&amp;", "&"))
+
+
 def _unescape(raw: bytes) -> str:
     if b"&" not in raw:
         return raw.decode()
+    if b"&#" not in raw:  # the five named entities (AWS quotes ETags as &quot;)
+        text = raw.decode()
+        for entity, char in _ENTITIES:  # &amp; last: "&amp;lt;" is "&lt;"
+            text = text.replace(entity, char)
+        return text
     try:
-        text = ET.fromstring(b"<x>" + raw + b"</x>").text
+        return ET.fromstring(b"<x>" + raw + b"</x>").text or ""
     except ET.ParseError:
         return raw.decode()
-    return text or ""
 
 
 def xml_text(body: bytes, tag: str) -> str | None:
@@ -476,7 +475,8 @@ def is_error_200(body: bytes, closing_tag: bytes | None) -> bool:
     return root.tag == "Error"
 
 
-_CLOSING = {
+#: the last tag of a complete answer body (one without it is cut: botocore's 500)
+CLOSING_TAGS = {
     "CreateMultipartUpload": b"</InitiateMultipartUploadResult>",
     "CompleteMultipartUpload": b"</CompleteMultipartUploadResult>",
 }
@@ -553,10 +553,6 @@ def connection_error(exc: BaseException, url: str) -> Exception:
     return mapped
 
 
-class _Redirected(Exception):
-    """The bucket answered from another region or endpoint: botocore knows what to do."""
-
-
 def is_redirect(status: int, error: Mapping[str, Any]) -> bool:
     """The answers botocore's S3 region redirector follows (another region/endpoint)."""
     code = error.get("Code")
@@ -568,282 +564,22 @@ def is_redirect(status: int, error: Mapping[str, Any]) -> bool:
     )
 
 
-# -- I/O ------------------------------------------------------------------------------
-def _keepalive_socket(addr_info: Any) -> socket.socket:
-    """Sockets with SO_KEEPALIVE on (the botocore client asks for tcp_keepalive too)."""
-    family, type_, proto, _, _ = addr_info
-    sock = socket.socket(family=family, type=type_, proto=proto)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-    return sock
-
-
-def _default_verify_context() -> ssl.SSLContext:
-    from botocore.httpsession import create_urllib3_context, get_cert_path
-
-    context: ssl.SSLContext = create_urllib3_context()
-    context.check_hostname = True
-    context.load_verify_locations(get_cert_path(True))
-    return context
-
-
-class FastClient:
-    """The engine's S3 client: the hot calls go through the fast path when it can send
-    exactly what botocore would; everything else -- and those calls when it cannot --
-    goes to the wrapped aiobotocore client. Any other attribute is the client's."""
-
-    def __init__(self, client: Any, config: EngineConfig) -> None:
-        self._client = client
-        self._config = config
-        self._session: aiohttp.ClientSession | None = None
-        self._credentials: Any = None
-        self._ssl: ssl.SSLContext | None = None
-        self._targets: dict[str, Target | None] = {}
-        self._specs: dict[str, OpSpec] = {}
-        self._models: dict[str, Any] = {}
-        self._second = -1
-        self._date_time = ""
-        #: why the fast path is off (None while it is on).
-        self.disabled_reason: str | None = "not opened"
-        #: requests sent by the fast path / hot calls handed to botocore, per operation.
-        self.sent: dict[str, int] = {}
-        self.handed_over: dict[str, int] = {}
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "_client":  # not set yet: no recursion
-            raise AttributeError(name)
-        return getattr(self._client, name)
-
-    @property
-    def enabled(self) -> bool:
-        return self._session is not None
-
-    # -- lifecycle -----------------------------------------------------------------------
-    def _unsuitable(self) -> str | None:
-        """Why the fast path could not send what this client sends (None: it can)."""
-        cfg = self._config
-        if not cfg.fast_path:
-            return "fast_path is off"
-        if cfg.payload_signing:
-            return "payload signing is on"
-        meta_config = self._client.meta.config
-        if getattr(meta_config, "signature_version", None) not in (None, "s3v4", "v4"):
-            return "the client does not sign with SigV4"
-        if getattr(meta_config, "request_checksum_calculation", None) != "when_required":
-            return "botocore adds checksums of its own"
-        if getattr(meta_config, "proxies", None) or getattr(meta_config, "client_cert", None):
-            return "proxies or client certificates are configured"
-        signer = getattr(self._client, "_request_signer", None)
-        if getattr(signer, "signature_version", "s3v4") not in ("s3v4", "v4"):
-            return "the client does not sign with SigV4"
-        return None
-
-    async def open(self) -> None:
-        """Decide whether the fast path can be used and, if so, create its connection
-        pool (its own: ``pool_size`` connections, keep-alive)."""
-        if self._session is not None:
-            return
-        reason = self._unsuitable()
-        if reason is None:
-            creds = self._client._get_credentials()
-            if inspect.isawaitable(creds):
-                creds = await creds
-            if creds is None:
-                reason = "no credentials (anonymous)"
-            self._credentials = creds
-        if reason is not None:
-            self.disabled_reason = reason
-            return
-        endpoint = str(getattr(self._client.meta, "endpoint_url", "") or "")
-        if endpoint.startswith("https:"):
-            self._ssl = await asyncio.to_thread(self._verify_context)
-        model = self._client.meta.service_model
-        for operation in HOT_OPERATIONS:
-            self._models[operation] = model.operation_model(operation)
-            self._specs[operation] = op_spec(self._models[operation])
-        cfg = self._config
-        connector = aiohttp.TCPConnector(
-            limit=cfg.pool_size,
-            keepalive_timeout=_KEEPALIVE_TIMEOUT,
-            ssl=self._ssl if self._ssl is not None else True,
-            socket_factory=_keepalive_socket,
-        )
-        self._session = aiohttp.ClientSession(
-            connector=connector,
-            timeout=aiohttp.ClientTimeout(
-                sock_connect=cfg.connect_timeout, sock_read=cfg.read_timeout
-            ),
-            skip_auto_headers=("Content-Type",),
-            auto_decompress=False,
-            cookie_jar=aiohttp.DummyCookieJar(),
-        )
-        self.disabled_reason = None
-
-    async def close(self) -> None:
-        """Close the fast path's connections (the wrapped client is closed by its owner)."""
-        session, self._session = self._session, None
-        if session is not None:
-            await session.close()
-
-    def _verify_context(self) -> ssl.SSLContext:
-        """The TLS settings of the client's own HTTP session (verify, CA bundle)."""
-        http = getattr(getattr(self._client, "_endpoint", None), "http_session", None)
-        build = getattr(http, "_build_verify_context", None)
-        if callable(build):
-            context: ssl.SSLContext = build()
-            return context
-        return _default_verify_context()
-
-    # -- where a bucket's requests go ----------------------------------------------------
-    async def _target(self, bucket: Any) -> Target | None:
-        if not isinstance(bucket, str):
-            return None
-        try:
-            target = await self._resolve(bucket)
-        except Exception:  # botocore refuses it: the botocore call will say why
-            target = None
-        self._targets[bucket] = target
-        return target
-
-    async def _resolve(self, bucket: str) -> Target | None:
-        """Build a PutObject request the way the client's ``_make_api_call`` does (its
-        parameter handlers, endpoint rules, serializer) and take its URL and signing
-        region: the base URL for ``bucket`` (addressing style included)."""
-        client = self._client
-        model = self._models["PutObject"]
-        context: dict[str, Any] = {
-            "client_region": client.meta.region_name,
-            "client_config": client.meta.config,
-            "has_streaming_input": model.has_streaming_input,
-            "auth_type": model.resolved_auth_type,
-            "unsigned_payload": model.unsigned_payload,
-            "auth_options": client.meta.service_model.metadata.get("auth"),
-        }
-        params = await client._emit_api_params(
-            api_params={"Bucket": bucket, "Key": PROBE_KEY},
-            operation_model=model,
-            context=context,
-        )
-        endpoint_url, extra_headers, properties = await client._resolve_endpoint_ruleset(
-            model, params, context
-        )
-        if extra_headers:
-            return None
-        schemes = (properties or {}).get("authSchemes") or [{}]
-        if schemes[0].get("name", "sigv4") != "sigv4":
-            return None
-        if properties:
-            context["endpoint_properties"] = properties
-        request = await client._convert_to_request_dict(
-            api_params=params,
-            operation_model=model,
-            endpoint_url=endpoint_url,
-            context=context,
-            headers=extra_headers,
-        )
-        signing = context.get("signing") or {}
-        if signing.get("signing_name", "s3") != "s3":
-            return None
-        target = target_for(str(request["url"]), signing.get("region") or client.meta.region_name)
-        if target is None or (target.origin.startswith("https:") and self._ssl is None):
-            return None
-        return None if self._proxied(target.origin + target.path_prefix) else target
-
-    def _proxied(self, url: str) -> bool:
-        http = getattr(getattr(self._client, "_endpoint", None), "http_session", None)
-        proxy_config = getattr(http, "_proxy_config", None)
-        if proxy_config is not None:
-            return bool(proxy_config.proxy_url_for(url))
-        from botocore.utils import get_environ_proxies
-
-        return bool(get_environ_proxies(url))
-
-    # -- the hot calls -------------------------------------------------------------------
-    async def upload_part(self, **params: Any) -> Any:
-        return await self._call("UploadPart", params)
-
-    async def put_object(self, **params: Any) -> Any:
-        return await self._call("PutObject", params)
-
-    async def create_multipart_upload(self, **params: Any) -> Any:
-        return await self._call("CreateMultipartUpload", params)
-
-    async def complete_multipart_upload(self, **params: Any) -> Any:
-        return await self._call("CompleteMultipartUpload", params)
-
-    async def abort_multipart_upload(self, **params: Any) -> Any:
-        return await self._call("AbortMultipartUpload", params)
-
-    async def _call(self, operation: str, params: dict[str, Any]) -> Any:
-        session = self._session
-        if session is not None:
-            bucket = params.get("Bucket")
-            targets = self._targets
-            target = targets.get(bucket) if bucket in targets else await self._target(bucket)
-            if target is not None and isinstance(bucket, str):
-                request = build_request(self._specs[operation], target, params)
-                if request is not None:
-                    self.sent[operation] = self.sent.get(operation, 0) + 1
-                    try:
-                        return await self._send(session, operation, target, request)
-                    except _Redirected:
-                        targets[bucket] = None  # botocore follows it from now on
-        self.handed_over[operation] = self.handed_over.get(operation, 0) + 1
-        return await getattr(self._client, HOT_OPERATIONS[operation])(**params)
-
-    def _now(self) -> str:
-        now = int(time.time())
-        if now != self._second:
-            self._second = now
-            self._date_time = amz_date(now)
-        return self._date_time
-
-    async def _send(
-        self, session: aiohttp.ClientSession, operation: str, target: Target, request: Request
-    ) -> dict[str, Any]:
-        creds = await self._credentials.get_frozen_credentials()
-        headers = signed_headers(
-            target, request, creds.access_key, creds.secret_key, creds.token, self._now()
-        )
-        url = target.origin + request.path + ("?" + request.wire_query if request.query else "")
-        failure: Exception | None = None
-        try:
-            async with session.request(
-                request.method,
-                URL(url, encoded=True),
-                headers=headers,
-                data=request.body,
-                allow_redirects=False,
-            ) as resp:
-                body = await resp.read()
-                status = resp.status
-                resp_headers = resp.headers
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            failure = connection_error(exc, url)
-        if failure is not None:  # raised here, the aiohttp error (its headers) is not kept
-            raise failure
-        if status < 300:
-            if not is_error_200(body, _CLOSING.get(operation)):
-                return parse_success(operation, resp_headers, body)
-            status = 500
-        error = client_error(
-            self._models[operation], status, resp_headers, body, self._client.exceptions.from_code
-        )
-        if is_redirect(status, error.response.get("Error", {})):
-            raise _Redirected
-        raise error
-
-
 __all__ = [
+    "CLOSING_TAGS",
     "HOT_OPERATIONS",
-    "FastClient",
     "OpSpec",
     "Request",
     "SigV4Signer",
     "Target",
+    "amz_date",
     "build_request",
+    "canonical_value",
     "client_error",
     "complete_body",
+    "connection_error",
     "host_header",
+    "is_error_200",
+    "is_redirect",
     "op_spec",
     "parse_success",
     "quote_key",

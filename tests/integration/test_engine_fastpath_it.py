@@ -31,7 +31,8 @@ from zerorename.engine import (
     UploadEngine,
     errors,
 )
-from zerorename.engine.fastpath import FastClient, SigV4Signer, canonical_value
+from zerorename.engine.client import FastClient
+from zerorename.engine.fastpath import SigV4Signer, canonical_value
 from zerorename.engine.planning import MiB
 from zerorename.testing.targets import S3Target
 
