@@ -232,3 +232,46 @@ async def test_same_size_racer_during_a_retried_complete_is_not_taken_for_ours(
         await engine.abort(pend)
     assert md5_of(s3, key) == hashlib.md5(racer).hexdigest()
     assert proxy.stats.faults("CompleteMultipartUpload", "reset") == 1
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast_path", "botocore"])
+async def test_every_hot_call_is_retried_the_same_either_way(
+    s3: S3Target, fault_proxy: Callable[..., Any], fast: bool
+) -> None:
+    """A 500 on Create, a 503 SlowDown and a reset mid-body on UploadPart, a lost complete
+    answer, a SlowDown on PutObject and a 500 on Abort: the same retries, statistics and
+    result through the fast path (which sends all of these itself) as through botocore."""
+    from zerorename.engine.client import FastClient
+
+    proxy, config = proxied(s3, fault_proxy, max_concurrency=2, fast_path=fast)
+    for rule in (
+        FaultRule(operation="CreateMultipartUpload", fault="internal_error", schedule={1}),
+        FaultRule(operation="UploadPart", fault="slowdown", schedule={2}),
+        FaultRule(operation="UploadPart", fault="reset", reset_after_bytes=0, schedule={4}),
+        FaultRule(operation="CompleteMultipartUpload", fault="drop_response", schedule={1}),
+        FaultRule(operation="PutObject", fault="slowdown", schedule={1}),
+        FaultRule(operation="AbortMultipartUpload", fault="internal_error", schedule={1}),
+    ):
+        proxy.add_rule(rule)
+    data = os.urandom(16 * MiB)
+    key = s3.key("every-call.bin")
+    async with UploadEngine(config) as engine:
+        done = await engine.upload(s3.bucket, key, data)
+        await engine.upload(s3.bucket, s3.key("small.bin"), b"small")
+        gone = await engine.upload(s3.bucket, s3.key("gone.bin"), b"x", defer=True)
+        assert await engine.abort(gone)
+        stats = engine.stats
+        client = engine._client
+        if fast:
+            assert isinstance(client, FastClient) and client.handed_over == {}
+            assert client.sent["UploadPart"] >= 5 and client.sent["AbortMultipartUpload"] == 2
+        else:
+            assert not isinstance(client, FastClient)
+    assert done.length == len(data) and done.parts == 4
+    assert md5_of(s3, key) == hashlib.md5(data).hexdigest()
+    assert proxy.stats.faults() == 6
+    assert stats.throttles == 2
+    assert stats.transient_errors in (3, 4)  # a reset on a reused connection: aiohttp resends
+    assert stats.retries == stats.throttles + stats.transient_errors
+    assert stats.fatal_errors == 0
+    assert pending(s3) == []

@@ -167,13 +167,17 @@ class FastClient:
         if reason is not None:
             self.disabled_reason = reason
             return
-        endpoint = str(getattr(self._client.meta, "endpoint_url", "") or "")
-        if endpoint.startswith("https:"):
-            self._ssl = await asyncio.to_thread(self._verify_context)
-        model = self._client.meta.service_model
-        for operation in HOT_OPERATIONS:
-            self._models[operation] = model.operation_model(operation)
-            self._specs[operation] = op_spec(self._models[operation])
+        try:
+            endpoint = str(getattr(self._client.meta, "endpoint_url", "") or "")
+            if endpoint.startswith("https:"):
+                self._ssl = await asyncio.to_thread(self._verify_context)
+            model = self._client.meta.service_model
+            for operation in HOT_OPERATIONS:
+                self._models[operation] = model.operation_model(operation)
+                self._specs[operation] = op_spec(self._models[operation])
+        except Exception as exc:  # e.g. a bad CA bundle: botocore will say so on its calls
+            self.disabled_reason = f"could not be set up ({type(exc).__name__})"
+            return
         cfg = self._config
         connector = aiohttp.TCPConnector(
             limit=cfg.pool_size,
