@@ -234,8 +234,11 @@ def prepare_in_child(
     )
     lines = proc.stdout.decode(errors="replace").strip().splitlines()
     if proc.returncode != 0 or not lines:
-        tail = "\n".join(proc.stderr.decode(errors="replace").strip().splitlines()[-15:])
-        raise PrepareFailed(f"preparing {dest} failed (exit {proc.returncode}):\n{tail}")
+        err = proc.stderr.decode(errors="replace").strip().splitlines() or ["(no stderr)"]
+        tail = "\n".join(err[-12:])
+        raise PrepareFailed(
+            f"preparing {dest} failed (exit {proc.returncode}): {err[-1]}\n--- its stderr:\n{tail}"
+        )
     result: dict[str, Any] = json.loads(lines[-1])
     return result
 
@@ -259,7 +262,6 @@ def _measure(target: Target, params: dict[str, Any], label: str, commit: Any) ->
     n = int(params["uploads"])
     size = int(params["object_kib"]) * 1024
     dest = Destination(target.bucket, target.key(NAME, f"{label}-{uuid.uuid4().hex[:12]}"))
-    metrics: dict[str, float] = {}
     try:
         with tempfile.TemporaryDirectory(prefix="zr-commit-") as tmp:
             out = Path(tmp) / "summaries.jsonl"
@@ -275,9 +277,8 @@ def _measure(target: Target, params: dict[str, Any], label: str, commit: Any) ->
             "uploads": float(n),
             "prepare_s": float(prep["prepare_s"]),
         }
-        client = target.boto3_client()
         verify(
-            client,
+            target.boto3_client(),
             target.bucket,
             dest.list_prefix,
             expected=n,
@@ -286,9 +287,15 @@ def _measure(target: Target, params: dict[str, Any], label: str, commit: Any) ->
             committed_by_job=label == "zerorename",
         )
         metrics["verified"] = 1.0
-    finally:
+    except BaseException:
         if not params.get("keep"):
-            cleanup(target.boto3_client(), target.bucket, dest.list_prefix)
+            try:  # best effort: the run's own error is the one to report
+                cleanup(target.boto3_client(), target.bucket, dest.list_prefix)
+            except Exception as exc:
+                sys.stderr.write(f"cleanup of s3://{target.bucket}/{dest.list_prefix}: {exc}\n")
+        raise
+    if not params.get("keep"):
+        cleanup(target.boto3_client(), target.bucket, dest.list_prefix)
     return metrics
 
 
