@@ -213,3 +213,12 @@ def test_clients_keep_their_order() -> None:
         "boto3-64",
         "x",
     ]
+
+
+def test_ratios_rate_the_commit_only() -> None:
+    assert set(cs.RATIO_METRICS) == {
+        "completes_s",
+        "commit_s",
+        "cpu_ms_per_complete",
+        "peak_rss_mib",
+    }

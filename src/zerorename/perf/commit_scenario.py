@@ -38,6 +38,8 @@ NAME = "commit"
 HELP = "job commit rate: complete N deferred uploads (zerorename Job.commit vs boto3 threads)"
 
 CLIENTS = ("zerorename", "boto3-15", "boto3-64")
+#: the harness rates these (prepare_s and base_rss_mib describe the setup, not the commit)
+RATIO_METRICS = ("completes_s", "commit_s", "cpu_ms_per_complete", "peak_rss_mib")
 _THREADS = {"boto3-15": 15, "boto3-64": 64}
 _FUNC = "zerorename.perf.commit_scenario:"
 #: the request parameter carrying each checksum algorithm's part checksum (as the engine's)
