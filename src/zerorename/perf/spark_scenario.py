@@ -80,6 +80,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=16,
         help="copy requests in flight in the rename baseline's commits (default: 16)",
     )
+    parser.add_argument(
+        "--copy-threshold",
+        default="128m",
+        help="rename baseline: objects this large or larger are copied in parts "
+        "(UploadPartCopy), smaller ones with one CopyObject; S3A's "
+        "fs.s3a.multipart.threshold (default: 128m)",
+    )
+    parser.add_argument(
+        "--copy-part-size",
+        default="64m",
+        help="rename baseline: part size of multipart copies; S3A's fs.s3a.multipart.size "
+        "(default: 64m)",
+    )
     parser.add_argument("--spark-memory", default="2g", help="Spark driver memory (default: 2g)")
 
 
@@ -111,6 +124,8 @@ def plan(args: argparse.Namespace, target: Target) -> list[Run]:
                 "days": args.days,
                 "part_size": args.part_size,
                 "rename_concurrency": args.rename_concurrency,
+                "copy_threshold": args.copy_threshold,
+                "copy_part_size": args.copy_part_size,
                 "spark_memory": args.spark_memory,
             }
             runs.append(Run(client=client, func=FUNC, params=params, group=f"{size}MB"))
@@ -169,6 +184,8 @@ def _writer_options(target: Target, params: dict[str, Any], timing_file: str) ->
         opts["partitionBy"] = str(params["partition_by"])
     if params["client"] == "rename":
         opts["renameConcurrency"] = str(params.get("rename_concurrency", 16))
+        opts["copyThreshold"] = str(params.get("copy_threshold", "128m"))
+        opts["copyPartSize"] = str(params.get("copy_part_size", "64m"))
     else:
         opts["committer"] = str(params["client"])
     return opts
