@@ -537,6 +537,7 @@ def plot(samples: list[Sample], args: argparse.Namespace, path: str) -> None:
             xytext=(0, 3),
             textcoords="offset points",
         )
+    ax0.set_ylim(0, max(m + hi for m, hi in zip(meds, highs, strict=True)) * 1.15 or 1)
     ax0.set_ylabel("completes / s (median, min-max)")
     ax0.set_title(f"job commit of {top:,} uploads")
     if len(sizes) > 1:
