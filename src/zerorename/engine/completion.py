@@ -42,9 +42,21 @@ from zerorename.engine.retry import AdaptiveLimiter, EngineStats, Retrier, error
 
 
 def unwrap_group(exc: BaseException) -> BaseException:
-    """The single real error inside (nested) exception groups, else ``exc`` itself."""
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
+    """The real error inside (nested) exception groups, else ``exc`` itself. When several
+    tasks failed in the same instant (parts throttled past the budget together) it is the
+    first, noting how many more there were; a group holding anything but ordinary
+    exceptions (e.g. KeyboardInterrupt) stays a group."""
+    more = 0
+    while isinstance(exc, BaseExceptionGroup):
+        inner = exc.exceptions
+        if len(inner) > 1:
+            if not all(isinstance(e, Exception) for e in inner):
+                return exc
+            more += len(inner) - 1
+        exc = inner[0]
+    note = f"({more} more task(s) failed at the same time)"
+    if more and note not in getattr(exc, "__notes__", ()):
+        exc.add_note(note)
     return exc
 
 

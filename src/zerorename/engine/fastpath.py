@@ -399,10 +399,10 @@ def signed_headers(
     if token:
         signed.append(("x-amz-security-token", token))
         headers["X-Amz-Security-Token"] = token
-    if request.headers:
-        for name, value in request.headers.items():
-            signed.append((name, canonical_value(value)))
-            headers[name] = value
+    for name, value in request.headers.items():
+        signed.append((name, canonical_value(value)))
+        headers[name] = value
+    if len(signed) > 3:
         signed.sort()
     headers["Authorization"] = target.signer.authorization(
         request.method, request.path, request.query, signed, access_key, secret_key, date_time
