@@ -522,3 +522,35 @@ async def test_the_double_refuses_a_wrong_signature(double: Callable[..., Any]) 
         with pytest.raises(errors.AccessDenied):
             await engine.upload("bkt", "k", b"x")
     assert d.bad_signatures == 1 and d.seen == []
+
+
+async def test_secrets_stay_out_of_errors() -> None:
+    """A failure on the fast path (here: nobody listens) names the endpoint, never the
+    secret key or the session token, in the error or anything it chains to."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    secret, token = "sEcReT/never+shown", "ToKeN/never+shown"
+    config = EngineConfig(
+        endpoint_url=f"http://127.0.0.1:{port}",
+        region="us-east-1",
+        addressing_style="path",
+        aws_access_key_id="AKIDNOBODYLISTENS001",
+        aws_secret_access_key=secret,
+        aws_session_token=token,
+        connect_timeout=1,
+        retry=RetryConfig(max_attempts=2, base_delay=0.01, max_delay=0.02, max_elapsed=10),
+    )
+    async with UploadEngine(config) as engine:
+        with pytest.raises(errors.EndpointUnreachable) as info:
+            await engine.upload("bucket", "key", b"x")
+        assert fast_of(engine).sent == {"PutObject": 2}
+        assert secret not in repr(fast_of(engine)) and token not in repr(config)
+    chain: list[BaseException] = []
+    exc: BaseException | None = info.value
+    while exc is not None and len(chain) < 10:
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    text = " ".join(f"{e!r} {e} {getattr(e, '__notes__', '')}" for e in chain)
+    assert f"127.0.0.1:{port}" in text
+    assert secret not in text and token not in text
