@@ -160,3 +160,22 @@ def test_bad_target_and_missing_bucket_are_clear_errors(tmp_path: Path) -> None:
             check=False,
         )
         assert proc.returncode == 1 and words in proc.stderr, proc.stderr
+
+
+def test_a_run_that_times_out_is_reported_and_the_others_go_on(tmp_path: Path) -> None:
+    out_json = tmp_path / "out.json"
+    args = ["many", "--target", "sink", "--reps", "1", "--count", "4", "--size", "1KiB"]
+    args += ["--clients", "zerorename,boto3-default", "--run-timeout", "0.01"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "zerorename.perf", *args, "--json", str(out_json)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert "2 run(s) FAILED" in proc.stdout
+    doc = json.loads(out_json.read_text())
+    assert {f["client"] for f in doc["failures"]} == {"zerorename", "boto3-default"}
+    assert all("--run-timeout" in f["error"] for f in doc["failures"])
+    assert doc["samples"] == []

@@ -14,6 +14,7 @@ import argparse
 import importlib
 import json
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -81,6 +82,13 @@ def add_common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--plot", metavar="FILE.png", help="write a PNG plot (matplotlib)")
     g.add_argument(
         "--quiet", action="store_true", help="no progress display (the table still prints)"
+    )
+    g.add_argument(
+        "--run-timeout",
+        type=float,
+        default=1800.0,
+        help="seconds one measured run may take before it is stopped and reported as "
+        "failed; the other runs go on (default: 1800)",
     )
     g.add_argument(
         "--profile",
@@ -175,20 +183,38 @@ def execute(
     args: argparse.Namespace,
     target: Target,
     progress: _Progress | None = None,
+    failures: list[dict[str, Any]] | None = None,
 ) -> list[Sample]:
-    """Every planned run ``args.reps`` times, each in a child; clients alternated."""
+    """Every planned run ``args.reps`` times, each in a child; clients alternated. A run
+    that fails or times out is recorded in ``failures`` and the others go on."""
+    if failures is None:
+        failures = []
     plan: list[Run] = scenario.plan(args, target)
     if not plan:
         raise SystemExit("nothing to run: the options select no client or setting")
     reps = max(1, int(args.reps))
     prog = progress or _Progress(len(plan) * reps, quiet=True)
     samples: list[Sample] = []
+    timeout = float(getattr(args, "run_timeout", 1800.0))
     for rep in range(reps):
         shift = rep % len(plan)
         for run in plan[shift:] + plan[:shift]:
             label = f"{run.client} {run.group}".strip()
             prog.status(f"rep {rep + 1}/{reps}: {label}")
-            metrics = run_in_child(run.func, target, run.params)
+            try:
+                metrics = run_in_child(run.func, target, run.params, timeout=timeout)
+            except (ChildFailed, subprocess.TimeoutExpired) as exc:
+                why = (
+                    f"no result within --run-timeout {timeout:.0f} s"
+                    if isinstance(exc, subprocess.TimeoutExpired)
+                    else str(exc)
+                )
+                failures.append(
+                    {"client": run.client, "group": run.group, "rep": rep, "error": why}
+                )
+                prog.advance(f"{label} rep {rep + 1}: FAILED")
+                print(f"[perf] {label} rep {rep + 1} failed: {why}", file=sys.stderr, flush=True)
+                continue
             samples.append(Sample(scenario.NAME, run.client, run.params, metrics, rep, run.group))
             prog.advance(f"{label} rep {rep + 1}: {_short(metrics)}")
     if getattr(args, "profile", None):
@@ -217,6 +243,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
 def main_args(args: argparse.Namespace) -> int:
     scenario = load(args.scenario)
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    failures: list[dict[str, Any]] = []
     try:
         with open_target(
             args.target,
@@ -229,7 +256,7 @@ def main_args(args: argparse.Namespace) -> int:
             plan_size = len(scenario.plan(args, target)) * max(1, int(args.reps))
             progress = _Progress(plan_size, args.quiet)
             try:
-                samples = execute(scenario, args, target, progress)
+                samples = execute(scenario, args, target, progress, failures)
             finally:
                 progress.close()
     except (TargetError, ChildFailed) as exc:
@@ -254,6 +281,11 @@ def main_args(args: argparse.Namespace) -> int:
         print()
         for line in notes:
             print(line)
+    if failures:
+        print(f"\n{len(failures)} run(s) FAILED (not in the figures):")
+        for fail in failures:
+            first = (fail["error"].splitlines() or [""])[0]
+            print(f"  {fail['client']} {fail['group']} rep {fail['rep'] + 1}: {first}")
 
     if args.plot:
         plot_fn = getattr(scenario, "plot", None)
@@ -276,11 +308,12 @@ def main_args(args: argparse.Namespace) -> int:
             "summary": [s.to_json() for s in stats],
             "ratios": [r.to_json() for r in rs],
             "notes": notes,
+            "failures": failures,
         }
-        with open(args.json, "w") as f:
-            json.dump(doc, f, indent=2, default=str)
+        with open(args.json, "w") as out:
+            json.dump(doc, out, indent=2, default=str)
         print(f"json: {args.json}")
-    return 0
+    return 1 if failures else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
