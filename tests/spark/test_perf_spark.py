@@ -179,6 +179,8 @@ def test_notes_report_flatness_and_speedup() -> None:
     assert "goal: magic >= 10x faster than rename at 1000 MB (x68.2: met)" in text
     assert "WARNING" not in text
     assert notes([], _args()) == []
+    rgw = notes(_samples(), argparse.Namespace(**vars(_args()), target="rgw"))
+    assert "--copy-threshold" in rgw[-1]
 
 
 def test_plot_writes_a_png(tmp_path: Path) -> None:

@@ -293,7 +293,12 @@ def verify(
         count = id_sum = 0
         for rel in sorted(data):
             body = s3.get_object(Bucket=target.bucket, Key=lp + rel)["Body"].read()
-            ids = pq.read_table(io.BytesIO(body), columns=["id"]).column("id")
+            # no Arrow thread pools: their threads can abort the process at exit
+            # (apache/arrow#34314)
+            table = pq.read_table(
+                io.BytesIO(body), columns=["id"], use_threads=False, pre_buffer=False
+            )
+            ids = table.column("id")
             count += len(ids)
             id_sum += sum(ids.to_pylist())
         if count != rows or id_sum != rows * (rows - 1) // 2:
@@ -371,6 +376,17 @@ def notes(samples: list[Sample], args: argparse.Namespace) -> list[str]:
     unverified = [s for s in samples if s.metrics.get("verified", 1.0) != 1.0]
     if unverified:
         lines.append(f"WARNING: {len(unverified)} runs failed verification")
+    target = str(getattr(args, "target", "") or "")
+    if target == "moto":
+        lines.append(
+            "moto completes large multipart uploads slowly (it joins the parts in memory): "
+            "there every commit grows with the bytes (on RGW ours do not)"
+        )
+    elif target == "rgw" and "rename" in med:
+        lines.append(
+            "RGW copies a whole object (CopyObject) without moving its bytes, but copies "
+            "UploadPartCopy parts: the baseline's cost there depends on --copy-threshold"
+        )
     return lines
 
 
