@@ -207,28 +207,28 @@ def measure(target: Target, params: dict[str, Any]) -> dict[str, float]:
     uri = f"s3://{target.bucket}/{prefix}"
     _child_env(target)
     fmt = rename_baseline.NAME if client == "rename" else rename_baseline.TIMED_NAME
-    with tempfile.TemporaryDirectory(prefix="zr-perf-spark-") as tmp:
-        timing_file = os.path.join(tmp, "commit.json")
-        spark = _spark(str(params.get("spark_memory", "2g")))
-        try:
-            rename_baseline.register(spark)
-            df = _dataset(spark, rows, partitions, days)
-            writer = (
-                df.write.format(fmt)
-                .mode("append")
-                .options(**_writer_options(target, params, timing_file))
-            )
-            t0 = time.perf_counter()
-            writer.save(uri)
-            write_s = time.perf_counter() - t0
-        finally:
-            spark.stop()
-        timing = rename_baseline.CommitTiming.load(timing_file)
     # moto gives a copy of a multipart object the source's composite checksum as if it
     # were a whole-object one, which botocore's response validation rejects; the bytes are
     # checked by reading the rows back instead
     s3 = target.boto3_client(response_checksum_validation="when_required")
     try:
+        with tempfile.TemporaryDirectory(prefix="zr-perf-spark-") as tmp:
+            timing_file = os.path.join(tmp, "commit.json")
+            spark = _spark(str(params.get("spark_memory", "2g")))
+            try:
+                rename_baseline.register(spark)
+                df = _dataset(spark, rows, partitions, days)
+                writer = (
+                    df.write.format(fmt)
+                    .mode("append")
+                    .options(**_writer_options(target, params, timing_file))
+                )
+                t0 = time.perf_counter()
+                writer.save(uri)
+                write_s = time.perf_counter() - t0
+            finally:
+                spark.stop()
+            timing = rename_baseline.CommitTiming.load(timing_file)
         check = verify(s3, target, prefix, client, rows, timing)
     finally:
         if not params.get("keep"):
