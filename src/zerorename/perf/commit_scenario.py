@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from zerorename.perf.model import Meter, MiB, Run, Sample, Target
+from zerorename.perf.model import ChildFailed, Meter, MiB, Run, Sample, Target, run_json_module
 
 NAME = "commit"
 HELP = "job commit rate: complete N deferred uploads (zerorename Job.commit vs boto3 threads)"
@@ -220,28 +218,13 @@ def prepare_in_child(
 ) -> dict[str, Any]:
     """Run :func:`_prepare` in a fresh process (its memory and CPU are not the measured
     child's); returns ``{"job_id", "prepare_s"}``. Credentials go on stdin, never argv."""
-    payload = json.dumps(
-        {"target": target.to_json(), "params": params, "dest": dest, "out": str(out)}
-    )
-    env = dict(os.environ)
-    src = str(Path(__file__).resolve().parents[2])  # importable even when not installed
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
-    proc = subprocess.run(
-        [sys.executable, "-m", "zerorename.perf.commit_scenario", "prepare"],
-        input=payload.encode(),
-        capture_output=True,
-        timeout=timeout,
-        env=env,
-        check=False,
-    )
-    lines = proc.stdout.decode(errors="replace").strip().splitlines()
-    if proc.returncode != 0 or not lines:
-        err = proc.stderr.decode(errors="replace").strip().splitlines() or ["(no stderr)"]
-        tail = "\n".join(err[-12:])
-        raise PrepareFailed(
-            f"preparing {dest} failed (exit {proc.returncode}): {err[-1]}\n--- its stderr:\n{tail}"
+    payload = {"target": target.to_json(), "params": params, "dest": dest, "out": str(out)}
+    try:
+        result: dict[str, Any] = run_json_module(
+            "zerorename.perf.commit_scenario", payload, timeout, "prepare"
         )
-    result: dict[str, Any] = json.loads(lines[-1])
+    except ChildFailed as exc:
+        raise PrepareFailed(f"preparing {dest} {exc}") from None
     return result
 
 

@@ -184,12 +184,14 @@ def execute(
     target: Target,
     progress: _Progress | None = None,
     failures: list[dict[str, Any]] | None = None,
+    plan: list[Run] | None = None,
 ) -> list[Sample]:
     """Every planned run ``args.reps`` times, each in a child; clients alternated. A run
     that fails or times out is recorded in ``failures`` and the others go on."""
     if failures is None:
         failures = []
-    plan: list[Run] = scenario.plan(args, target)
+    if plan is None:
+        plan = scenario.plan(args, target)
     if not plan:
         raise SystemExit("nothing to run: the options select no client or setting")
     reps = max(1, int(args.reps))
@@ -253,10 +255,10 @@ def main_args(args: argparse.Namespace) -> int:
             create_bucket=args.create_bucket,
             rgw_store=args.rgw_store,
         ) as target:
-            plan_size = len(scenario.plan(args, target)) * max(1, int(args.reps))
-            progress = _Progress(plan_size, args.quiet)
+            plan: list[Run] = scenario.plan(args, target)
+            progress = _Progress(len(plan) * max(1, int(args.reps)), args.quiet)
             try:
-                samples = execute(scenario, args, target, progress, failures)
+                samples = execute(scenario, args, target, progress, failures, plan)
             finally:
                 progress.close()
     except (TargetError, ChildFailed) as exc:

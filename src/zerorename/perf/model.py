@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from zerorename.engine import EngineConfig
@@ -186,14 +187,25 @@ def run_in_child(
     line of stdout. With ``profile`` (a file path) the child runs under pyinstrument and
     writes its profile there as text (profiling costs CPU: figures of such runs are not
     comparable)."""
-    payload = json.dumps(
-        {"func": func, "target": target.to_json(), "params": params, "profile": profile}
-    )
+    payload = {"func": func, "target": target.to_json(), "params": params, "profile": profile}
+    try:
+        result: dict[str, float] = run_json_module("zerorename.perf.model", payload, timeout)
+    except ChildFailed as exc:
+        raise ChildFailed(f"{func} {exc}") from None
+    return result
+
+
+def run_json_module(module: str, payload: dict[str, Any], timeout: float, *args: str) -> Any:
+    """``python -m module *args`` with ``payload`` as JSON on stdin (credentials never in
+    argv); returns the JSON on the last line of its stdout. The child finds this package
+    even when it is not installed. Raises :class:`ChildFailed` with its stderr's tail."""
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
+    src = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
     proc = subprocess.run(
-        [sys.executable, "-m", "zerorename.perf.model"],
-        input=payload.encode(),
+        [sys.executable, "-m", module, *args],
+        input=json.dumps(payload).encode(),
         capture_output=True,
         timeout=timeout,
         env=env,
@@ -201,10 +213,10 @@ def run_in_child(
     )
     out = proc.stdout.decode(errors="replace").strip().splitlines()
     if proc.returncode != 0 or not out:
-        tail = "\n".join(proc.stderr.decode(errors="replace").strip().splitlines()[-15:])
-        raise ChildFailed(f"{func} failed (exit {proc.returncode}):\n{tail}")
-    result: dict[str, float] = json.loads(out[-1])
-    return result
+        err = proc.stderr.decode(errors="replace").strip().splitlines() or ["(no stderr)"]
+        tail = "\n".join(err[-15:])
+        raise ChildFailed(f"failed (exit {proc.returncode}): {err[-1]}\n--- its stderr:\n{tail}")
+    return json.loads(out[-1])
 
 
 def _resolve(func: str) -> MeasureFn:
