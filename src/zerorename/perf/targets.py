@@ -98,7 +98,7 @@ def open_target(
     region: str | None = None,
     addressing_style: str | None = None,
     create_bucket: bool = False,
-    rgw_store: str = "memstore",
+    rgw_store: str = "bluestore",
 ) -> Iterator[Target]:
     """Yield a :class:`Target` for ``spec`` (moto, rgw, sink, aws or a URL); embedded
     servers are stopped on exit. Each call gets its own run prefix."""

@@ -175,7 +175,9 @@ admin socket = $BASE/run/\$name.\$pid.asok
 ms mon client mode = crc
 [client.rgw]
 admin socket = $BASE/run/\$name.asok
-rgw frontends = beast endpoint=127.0.0.1:$PORT
+# tcp_nodelay: without it a small response on a reused connection waits ~40 ms for the
+# client's delayed ACK (Nagle), so small GET/LIST/HEAD take 45-50 ms instead of ~4 ms
+rgw frontends = beast endpoint=127.0.0.1:$PORT tcp_nodelay=1
 rgw data = $BASE/rgw
 # reclaim deleted/overwritten multipart data quickly (matters for memstore capacity)
 rgw gc obj min wait = 30
