@@ -178,7 +178,11 @@ def test_notes_report_flatness_and_speedup() -> None:
     assert "rename baseline / magic commit time: 100 MB x7.5, 1000 MB x68.2" in text
     assert "goal: magic >= 10x faster than rename at 1000 MB (x68.2: met)" in text
     assert "WARNING" not in text
+    assert "flat from 100 to 1000 MB (x1.10 <= " in text
     assert notes([], _args()) == []
+    one_size = [s for s in _samples() if s.params["size_mb"] == 1000]
+    one = "\n".join(notes(one_size, _args()))
+    assert "flat from" not in one and "flatness needs two --sizes" in one
     rgw = notes(_samples(), argparse.Namespace(**vars(_args()), target="rgw"))
     assert "--copy-threshold" in rgw[-1]
 
