@@ -1,0 +1,3 @@
+from zerorename.perf.sink.server import main
+
+raise SystemExit(main())
