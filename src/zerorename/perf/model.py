@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from zerorename.engine import EngineConfig
+from zerorename.testing.targets import endpoint_engine_config
 
 MiB = 1024 * 1024
 GiB = 1024 * MiB
@@ -58,16 +59,8 @@ class Target:
         return "/".join([self.prefix, *parts])
 
     def engine_config(self, **overrides: Any) -> EngineConfig:
-        kwargs: dict[str, Any] = {
-            "endpoint_url": self.endpoint_url,
-            "region": self.region,
-            "addressing_style": self.addressing_style,
-        }
-        if self.access_key is not None and self.secret_key is not None:
-            kwargs["aws_access_key_id"] = self.access_key
-            kwargs["aws_secret_access_key"] = self.secret_key
-        kwargs.update(overrides)
-        return EngineConfig(**kwargs)
+        """An EngineConfig for this target; keyword arguments override any field."""
+        return endpoint_engine_config(self, **overrides)
 
     def boto3_client(self, **config: Any) -> Any:
         """A boto3 S3 client for this target; ``config`` goes to botocore's Config (its

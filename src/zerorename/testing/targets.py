@@ -6,7 +6,7 @@ import dataclasses
 import re
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from zerorename.engine.config import EngineConfig
 
@@ -28,6 +28,34 @@ def unique_prefix(hint: str = "") -> str:
     return f"{stem or 'test'}-{uuid.uuid4().hex[:8]}/"
 
 
+class _Endpoint(Protocol):
+    @property
+    def endpoint_url(self) -> str | None: ...
+    @property
+    def region(self) -> str: ...
+    @property
+    def addressing_style(self) -> str: ...
+    @property
+    def access_key(self) -> str | None: ...
+    @property
+    def secret_key(self) -> str | None: ...
+
+
+def endpoint_engine_config(target: _Endpoint, **overrides: Any) -> EngineConfig:
+    """An EngineConfig that talks to ``target``'s endpoint (its credentials when it has
+    both keys, else the AWS chain); keyword arguments override any field."""
+    kwargs: dict[str, Any] = {
+        "endpoint_url": target.endpoint_url,
+        "region": target.region,
+        "addressing_style": target.addressing_style,
+    }
+    if target.access_key is not None and target.secret_key is not None:
+        kwargs["aws_access_key_id"] = target.access_key
+        kwargs["aws_secret_access_key"] = target.secret_key
+    kwargs.update(overrides)
+    return EngineConfig(**kwargs)
+
+
 @dataclass(frozen=True)
 class S3Target:
     """Where a test writes: endpoint, region, credentials (None = AWS chain), bucket, prefix."""
@@ -47,16 +75,7 @@ class S3Target:
 
     def engine_config(self, **overrides: Any) -> EngineConfig:
         """An EngineConfig for this target; keyword arguments override any field."""
-        kwargs: dict[str, Any] = {
-            "endpoint_url": self.endpoint_url,
-            "region": self.region,
-            "addressing_style": self.addressing_style,
-        }
-        if self.access_key is not None and self.secret_key is not None:
-            kwargs["aws_access_key_id"] = self.access_key
-            kwargs["aws_secret_access_key"] = self.secret_key
-        kwargs.update(overrides)
-        return EngineConfig(**kwargs)
+        return endpoint_engine_config(self, **overrides)
 
     def boto3_client(self, **config: Any) -> Any:
         """A plain boto3 S3 client for checking state in tests (never used by the library).
