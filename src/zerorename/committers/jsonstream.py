@@ -254,6 +254,75 @@ class ObjectStreamScanner:
         return True
 
 
+class LayoutMismatch(Exception):
+    """The text is not laid out one array element per line: use the incremental scanner."""
+
+
+class _DuplicateName(Exception):
+    pass
+
+
+def _unique_names(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        raise _DuplicateName
+    return d
+
+
+def iter_line_events(text: str, array_field: str) -> Iterator[Event]:
+    """Events of a whole text laid out as ``{members,"<field>":[`` on the first line, one
+    array element per line (each but the last ending with ``,``), then ``]}`` and only
+    whitespace: the layout :func:`~zerorename.committers.records.encode_pendingset`
+    writes, decoded with one ``json.loads`` per line instead of the incremental scanner.
+
+    Raises :class:`LayoutMismatch` where the text departs from that layout (which may be
+    after some events were yielded). The events yielded up to then are always the ones
+    :class:`ObjectStreamScanner` yields for the same text, so a caller that collected
+    them can start over with the scanner and get the same results or errors.
+    """
+    lines = text.split("\n")
+    head = lines[0]
+    if not head.endswith(json.dumps(array_field, ensure_ascii=False) + ":["):
+        raise LayoutMismatch
+    try:
+        # The '[' ending the first line opens an array that only ']}' can close so that
+        # the object ends: an array member of the top-level object, its last member.
+        top = json.loads(head + "]}", object_pairs_hook=_unique_names)
+    except (ValueError, _DuplicateName):
+        raise LayoutMismatch from None
+    if not isinstance(top, dict) or next(reversed(top)) != array_field or top[array_field] != []:
+        raise LayoutMismatch
+    del top[array_field]
+    for key, value in top.items():
+        yield Member(key, value)
+    yield ArrayStart(array_field)
+    decode = _DECODER.decode
+    end = _closing_line(lines)
+    for i in range(1, end):
+        line = lines[i]
+        if i < end - 1:
+            if not line.endswith(","):
+                raise LayoutMismatch
+            line = line[:-1]
+        try:
+            value = decode(line)
+        except ValueError:
+            raise LayoutMismatch from None
+        yield Item(value)
+    yield ArrayEnd(array_field, end - 1)
+    yield End()
+
+
+def _closing_line(lines: list[str]) -> int:
+    """Index of the line ``]}`` after which only whitespace follows (else LayoutMismatch)."""
+    end = len(lines) - 1
+    while end > 0 and not lines[end].strip(_WS):
+        end -= 1
+    if end < 1 or lines[end] != "]}":
+        raise LayoutMismatch
+    return end
+
+
 def iter_object_stream(chunks: Iterable[bytes], array_field: str) -> Iterator[Event]:
     """Scan a sync chunk source; the last event is :class:`End`, or JsonStreamError."""
     sc = ObjectStreamScanner(array_field)
