@@ -1,11 +1,12 @@
 """Job commit, resume and rollback: the I/O that runs the journal's state machine.
 
-Commit: fix the plan (pendingsets) -> scan every pendingset once, streaming (checks,
-totals, touched partitions) -> conflict pre-check -> complete, reading one pendingset at a
-time into a spool and feeding its uploads to ``engine.complete_many`` with at most
-``window`` pendingsets in flight -> (replace: delete older objects) -> ``_SUCCESS`` ->
-abort this job's leftover uploads and delete its records. Memory does not grow with the
-number of uploads. The journal in the store lets another process resume or roll back.
+Commit: fix the plan (pendingsets) -> scan: read every pendingset once into a spool, parse
+it to its end and check it (totals, touched partitions), keeping its parsed uploads or its
+spilled bytes (see :mod:`spool`) -> conflict pre-check -> complete from what the scan kept,
+feeding the uploads to ``engine.complete_many`` with at most ``window`` pendingsets in
+flight -> (replace: delete older objects) -> ``_SUCCESS`` -> abort this job's leftover
+uploads and delete its records. Memory does not grow with the number of uploads. The
+journal in the store lets another process resume or roll back.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ from zerorename.committers.errors import (
 from zerorename.committers.journal import CommitPlan, Journal, State, Watermark, can_abort
 from zerorename.committers.paths import key_carries_job, partition_of
 from zerorename.committers.records import MAX_SUCCESS_FILENAMES, PendingRecord, SuccessData
+from zerorename.committers.spool import LoadedSet, PendingSetCache
 from zerorename.committers.store import (
-    SpooledPendingSet,
     abort_uploads,
     bounded_map,
     check_record,
@@ -40,7 +41,6 @@ from zerorename.committers.store import (
     job_uploads,
     keys_under,
     read_optional,
-    scan_pendingset,
     unwrapped,
 )
 from zerorename.engine.errors import EngineError, PreconditionFailed
@@ -125,6 +125,8 @@ class JobCommitRun:
         self.partitions: set[str] = set()
         self.phase = "starting"
         self.c = _Counters()
+        #: what the scan read of the pendingsets, for the completion (closed by _run)
+        self.sets = PendingSetCache()
         self._t0 = time.monotonic()
         self._stats0 = (self.engine.stats.retries, self.engine.stats.throttles)
 
@@ -234,12 +236,13 @@ class JobCommitRun:
         return await self._run(resumed=True)
 
     async def _run(self, *, resumed: bool) -> JobCommitResult:
-        async with unwrapped(), anyio.create_task_group() as tg:
-            tg.start_soon(self._ticker)
-            try:
-                return await self._steps(resumed)
-            finally:
-                tg.cancel_scope.cancel()
+        with self.sets:
+            async with unwrapped(), anyio.create_task_group() as tg:
+                tg.start_soon(self._ticker)
+                try:
+                    return await self._steps(resumed)
+                finally:
+                    tg.cancel_scope.cancel()
         raise AssertionError("unreachable")
 
     async def _steps(self, resumed: bool) -> JobCommitResult:
@@ -345,8 +348,19 @@ class JobCommitRun:
     def _check(self, rec: PendingRecord, location: str) -> None:
         check_record(rec, self.dest, self.job.job_id, location, partitioned=self.job.partitioned)
 
+    async def _load(self, index: int, on_record: Callable[[PendingRecord, str], None]) -> LoadedSet:
+        return await self.sets.load(
+            index,
+            self.engine,
+            self.dest.bucket,
+            self.plan.pendingsets[index].key,
+            self.job.job_id,
+            on_record,
+        )
+
     async def _scan_and_check(self) -> None:
-        """Read every pendingset once, streaming; fail before completing anything."""
+        """Read every pendingset once, parse it to its end and check it; fail before
+        completing anything."""
         j = self.journal
         j.uploads_total = j.bytes_total = 0
         j.filenames = []
@@ -357,23 +371,23 @@ class JobCommitRun:
         )
         mismatched = 0
 
+        def tally(rec: PendingRecord, location: str) -> None:
+            self._check(rec, location)
+            j.uploads_total += 1
+            j.bytes_total += rec.upload.length
+            if need_parts or len(j.filenames) < MAX_SUCCESS_FILENAMES:
+                rel = self.dest.rel(rec.upload.key) or ""
+                if len(j.filenames) < MAX_SUCCESS_FILENAMES:
+                    j.filenames.append(rel)
+                if need_parts:
+                    self.partitions.add(partition_of(rel))
+
         async def scan(index: int) -> None:
             nonlocal mismatched
-            ps = self.plan.pendingsets[index]
-            async for item in scan_pendingset(
-                self.engine, self.dest.bucket, ps.key, self.job.job_id
-            ):
-                if isinstance(item, PendingRecord):
-                    self._check(item, self.dest.uri_of(ps.key))
-                    j.uploads_total += 1
-                    j.bytes_total += item.upload.length
-                    rel = self.dest.rel(item.upload.key) or ""
-                    if len(j.filenames) < MAX_SUCCESS_FILENAMES:
-                        j.filenames.append(rel)
-                    if need_parts:
-                        self.partitions.add(partition_of(rel))
-                elif ps.attempt is not None and item.attempt != ps.attempt:
-                    mismatched += 1  # a later attempt overwrote it: still a valid task output
+            attempt = self.plan.pendingsets[index].attempt
+            loaded = await self._load(index, tally)
+            if attempt is not None and loaded.header.attempt != attempt:
+                mismatched += 1  # a later attempt overwrote it: still a valid task output
 
         await bounded_map(range(len(self.plan.pendingsets)), scan, self.opts.scan_concurrency)
         if mismatched:
@@ -467,27 +481,26 @@ class JobCommitRun:
                         await changed[0].wait()
                 if failures:
                     return
-                ps = self.plan.pendingsets[idx]
-                spool = await SpooledPendingSet.load(
-                    self.engine, self.dest.bucket, ps.key, self.job.job_id, self._check
-                )
+                # read by the scan of this process, else (a resumed completion) now; parsed
+                # to its end and checked either way before any of its uploads is handed out
+                loaded = self.sets.pop(idx)
+                if loaded is None:
+                    await self._load(idx, self._check)
+                    loaded = self.sets.pop(idx)
+                    assert loaded is not None
                 remaining[idx] = 1  # held until every record was handed out
-                try:
-                    for rec in spool.records():
-                        if failures:
-                            return
-                        up = rec.upload
-                        if idx < uncertain_until and is_completed_object(
-                            up, await self.engine.head_object(up.bucket, up.key)
-                        ):
-                            self.c.uploads_done += 1
-                            self.c.bytes_done += up.length
-                            continue
-                        remaining[idx] += 1
-                        inflight[(up.key, up.upload_id)] = idx
-                        yield up
-                finally:
-                    spool.close()
+                for up in loaded.uploads():
+                    if failures:
+                        return
+                    if idx < uncertain_until and is_completed_object(
+                        up, await self.engine.head_object(up.bucket, up.key)
+                    ):
+                        self.c.uploads_done += 1
+                        self.c.bytes_done += up.length
+                        continue
+                    remaining[idx] += 1
+                    inflight[(up.key, up.upload_id)] = idx
+                    yield up
                 finish(idx)
                 if wm.should_persist():
                     await persist()

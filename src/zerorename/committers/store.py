@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import tempfile
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
-from typing import IO, Any, TypeVar
+from typing import Any, TypeVar
 
 import anyio
 
@@ -20,7 +19,6 @@ from zerorename.committers.records import (
     PendingRecord,
     PendingSetHeader,
     PendingSetParser,
-    parse_pendingset,
     stream_error,
 )
 from zerorename.engine import UploadEngine
@@ -29,8 +27,6 @@ from zerorename.engine.records import UploadInfo
 
 T = TypeVar("T")
 
-#: a pendingset larger than this is spooled to a local temporary file, not held in memory.
-SPOOL_MEMORY = 4 * 1024 * 1024
 READ_CHUNK = 256 * 1024
 
 
@@ -128,78 +124,6 @@ async def scan_pendingset(
     except ObjectNotFound:
         raise RecordFormatError("pendingset does not exist", location=location) from None
     yield parser.finish()
-
-
-class SpooledPendingSet:
-    """A pendingset copied to a spool (memory up to SPOOL_MEMORY, then a temp file) and
-    parsed to its end before any record is handed out: nothing is completed from a
-    pendingset that does not parse."""
-
-    def __init__(
-        self,
-        location: str,
-        spool: IO[bytes],
-        header: PendingSetHeader,
-        count: int,
-        nbytes: int,
-        job_id: str,
-    ) -> None:
-        self.location = location
-        self.header = header
-        self.count = count
-        self.bytes = nbytes
-        self._spool = spool
-        self._job_id = job_id
-
-    @classmethod
-    async def load(
-        cls,
-        engine: UploadEngine,
-        bucket: str,
-        key: str,
-        job_id: str,
-        check: Callable[[PendingRecord, str], None],
-    ) -> SpooledPendingSet:
-        location = f"s3://{bucket}/{key}"
-        spool: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY)  # noqa: SIM115
-        try:
-            try:
-                async for chunk in engine.iter_object(bucket, key, chunk_size=READ_CHUNK):
-                    spool.write(chunk)
-            except ObjectNotFound:
-                raise RecordFormatError("pendingset does not exist", location=location) from None
-            header: PendingSetHeader | None = None
-            count = nbytes = 0
-            for item in cls._parse(spool, location, job_id):
-                if isinstance(item, PendingRecord):
-                    check(item, location)
-                    count += 1
-                    nbytes += item.upload.length
-                else:
-                    header = item
-            assert header is not None
-            return cls(location, spool, header, count, nbytes, job_id)
-        except BaseException:
-            spool.close()
-            raise
-
-    @staticmethod
-    def _parse(
-        spool: IO[bytes], location: str, job_id: str
-    ) -> Iterable[PendingRecord | PendingSetHeader]:
-        spool.seek(0)
-        return parse_pendingset(
-            iter(lambda: spool.read(READ_CHUNK), b""), location, expect_job_id=job_id
-        )
-
-    def records(self) -> Iterable[PendingRecord]:
-        """The records again, from the spool (already validated)."""
-        for item in self._parse(self._spool, self.location, self._job_id):
-            if isinstance(item, PendingRecord):
-                yield item
-
-    def close(self) -> None:
-        self._spool.close()
 
 
 async def job_uploads(
