@@ -487,7 +487,7 @@ async def test_stalled_and_slow_pendingset_reads_are_retried(
                 operation="GetObject",
                 fault="stall",
                 delay=2.0,
-                schedule={1, 6},
+                schedule={1, 4},
                 path_contains=".pendingset",
             )
         )
@@ -502,7 +502,7 @@ async def test_stalled_and_slow_pendingset_reads_are_retried(
         transient = engine.stats.transient_errors
 
     assert proxy.stats.faults("GetObject", "stall") == 2
-    assert proxy.stats.faults("GetObject", "latency") >= 2 * len(files)  # scan + complete
+    assert proxy.stats.faults("GetObject", "latency") >= len(files)  # one read per set
     assert transient >= 2  # the stalls were read timeouts, retried
     assert result.files == len(expected)
     assert elapsed >= 1.0
