@@ -22,6 +22,7 @@ import botocore.exceptions as bexc
 import pytest
 from aiobotocore.credentials import AioRefreshableCredentials
 from aiohttp import web
+from engine_helpers import get, pending_keys
 
 from zerorename.engine import (
     EngineConfig,
@@ -60,16 +61,6 @@ def fast_of(engine: UploadEngine) -> FastClient:
     client = engine._client
     assert isinstance(client, FastClient), "the fast path should be on"
     return client
-
-
-def get(s3: S3Target, key: str) -> bytes:
-    body: bytes = s3.boto3_client().get_object(Bucket=s3.bucket, Key=key)["Body"].read()
-    return body
-
-
-def pending_keys(s3: S3Target) -> list[str]:
-    resp = s3.boto3_client().list_multipart_uploads(Bucket=s3.bucket, Prefix=s3.prefix)
-    return sorted(u["Key"] for u in resp.get("Uploads", []))
 
 
 # ------------------------------------------------------------------ moto and RGW

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from engine_helpers import get, object_keys, pending_keys
 
 from zerorename.engine import (
     BytesSent,
@@ -42,21 +43,6 @@ def cfg(s3: S3Target, **kw: Any) -> EngineConfig:
     kw.setdefault("part_size", 5 * MiB)
     kw.setdefault("max_concurrency", 4)
     return s3.engine_config(**kw)
-
-
-def get(s3: S3Target, key: str) -> bytes:
-    body: bytes = s3.boto3_client().get_object(Bucket=s3.bucket, Key=key)["Body"].read()
-    return body
-
-
-def pending_keys(s3: S3Target) -> list[str]:
-    resp = s3.boto3_client().list_multipart_uploads(Bucket=s3.bucket, Prefix=s3.prefix)
-    return sorted(u["Key"] for u in resp.get("Uploads", []))
-
-
-def object_keys(s3: S3Target) -> list[str]:
-    resp = s3.boto3_client().list_objects_v2(Bucket=s3.bucket, Prefix=s3.prefix)
-    return sorted(o["Key"] for o in resp.get("Contents", []))
 
 
 DATA = os.urandom(12 * MiB + 12345)
