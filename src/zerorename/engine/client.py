@@ -34,6 +34,7 @@ from zerorename.engine.fastpath import (
     signed_headers,
     target_for,
 )
+from zerorename.engine.filebody import SENDFILE_AVAILABLE, FilePayload, FileRange
 
 # like aiobotocore's default: under the 20 s idle timeout of AWS front ends
 _KEEPALIVE_TIMEOUT = 12.0
@@ -121,6 +122,10 @@ class FastClient:
         #: requests sent by the fast path / hot calls handed to botocore, per operation.
         self.sent: dict[str, int] = {}
         self.handed_over: dict[str, int] = {}
+        #: send file parts with os.sendfile over plain-HTTP connections (filebody.py).
+        self.zero_copy = SENDFILE_AVAILABLE
+        #: bytes of file parts that went out with sendfile (all attempts).
+        self.zero_copy_bytes = 0
 
     def __getattr__(self, name: str) -> Any:
         if name == "_client":  # not set yet: no recursion
@@ -323,13 +328,17 @@ class FastClient:
             target, request, creds.access_key, creds.secret_key, creds.token, self._now()
         )
         url = target.origin + request.path + ("?" + request.wire_query if request.query else "")
+        data = request.body
+        if isinstance(data, FileRange):  # sendfile on plain TCP only (never under TLS)
+            zero_copy = self.zero_copy and target.origin.startswith("http:")
+            data = FilePayload(data, zero_copy=zero_copy, timeout=self._config.read_timeout)
         failure: Exception | None = None
         try:
             async with session.request(
                 request.method,
                 URL(url, encoded=True),
                 headers=headers,
-                data=request.body,
+                data=data,
                 allow_redirects=False,
             ) as resp:
                 body = await resp.read()
@@ -337,6 +346,9 @@ class FastClient:
                 resp_headers = resp.headers
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             failure = connection_error(exc, url)
+        finally:
+            if isinstance(data, FilePayload):
+                self.zero_copy_bytes += data.zero_copy_bytes
         if failure is not None:  # raised here, the aiohttp error (its headers) is not kept
             raise failure
         if status < 300:

@@ -28,6 +28,7 @@ from zerorename.engine.events import (
     UploadDeferred,
     emit,
 )
+from zerorename.engine.filebody import FileRange, open_part_file
 from zerorename.engine.planning import plan_known_size, validate_bucket, validate_key
 from zerorename.engine.records import (
     PartInfo,
@@ -35,7 +36,7 @@ from zerorename.engine.records import (
     UploadResult,
 )
 from zerorename.engine.retry import AdaptiveLimiter, EngineStats, Retrier
-from zerorename.engine.sources import Part, chunks_of, part_stream, source_size
+from zerorename.engine.sources import Part, chunks_of, file_parts, part_stream, source_size
 from zerorename.engine.store import ObjectOps
 from zerorename.engine.writers import AsyncUploadWriter, SyncUploadWriter
 
@@ -73,9 +74,12 @@ class _SlicedBody:
             yield view[start : start + _BODY_SLICE]
 
 
-def _request_body(body: bytes | bytearray | memoryview, signed: bool) -> Any:
-    """What goes to botocore as Body: small bodies (and bodies botocore must hash to sign)
-    as they are, large ones sliced."""
+async def _request_body(body: bytes | bytearray | memoryview | FileRange, signed: bool) -> Any:
+    """What goes to the client as Body: small bodies (and bodies botocore must hash to
+    sign) as they are, large ones sliced; a file range as it is (read while it is sent),
+    or read whole when botocore must hash it."""
+    if isinstance(body, FileRange):
+        return await anyio.to_thread.run_sync(body.read_all) if signed else body
     if signed or memoryview(body).nbytes <= _BODY_SLICE:
         return body if memoryview(body).nbytes else b""
     return _SlicedBody(body)
@@ -217,6 +221,11 @@ class UploadEngine(CompletionOps, ObjectOps):
             size = detected
         if size is not None:
             plan_known_size(size, self.config.part_size)  # refuse before any request
+        file = await open_part_file(source, size)
+        if file is not None:  # a regular file: parts are ranges of it, read as they are sent
+            async with file:
+                ranges = file_parts(file, part_size=self.config.part_size)
+                return await self._upload_parts(bucket, key, ranges, defer, progress, object_args)
         parts = part_stream(chunks_of(source), part_size=self.config.part_size, size=size)
         return await self._upload_parts(bucket, key, parts, defer, progress, object_args)
 
@@ -292,8 +301,13 @@ class UploadEngine(CompletionOps, ObjectOps):
                 raise
             raise real from None
 
-    async def _checksum(self, body: bytes | bytearray | memoryview) -> str | None:
+    async def _checksum(self, body: bytes | bytearray | memoryview | FileRange) -> str | None:
         alg = self.config.checksum
+        if isinstance(body, FileRange):  # file reads happen off the event loop
+            if alg == "none":
+                await anyio.to_thread.run_sync(body.prefetch)  # the send reads it next
+                return None
+            return await anyio.to_thread.run_sync(body.checksum, alg)
         if alg == "none":
             return None
         if memoryview(body).nbytes >= _THREAD_CHECKSUM_MIN:
@@ -328,13 +342,18 @@ class UploadEngine(CompletionOps, ObjectOps):
         in ``window``: checksum, sliced body, retries; returns (response, checksum)."""
         try:
             checksum = await self._checksum(part.body)
-            body = _request_body(part.body, self.config.payload_signing)
+            body = await _request_body(part.body, self.config.payload_signing)
             args.update(self._checksum_args(checksum))
 
             async def call(attempt: int) -> Any:
-                return await request(
-                    Bucket=up.bucket, Key=up.key, Body=body, ContentLength=part.size, **args
-                )
+                try:
+                    return await request(
+                        Bucket=up.bucket, Key=up.key, Body=body, ContentLength=part.size, **args
+                    )
+                except Exception:
+                    if isinstance(part.body, FileRange):
+                        part.body.check()  # a file that shrank: fatal, not a network error
+                    raise
 
             resp = await self._retrier.call(
                 operation,

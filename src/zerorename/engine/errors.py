@@ -72,6 +72,11 @@ class RetriesExhausted(S3Error):
     """Raised when a throttled or transient failure persisted past the retry budget."""
 
 
+class SourceChanged(PlanError):
+    """Raised when a file being uploaded shrank under the upload (its parts are read from
+    the file while they are sent, so the bytes it held at the start are no longer there)."""
+
+
 class StreamTooLarge(PlanError):
     """Raised when a stream of unknown size grows past what S3 can store in one object."""
 

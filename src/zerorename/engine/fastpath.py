@@ -233,7 +233,7 @@ class Request:
     query: str  # canonical: encoded, names sorted, every name with '='
     wire_query: str  # as sent: like botocore, a bare name (``?uploads``) has no '='
     headers: dict[str, str]  # extra headers to send and sign (lower-case names)
-    body: Any  # None, bytes-like, or an async iterable of memoryviews with len()
+    body: Any  # None, bytes-like, or a sized async iterable (memoryview slices, a FileRange)
     length: int
 
 

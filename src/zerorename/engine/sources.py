@@ -1,9 +1,11 @@
 """Turn any upload source into a stream of parts.
 
 Sources: bytes-like, a path, a binary file object, a sync or async iterable of bytes.
-:func:`part_stream` yields parts sized by the plan (known size) or the growth schedule
-(unknown size). Parts are assembled in one preallocated buffer each, so memory is one
-part per part in flight plus the one being filled.
+A regular file (a path, or a plain binary file object) becomes parts that are ranges of
+the open file, read only while they are checksummed and sent (:func:`file_parts`, see
+filebody.py). Anything else goes through :func:`part_stream`, which yields parts sized by
+the plan (known size) or the growth schedule (unknown size), each assembled in a buffer
+of its own, so memory is one part per part in flight plus the one being filled.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any, BinaryIO
 import anyio
 
 from zerorename.engine.errors import ConfigError, PlanError
+from zerorename.engine.filebody import FileRange, PartFile
 from zerorename.engine.planning import plan_known_size, stream_part_size
 
 BytesLike = bytes | bytearray | memoryview
@@ -29,14 +32,17 @@ _READ_BLOCK = 8 * 1024 * 1024
 
 @dataclass(frozen=True)
 class Part:
-    """One part: its number, body, and whether it is the last of the object."""
+    """One part: its number, body (bytes, or a range of a file), and whether it is the
+    last of the object."""
 
     number: int
-    body: bytes | bytearray | memoryview
+    body: bytes | bytearray | memoryview | FileRange
     last: bool
 
     @property
     def size(self) -> int:
+        if isinstance(self.body, FileRange):
+            return self.body.length
         return memoryview(self.body).nbytes
 
 
@@ -121,6 +127,18 @@ def chunks_of(source: Any) -> AsyncIterator[BytesLike]:
         f"cannot upload a {type(source).__name__}: give bytes, a path, a binary file object, "
         "or a (sync or async) iterable of bytes"
     )
+
+
+async def file_parts(file: PartFile, *, part_size: int) -> AsyncGenerator[Part, None]:
+    """The parts of ``file`` (planned for its size) as ranges of it; an empty file is one
+    empty part."""
+    plan = plan_known_size(file.size, part_size)
+    if file.size == 0:
+        yield Part(1, b"", True)
+        return
+    for number in range(1, plan.count + 1):
+        body = file.range((number - 1) * plan.part_size, plan.part_length(number))
+        yield Part(number, body, number == plan.count)
 
 
 async def part_stream(

@@ -1,0 +1,112 @@
+"""File parts read where they lie (filebody.py) and streamed checksums: no loop, no server
+(local files only)."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+from zerorename.engine.checksums import compute, compute_blocks
+from zerorename.engine.errors import PlanError, SourceChanged
+from zerorename.engine.filebody import BLOCK, PartFile, _is_plain_file_object
+
+MiB = 1024 * 1024
+
+
+@pytest.mark.parametrize("algorithm", ["CRC32C", "CRC32", "SHA256", "none"])
+def test_checksum_of_blocks_is_the_checksum_of_their_concatenation(algorithm: str) -> None:
+    rng = random.Random(algorithm)
+    data = rng.randbytes(3 * MiB + 17)
+    cuts = sorted(rng.sample(range(1, len(data)), 9))
+    pieces = [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True)]
+    assert compute_blocks(algorithm, pieces) == compute(algorithm, data)
+    assert compute_blocks(algorithm, [memoryview(p) for p in pieces]) == compute(algorithm, data)
+    assert compute_blocks(algorithm, []) == compute(algorithm, b"")
+
+
+def test_known_checksum_values() -> None:
+    # CRC-32C and CRC-32 check values of "123456789", base64 of the big-endian CRC
+    assert compute("CRC32C", b"123456789") == "4waSgw=="
+    assert compute("CRC32", b"123456789") == "y/Q5Jg=="
+    with pytest.raises(ValueError, match="unknown checksum"):
+        compute("MD5", b"")
+
+
+def _file(tmp_path: Path, size: int) -> tuple[Path, bytes]:
+    data = random.Random(size).randbytes(size)
+    path = tmp_path / "data.bin"
+    path.write_bytes(data)
+    return path, data
+
+
+def test_a_range_is_read_in_fresh_blocks(tmp_path: Path) -> None:
+    path, data = _file(tmp_path, 3 * BLOCK + 50)
+    fd = os.open(path, os.O_RDONLY)
+    part_file = PartFile(fd, 10, len(data) - 10)
+    try:
+        rng = part_file.range(BLOCK - 3, 2 * BLOCK + 7)
+        want = data[10 + BLOCK - 3 : 10 + 3 * BLOCK + 4]
+        blocks = list(rng.blocks())
+        assert [len(b) for b in blocks] == [BLOCK, BLOCK, 7]
+        assert b"".join(blocks) == want and len(rng) == len(want)
+        assert len({id(b) for b in blocks}) == 3  # never one buffer refilled
+        assert b"".join(rng.blocks(BLOCK + 2)) == want[BLOCK + 2 :]
+        assert rng.read_all() == want
+        assert rng.checksum("CRC32C") == compute("CRC32C", want)
+        rng.check()
+    finally:
+        part_file.close()
+    with pytest.raises(OSError):
+        os.fstat(fd)  # we opened it, so we closed it
+
+
+def test_a_file_that_shrank_is_a_source_change(tmp_path: Path) -> None:
+    path, data = _file(tmp_path, 2 * BLOCK)
+    with open(path, "rb") as f:
+        part_file = PartFile(f.fileno(), 0, len(data), owner=f)
+        rng = part_file.range(BLOCK, BLOCK)
+        os.truncate(path, BLOCK + 100)
+        with pytest.raises(SourceChanged, match="shrank"):
+            list(rng.blocks())
+        with pytest.raises(SourceChanged):
+            rng.read_all()
+        with pytest.raises(SourceChanged):
+            rng.check()
+        assert isinstance(SourceChanged("x"), PlanError)  # callers catching PlanError see it
+        part_file.range(0, BLOCK).check()  # what is still there is fine
+
+
+def test_a_callers_file_is_left_open_after_the_uploaded_bytes(tmp_path: Path) -> None:
+    path, _ = _file(tmp_path, 100)
+    with open(path, "rb") as f:
+        f.seek(30)
+        part_file = PartFile(f.fileno(), 30, 70, owner=f)
+        part_file.close(success=False)
+        assert f.tell() == 30  # a failed upload does not move it
+        part_file = PartFile(f.fileno(), 30, 70, owner=f)
+        part_file.close(success=True)
+        part_file.close(success=True)  # twice is safe
+        assert f.tell() == 100 and f.read() == b""
+        assert not f.closed
+
+
+def test_only_plain_files_are_read_by_descriptor(tmp_path: Path) -> None:
+    path, _ = _file(tmp_path, 10)
+    gz = tmp_path / "data.gz"
+    gz.write_bytes(gzip.compress(b"x" * 10))
+    with open(path, "rb") as buffered, open(path, "rb", buffering=0) as raw:
+        assert _is_plain_file_object(buffered) and _is_plain_file_object(raw)
+    assert not _is_plain_file_object(buffered)  # closed
+    with open(path, "r+b") as rw:
+        assert _is_plain_file_object(rw)
+    with open(path, "ab") as append_only:
+        assert not _is_plain_file_object(append_only)  # not readable
+    with gzip.open(gz, "rb") as unzipped:  # fileno() is the compressed file's
+        assert not _is_plain_file_object(unzipped)
+    assert not _is_plain_file_object(io.BufferedReader(io.BytesIO(b"abc")))  # type: ignore[arg-type]
+    assert not _is_plain_file_object(io.BytesIO(b"abc"))
