@@ -29,7 +29,8 @@ from zerorename.committers.errors import (
     RecordFormatError,
     TaskAttemptError,
 )
-from zerorename.committers.jobcommit import AbortResult, CommitProgress, JobCommitResult
+from zerorename.committers.jobcommit import CommitProgress, JobCommitResult
+from zerorename.committers.jobstorage import AbortResult
 from zerorename.committers.paths import Destination, new_job_id, output_name
 from zerorename.committers.records import PendingRecord, PendingSetHeader, SuccessData
 from zerorename.committers.tasks import (

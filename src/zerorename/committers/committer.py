@@ -28,11 +28,9 @@ from zerorename.committers.errors import (
     JobNotFound,
     RecordFormatError,
 )
-from zerorename.committers.jobcommit import (
+from zerorename.committers.jobcommit import JobCommitResult, JobCommitRun, ProgressFn
+from zerorename.committers.jobstorage import (
     AbortResult,
-    JobCommitResult,
-    JobCommitRun,
-    ProgressFn,
     abort_job_storage,
     release_job_storage,
 )

@@ -12,7 +12,6 @@ journal in the store lets another process resume or roll back.
 from __future__ import annotations
 
 import logging
-import shutil
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -27,18 +26,21 @@ from zerorename.committers.errors import (
     JobCommitError,
     JobNotActive,
     JournalError,
-    RecordFormatError,
+)
+from zerorename.committers.jobstorage import (
+    AbortResult,
+    abort_job_storage,
+    parse_partitions_record,
+    partitions_record,
 )
 from zerorename.committers.journal import CommitPlan, Journal, State, Watermark, can_abort
-from zerorename.committers.paths import key_carries_job, partition_of
+from zerorename.committers.paths import partition_of
 from zerorename.committers.records import MAX_SUCCESS_FILENAMES, PendingRecord, SuccessData
 from zerorename.committers.spool import LoadedSet, PendingSetCache
 from zerorename.committers.store import (
-    abort_uploads,
     bounded_map,
     check_record,
     first_foreign,
-    job_uploads,
     keys_under,
     read_optional,
     unwrapped,
@@ -84,15 +86,6 @@ class JobCommitResult:
     success_key: str | None
     resumed: bool = False
     cleanup_error: str | None = None
-
-
-@dataclass
-class AbortResult:
-    """What a job abort (or rollback) removed."""
-
-    job_id: str
-    uploads_aborted: int = 0
-    objects_deleted: int = 0
 
 
 @dataclass
@@ -407,7 +400,7 @@ class JobCommitRun:
             await self.engine.put_object(
                 self.dest.bucket,
                 self.layout.partitions,
-                _json_list(sorted(self.partitions)),
+                partitions_record(sorted(self.partitions)),
                 content_type="application/json",
             )
 
@@ -539,7 +532,7 @@ class JobCommitRun:
             data = await read_optional(self.engine, self.dest.bucket, self.layout.partitions)
             if data is None:
                 raise JournalError(f"job {self.job.job_id}: partitions record missing")
-            parts = _parse_json_list(data, self.dest.uri_of(self.layout.partitions))
+            parts = parse_partitions_record(data, self.dest.uri_of(self.layout.partitions))
         plan = plan_conflicts(ConflictMode.REPLACE, self.job.scope_enum, self.dest, parts)
         job_id = self.job.job_id
         for prefix in plan.replace_prefixes:
@@ -613,70 +606,6 @@ class JobCommitRun:
             self.phase = "rolling_back"
             await self._save_journal()
         return await abort_job_storage(self.job, keep=keep)
-
-
-def _json_list(items: list[str]) -> bytes:
-    import json
-
-    return json.dumps({"version": 1, "partitions": items}, ensure_ascii=False).encode()
-
-
-def _parse_json_list(data: bytes, location: str) -> list[str]:
-    import json
-
-    try:
-        d = json.loads(data)
-        items = d["partitions"]
-        if d.get("version") != 1 or not all(isinstance(x, str) for x in items):
-            raise ValueError("bad version or entries")
-        return list(items)
-    except (ValueError, KeyError, TypeError) as exc:
-        raise RecordFormatError(f"malformed partitions record: {exc}", location=location) from None
-
-
-async def abort_job_storage(job: Job, *, keep: Iterable[str] = ()) -> AbortResult:
-    """Stateless abort: marker first (stragglers stop), then every pending upload and every
-    object under the destination that carries the job id (but the ``keep`` keys), journal
-    last."""
-    engine, dest, lay = job.engine, job.dest, job.layout
-    res = AbortResult(job.job_id)
-    await engine.delete_objects(dest.bucket, [lay.marker])
-    res.uploads_aborted = await abort_uploads(engine, job_uploads(engine, dest, job.job_id))
-    skip = [lay.journal, *keep]
-    prefixes = [dest.list_prefix]
-    if job.scope == "partitions":
-        data = await read_optional(engine, dest.bucket, lay.partitions)
-        if data is not None:
-            parts = _parse_json_list(data, dest.uri_of(lay.partitions))
-            prefixes = [lay.root] + [dest.key(p + "/") for p in parts]
-    for prefix in prefixes:
-        res.objects_deleted += await engine.delete_objects(
-            dest.bucket,
-            keys_under(
-                engine,
-                dest.bucket,
-                prefix,
-                lambda k: key_carries_job(k, job.job_id),
-                skip=skip,
-            ),
-        )
-    res.objects_deleted += await engine.delete_objects(dest.bucket, [lay.journal])
-    await anyio.to_thread.run_sync(lambda: shutil.rmtree(job.local_job_dir, ignore_errors=True))
-    return res
-
-
-async def release_job_storage(job: Job) -> int:
-    """After a successful commit (or for cleanup): marker first, then this job's leftover
-    uploads, then its records, journal last. Returns uploads aborted."""
-    engine, dest, lay = job.engine, job.dest, job.layout
-    await engine.delete_objects(dest.bucket, [lay.marker])
-    aborted = await abort_uploads(engine, job_uploads(engine, dest, job.job_id))
-    await engine.delete_objects(
-        dest.bucket, keys_under(engine, dest.bucket, lay.root, lambda k: True, skip=[lay.journal])
-    )
-    await engine.delete_objects(dest.bucket, [lay.journal])
-    await anyio.to_thread.run_sync(lambda: shutil.rmtree(job.local_job_dir, ignore_errors=True))
-    return aborted
 
 
 __all__ = ["AbortResult", "Any", "CommitProgress", "JobCommitResult", "JobCommitRun"]

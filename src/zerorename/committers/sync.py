@@ -28,7 +28,8 @@ from zerorename.committers.committer import (
 )
 from zerorename.committers.conflict import ConflictMode
 from zerorename.committers.errors import CommitterError
-from zerorename.committers.jobcommit import AbortResult, JobCommitResult, ProgressFn
+from zerorename.committers.jobcommit import JobCommitResult, ProgressFn
+from zerorename.committers.jobstorage import AbortResult
 from zerorename.committers.tasks import TaskAttempt, TaskCommitSummary
 from zerorename.engine import EngineConfig, UploadEngine
 from zerorename.engine.runner import new_loop
