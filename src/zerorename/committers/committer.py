@@ -59,8 +59,11 @@ class CommitOptions:
 
     #: completes in flight during job commit (None: the engine's batch_concurrency).
     concurrency: int | None = None
-    #: pendingsets being completed at once (bounds memory and what a crash leaves unsure).
-    window: int = 8
+    #: pendingsets being completed at once: what a crash can leave half done (resume
+    #: re-checks those). The journal is written each time half of it is released, so a
+    #: small window makes a commit of many small pendingsets (a Spark job: one per task)
+    #: wait on journal writes; 64 matches the engine's default batch_concurrency.
+    window: int = 64
     #: pendingsets read at once in the scan before completing.
     scan_concurrency: int = 8
     #: uploads at once in a staging task commit.

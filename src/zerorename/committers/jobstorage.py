@@ -78,13 +78,23 @@ async def abort_job_storage(job: Job, *, keep: Iterable[str] = ()) -> AbortResul
 
 async def release_job_storage(job: Job) -> int:
     """After a successful commit (or for cleanup): marker first, then this job's leftover
-    uploads, then its records, journal last. Returns uploads aborted."""
+    uploads and its records at the same time (neither depends on the other), journal last.
+    Returns uploads aborted."""
     engine, dest, lay = job.engine, job.dest, job.layout
     await engine.delete_objects(dest.bucket, [lay.marker])
-    aborted = await abort_uploads(engine, job_uploads(engine, dest, job.job_id))
-    await engine.delete_objects(
-        dest.bucket, keys_under(engine, dest.bucket, lay.root, lambda k: True, skip=[lay.journal])
-    )
+    aborted = 0
+
+    async def abort_leftovers() -> None:
+        nonlocal aborted
+        aborted = await abort_uploads(engine, job_uploads(engine, dest, job.job_id))
+
+    async def delete_records() -> None:
+        records = keys_under(engine, dest.bucket, lay.root, lambda k: True, skip=[lay.journal])
+        await engine.delete_objects(dest.bucket, records)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(abort_leftovers)
+        tg.start_soon(delete_records)
     await engine.delete_objects(dest.bucket, [lay.journal])
     await anyio.to_thread.run_sync(lambda: shutil.rmtree(job.local_job_dir, ignore_errors=True))
     return aborted
