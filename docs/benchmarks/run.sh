@@ -23,6 +23,7 @@ run rgw-many many --target rgw --count 1000 --reps 3
 run rgw-commit commit --target rgw --uploads 2000 --reps 3
 run rgw-sweep sweep --target rgw --size 256MiB --pools 8,16 --concurrencies 4,8,16 --part-sizes 8MiB,16MiB --reps 2 --plot rgw-sweep.png ;;
 spark)
-run rgw-spark-copy spark --target rgw --reps 2 --sizes-mb 100,1000 --copy-threshold 16m --copy-part-size 16m --plot rgw-spark-copy.png
+run rgw-spark spark --target rgw --reps 3 --sizes-mb 100,1000 --clients magic,rename --copy-threshold 16m --copy-part-size 16m --plot rgw-spark.png
+run rgw-spark-copy spark --target rgw --reps 2 --sizes-mb 100,1000 --copy-threshold 16m --copy-part-size 16m
 run rgw-spark-s3a spark --target rgw --reps 2 --sizes-mb 100,1000 --clients magic,rename ;;
 esac; done
