@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import random
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -16,38 +15,15 @@ from typing import Any
 
 import pytest
 
+from engine_helpers import SEND_MODES, data_file, open_engine, zero_copy_bytes
 from zerorename.engine import EngineConfig, PendingUpload, RetryConfig, UploadEngine, errors
 from zerorename.engine.checksums import compute
-from zerorename.engine.client import FastClient
 from zerorename.engine.planning import MiB
 from zerorename.testing.faultproxy import FaultRule
 from zerorename.testing.targets import S3Target
 
 PART = 5 * MiB
 FAST_RETRY = RetryConfig(max_attempts=8, base_delay=0.02, max_delay=0.3, max_elapsed=120)
-MODES = ["sendfile", "writes", "botocore"]
-
-
-def data_file(tmp_path: Path, size: int, seed: int = 3) -> tuple[Path, bytes]:
-    data = random.Random(seed).randbytes(size)
-    path = tmp_path / "data.bin"
-    path.write_bytes(data)
-    return path, data
-
-
-async def open_engine(config: EngineConfig, mode: str) -> UploadEngine:
-    engine = UploadEngine(config)
-    await engine.open()
-    if mode == "writes":
-        client = engine._client
-        assert isinstance(client, FastClient)
-        client.zero_copy = False
-    return engine
-
-
-def zero_copy_bytes(engine: UploadEngine) -> int:
-    client = engine._client
-    return client.zero_copy_bytes if isinstance(client, FastClient) else 0
 
 
 def check(s3: S3Target, key: str, record: PendingUpload, data: bytes) -> None:
@@ -66,7 +42,7 @@ def pending(s3: S3Target) -> list[str]:
 
 
 @pytest.mark.parametrize("reset_after", [0, 256 << 10, 3 * MiB + 1], ids=["0", "256K", "3M+1"])
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", SEND_MODES)
 async def test_resets_mid_body_leave_the_files_bytes(
     s3: S3Target, fault_proxy: Callable[..., Any], tmp_path: Path, mode: str, reset_after: int
 ) -> None:

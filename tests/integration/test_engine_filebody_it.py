@@ -9,31 +9,22 @@ from __future__ import annotations
 
 import hashlib
 import os
-import random
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_helpers import get, object_keys, pending_keys
 
+from engine_helpers import SEND_MODES, data_file, get, object_keys, pending_keys, zero_copy_bytes
+from engine_helpers import open_engine as open_mode_engine
 from zerorename.engine import Event, PartDone, PendingUpload, UploadEngine, errors
 from zerorename.engine.checksums import compute
-from zerorename.engine.client import FastClient
 from zerorename.engine.planning import MiB
 from zerorename.testing.targets import S3Target
 
 PART = 5 * MiB
 #: sendfile: the fast path's zero copy; writes: the fast path writing pread blocks;
 #: botocore: fast_path off (aiobotocore sends the range as an async iterable)
-MODES = ["sendfile", "writes", "botocore"]
-
-
-def data_file(tmp_path: Path, size: int, seed: int = 1) -> tuple[Path, bytes]:
-    data = random.Random(seed).randbytes(size)
-    path = tmp_path / f"data-{seed}.bin"
-    path.write_bytes(data)
-    return path, data
 
 
 async def open_engine(
@@ -42,19 +33,7 @@ async def open_engine(
     kw.setdefault("part_size", PART)
     kw.setdefault("max_concurrency", 4)
     config = s3.engine_config(fast_path=mode != "botocore", **kw)
-    engine = UploadEngine(config, on_event=on_event)
-    await engine.open()
-    client = engine._client
-    assert isinstance(client, FastClient) == (mode != "botocore")
-    if mode == "writes":
-        assert isinstance(client, FastClient)
-        client.zero_copy = False
-    return engine
-
-
-def zero_copy_bytes(engine: UploadEngine) -> int:
-    client = engine._client
-    return client.zero_copy_bytes if isinstance(client, FastClient) else 0
+    return await open_mode_engine(config, mode, on_event)
 
 
 def check_parts(record: PendingUpload, data: bytes, part_size: int) -> None:
@@ -75,7 +54,7 @@ def multipart_etag(data: bytes, part_size: int) -> str:
     return f'"{hashlib.md5(digests).hexdigest()}-{-(-len(data) // part_size)}"'
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", SEND_MODES)
 async def test_a_file_uploads_byte_for_byte_every_way(
     s3: S3Target, mode: str, tmp_path: Path
 ) -> None:
@@ -186,7 +165,7 @@ async def test_a_declared_size_the_file_does_not_hold_is_refused(
 
 
 @pytest.mark.parametrize("checksum", ["CRC32C", "none"])
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", SEND_MODES)
 async def test_a_file_that_shrinks_mid_upload_fails_and_leaves_nothing(
     s3: S3Target, mode: str, checksum: str, tmp_path: Path
 ) -> None:
