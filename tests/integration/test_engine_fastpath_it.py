@@ -22,8 +22,8 @@ import botocore.exceptions as bexc
 import pytest
 from aiobotocore.credentials import AioRefreshableCredentials
 from aiohttp import web
-from engine_helpers import get, pending_keys
 
+from engine_helpers import get, pending_keys
 from zerorename.engine import (
     EngineConfig,
     PartInfo,

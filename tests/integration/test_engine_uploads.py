@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_helpers import get, object_keys, pending_keys
 
+from engine_helpers import get, object_keys, pending_keys
 from zerorename.engine import (
     BytesSent,
     EngineConfig,
