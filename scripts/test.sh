@@ -1,9 +1,13 @@
 #!/bin/bash
 # Set up and run zerorename's tests on a fresh machine (Debian 12, Python 3.11, Java 17, root).
 #   bash scripts/test.sh [pytest args...]      e.g. bash scripts/test.sh -k multipart -x
-# Steps: pip install -e '.[dev,spark]'; check Java; install the Ceph RGW packages when missing
-# (apt-get, root only); run pytest. Environment:
-#   ZR_SKIP_INSTALL=1   skip the pip install step        ZR_SKIP_RGW=1  skip the Ceph RGW tests
+# Steps: build a fresh virtual environment (.venv-test, removed and made anew on every run, so a
+# package that only a developer's machine has cannot make the run green); pip install -e
+# '.[dev,spark]' into it; check Java; install the Ceph RGW packages when missing (apt-get, root
+# only); run pytest with that environment's python (Spark's workers too). Environment:
+#   ZR_SKIP_INSTALL=1   no venv, no install: run with $PYTHON (default python3) as it is
+#   ZR_VENV=DIR         where the fresh environment goes [.venv-test]
+#   ZR_SKIP_RGW=1       skip the Ceph RGW tests
 #   ZR_SKIP_SPARK=1     do not require Java (spark tests are deselected with -m 'not spark')
 #   ZR_TEST_TIMEOUT     per-test timeout in seconds [300]
 #   ZR_RUN_TIMEOUT      whole pytest run: SIGINT after this many seconds (teardown still runs,
@@ -19,9 +23,17 @@ t0=$(date +%s)
     { say "Python >= 3.11 is required ($PY)"; exit 1; }
 
 if [ "${ZR_SKIP_INSTALL:-0}" != 1 ]; then
-    say "installing zerorename with extras dev,spark"
-    "$PY" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -e '.[dev,spark]'
+    venv=${ZR_VENV:-.venv-test}
+    say "building a fresh virtual environment in $venv"
+    rm -rf "$venv"
+    "$PY" -m venv "$venv" || { say "could not create a venv with $PY (apt-get install -y python3-venv)"; exit 1; }
+    venv=$(cd "$venv" && pwd)
+    PY="$venv/bin/python"
+    export PATH="$venv/bin:$PATH" VIRTUAL_ENV="$venv"
+    say "installing zerorename with extras dev,spark into $venv"
+    "$PY" -m pip install --quiet --disable-pip-version-check -e '.[dev,spark]'
 fi
+say "python: $("$PY" -c 'import sys; print(sys.executable, sys.version.split()[0])')"
 
 markers=()
 if [ "${ZR_SKIP_SPARK:-0}" = 1 ]; then

@@ -14,8 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.parametrize(
     "cmd",
     [
-        ["ruff", "check", "src", "tests"],
-        ["ruff", "format", "--check", "src", "tests"],
+        ["ruff", "check", "--no-cache", "src", "tests"],
+        ["ruff", "format", "--no-cache", "--check", "src", "tests"],
         ["mypy"],
     ],
     ids=["ruff-check", "ruff-format", "mypy-strict"],
