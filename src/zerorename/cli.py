@@ -4,14 +4,16 @@ in from their packages (``add_subcommands``/``add_subcommand``) when importable.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from zerorename import __version__
+from zerorename import __version__, logsafe
 from zerorename.engine import EngineConfig, PendingUpload, UploadEngine, errors, run
 from zerorename.engine.planning import MiB
 
@@ -70,6 +72,7 @@ def _cmd_put(args: argparse.Namespace) -> int:
     if not key:
         raise CliError("give the object key: s3://bucket/key")
     source: Any = sys.stdin.buffer if args.source == "-" else Path(args.source)
+    record = _claim_record_path(args.defer) if args.defer is not None else None
     cfg = engine_config(
         args,
         part_size=args.part_size * MiB,
@@ -79,12 +82,18 @@ def _cmd_put(args: argparse.Namespace) -> int:
 
     async def main() -> Any:
         async with UploadEngine(cfg) as engine:
-            result = await engine.upload(bucket, key, source, defer=args.defer is not None)
+            result = await engine.upload(bucket, key, source, defer=record is not None)
+            if record is not None and isinstance(result, PendingUpload):
+                await _write_record_or_abort(engine, record, result)
             return result, engine.stats
 
-    result, stats = run(main())
+    try:
+        result, stats = run(main())
+    except BaseException:
+        if record is not None and record.exists() and record.stat().st_size == 0:
+            record.unlink()  # the empty file claimed above; no upload is left behind
+        raise
     if isinstance(result, PendingUpload):
-        Path(args.defer).write_text(result.to_json() + "\n", encoding="utf-8")
         print(
             f"deferred s3://{bucket}/{key}: {result.length} bytes in {len(result.parts)} "
             f"parts; record in {args.defer} (complete with: zerorename complete {args.defer})"
@@ -97,13 +106,55 @@ def _cmd_put(args: argparse.Namespace) -> int:
     return 0
 
 
+def _claim_record_path(path: str) -> Path:
+    """Create the (empty) record file of ``put --defer`` before any byte is uploaded, so a
+    path that cannot be written fails at once; an existing file is refused (it may hold
+    the only record of another pending upload)."""
+    record = Path(path)
+    try:
+        record.open("x", encoding="utf-8").close()
+    except FileExistsError:
+        raise CliError(
+            f"record file {path} already exists (it may be the only record of another "
+            "pending upload); choose another path"
+        ) from None
+    except OSError as exc:
+        raise CliError(f"cannot write the record file {path}: {exc.strerror}") from None
+    return record
+
+
+async def _write_record_or_abort(engine: UploadEngine, record: Path, upload: PendingUpload) -> None:
+    """Write the record of a deferred upload; if that fails, abort the upload (it could
+    never be completed without its record) and say so."""
+    try:
+        with record.open("w", encoding="utf-8") as f:
+            f.write(upload.to_json() + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            record.unlink()
+        await engine.abort(upload)
+        raise CliError(
+            f"could not write the record file {record}: {exc.strerror}; the upload of "
+            f"{upload.uri} was aborted, nothing is left pending"
+        ) from None
+
+
 def _read_records(paths: Sequence[str]) -> list[PendingUpload]:
     records = []
     for path in paths:
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            data = Path(path).read_bytes()
         except OSError as exc:
             raise CliError(f"cannot read record {path}: {exc.strerror}") from None
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CliError(
+                f"{path}: not a record: not UTF-8 text (byte {exc.start}); "
+                "give the JSON file that put --defer wrote"
+            ) from None
         try:
             records.append(PendingUpload.from_json(text))
         except errors.RecordError as exc:
@@ -186,6 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    logsafe.install()
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
@@ -197,11 +249,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.func(args)
         return code
     except (CliError, errors.EngineError) as exc:
-        print(f"zerorename: error: {exc}", file=sys.stderr)
+        print(f"zerorename: error: {_one_line(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("zerorename: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # no traceback reaches a user: one line, the trace at -v
+        log.debug("unexpected error", exc_info=True)
+        print(
+            f"zerorename: error: unexpected {type(exc).__name__}: {_one_line(exc)} "
+            "(run with -v for details; please report it)",
+            file=sys.stderr,
+        )
+        return 1
+
+
+def _one_line(exc: BaseException) -> str:
+    """An error's message on one line, credential-shaped values masked."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return logsafe.scrub(text)
 
 
 if __name__ == "__main__":

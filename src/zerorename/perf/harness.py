@@ -18,11 +18,20 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol, cast
 
 from zerorename.perf import report
-from zerorename.perf.model import ChildFailed, Run, Sample, Target, run_in_child
+from zerorename.perf.model import (
+    ChildFailed,
+    Run,
+    Sample,
+    Target,
+    positive_float,
+    positive_int,
+    run_in_child,
+)
 from zerorename.perf.targets import TargetError, open_target
 
 #: scenario name -> module
@@ -80,7 +89,9 @@ def add_common(p: argparse.ArgumentParser) -> None:
         "starts faster, but fills on multi-GiB runs because RGW frees deleted data only "
         "after its garbage collection (default: bluestore)",
     )
-    g.add_argument("--reps", type=int, default=3, help="repetitions of every run (default: 3)")
+    g.add_argument(
+        "--reps", type=positive_int, default=3, help="repetitions of every run (default: 3)"
+    )
     g.add_argument("--json", metavar="FILE", help="write the full results as JSON")
     g.add_argument("--plot", metavar="FILE.png", help="write a PNG plot (matplotlib)")
     g.add_argument(
@@ -88,7 +99,7 @@ def add_common(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--run-timeout",
-        type=float,
+        type=positive_float,
         default=1800.0,
         help="seconds one measured run may take before it is stopped and reported as "
         "failed; the other runs go on (default: 1800)",
@@ -245,7 +256,40 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def unwritable(path: str | None, *, directory: bool = False) -> str | None:
+    """Why ``path`` cannot be written (checked before any run, not after an hour of
+    runs), or None when it can (or was not asked for)."""
+    if not path:
+        return None
+    target = Path(path)
+    if directory:
+        if target.exists() and not target.is_dir():
+            return f"{path} exists and is not a directory"
+        parent = target if target.exists() else target.parent
+    else:
+        if target.is_dir():
+            return f"{path} is a directory"
+        if target.exists() and not os.access(target, os.W_OK):
+            return f"{path} is not writable"
+        parent = target.parent
+    parent = parent if str(parent) else Path(".")
+    if not parent.is_dir():
+        return f"directory {parent} does not exist"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"directory {parent} is not writable"
+    return None
+
+
 def main_args(args: argparse.Namespace) -> int:
+    for option, path, is_dir in (
+        ("--json", args.json, False),
+        ("--plot", args.plot, False),
+        ("--profile", args.profile, True),
+    ):
+        why = unwritable(path, directory=is_dir)
+        if why:
+            print(f"zerorename perf: {option}: {why}; choose another path", file=sys.stderr)
+            return 2
     scenario = load(args.scenario)
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     failures: list[dict[str, Any]] = []

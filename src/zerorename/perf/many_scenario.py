@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from zerorename.perf import upload_scenario
-from zerorename.perf.model import Run, Sample, Target, fmt_size, parse_size
+from zerorename.perf.model import Run, Sample, Target, fmt_size, parse_size, positive_int
 
 NAME = "many"
 HELP = "many objects (count x size): objects/s and MB/s, next to boto3 and obstore"
@@ -30,7 +30,9 @@ _FUNCS = {
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     upload_scenario.add_transfer_arguments(p, size="256KiB", part="16MiB")
-    p.add_argument("--count", type=int, default=2000, help="objects per run (default: 2000)")
+    p.add_argument(
+        "--count", type=positive_int, default=2000, help="objects per run (default: 2000)"
+    )
     p.add_argument(
         "--clients",
         default=",".join(CLIENTS),

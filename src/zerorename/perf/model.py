@@ -8,8 +8,10 @@ as client CPU (servers run in their own processes too).
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import json
+import math
 import os
 import resource
 import subprocess
@@ -256,18 +258,84 @@ _UNITS = {
 }
 
 
-def parse_size(text: str) -> int:
-    """``"16MiB"`` -> 16777216, ``"100MB"`` -> 100000000, ``"4096"`` -> 4096."""
+_MAX_SIZE = 1024**5
+
+
+def parse_size(text: str | int) -> int:
+    """``"16MiB"`` -> 16777216, ``"100MB"`` -> 100000000, ``"4096"`` -> 4096; an int
+    (already parsed by :func:`size_arg`) is returned as it is. Raises ValueError for
+    anything else, negative, not finite or past 1 PiB."""
+    if isinstance(text, int):
+        return text
     t = text.strip().lower().replace("_", "")
     num = t.rstrip("abcdefghijklmnopqrstuvwxyz")
     unit = t[len(num) :]
+    hint = "use e.g. 4096, 256KiB, 16MiB, 1GiB, 100MB"
     if unit not in _UNITS or not num:
-        raise ValueError(f"not a size: {text!r} (use e.g. 4096, 256KiB, 16MiB, 1GiB, 100MB)")
-    return int(float(num) * _UNITS[unit])
+        raise ValueError(f"not a size: {text!r} ({hint})")
+    try:
+        value = float(num) * _UNITS[unit]
+    except ValueError:
+        raise ValueError(f"not a size: {text!r} ({hint})") from None
+    if not math.isfinite(value) or value < 0 or value > _MAX_SIZE:
+        raise ValueError(f"size {text!r} is out of range (0 to 1PiB)")
+    return int(value)
 
 
 def parse_list(text: str) -> list[str]:
     return [p.strip() for p in text.split(",") if p.strip()]
+
+
+# argparse types: a bad value is one line from argparse (exit 2) before anything runs
+
+
+def size_arg(text: str) -> int:
+    """A size >= 1 byte (``16MiB``, ``100MB``, ``4096``)."""
+    try:
+        value = parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"size must be at least 1 byte, got {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
+    return value
+
+
+def int_list_arg(text: str) -> list[int]:
+    """A comma list of integers >= 1 (``8,16,32``)."""
+    items = parse_list(text)
+    if not items:
+        raise argparse.ArgumentTypeError(f"need a comma-separated list of integers, got {text!r}")
+    return [positive_int(x) for x in items]
+
+
+def size_list_arg(text: str) -> list[int]:
+    """A comma list of sizes (``8MiB,16MiB``)."""
+    items = parse_list(text)
+    if not items:
+        raise argparse.ArgumentTypeError(f"need a comma-separated list of sizes, got {text!r}")
+    return [size_arg(x) for x in items]
 
 
 def fmt_size(n: int) -> str:

@@ -15,7 +15,16 @@ import statistics
 from collections import defaultdict
 
 from zerorename.perf import upload_scenario
-from zerorename.perf.model import Run, Sample, Target, fmt_size, parse_list, parse_size
+from zerorename.perf.model import (
+    Run,
+    Sample,
+    Target,
+    fmt_size,
+    int_list_arg,
+    parse_size,
+    size_arg,
+    size_list_arg,
+)
 
 NAME = "sweep"
 HELP = (
@@ -27,13 +36,26 @@ _FUNC = "zerorename.perf.clients:upload_zerorename"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--size", default="512MiB", help="bytes per upload (default: 512MiB)")
-    p.add_argument("--pools", default="8,16,32", help="pool sizes (connections) (default: 8,16,32)")
     p.add_argument(
-        "--concurrencies", default="4,8,16,32", help="requests in flight (default: 4,8,16,32)"
+        "--size", type=size_arg, default="512MiB", help="bytes per upload (default: 512MiB)"
     )
     p.add_argument(
-        "--part-sizes", default="8MiB,16MiB,32MiB", help="part sizes (default: 8MiB,16MiB,32MiB)"
+        "--pools",
+        type=int_list_arg,
+        default="8,16,32",
+        help="pool sizes (connections) (default: 8,16,32)",
+    )
+    p.add_argument(
+        "--concurrencies",
+        type=int_list_arg,
+        default="4,8,16,32",
+        help="requests in flight (default: 4,8,16,32)",
+    )
+    p.add_argument(
+        "--part-sizes",
+        type=size_list_arg,
+        default="8MiB,16MiB,32MiB",
+        help="part sizes (default: 8MiB,16MiB,32MiB)",
     )
     p.add_argument(
         "--checksum",
@@ -57,9 +79,9 @@ def plan(args: argparse.Namespace, target: Target) -> list[Run]:
     size = parse_size(args.size)
     path = upload_scenario.data_file(size)
     runs = []
-    for part in (parse_size(x) for x in parse_list(args.part_sizes)):
-        for pool in (int(x) for x in parse_list(args.pools)):
-            for conc in (int(x) for x in parse_list(args.concurrencies)):
+    for part in args.part_sizes:
+        for pool in args.pools:
+            for conc in args.concurrencies:
                 params = {
                     "size": size,
                     "part_size": part,
@@ -147,7 +169,9 @@ def plot(samples: list[Sample], args: argparse.Namespace, path: str) -> None:
         ax.set_title(f"part size {fmt_size(part)}")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
-    fig.suptitle(f"zerorename perf sweep: {args.size} per upload", fontsize=10)
+    fig.suptitle(
+        f"zerorename perf sweep: {fmt_size(parse_size(args.size))} per upload", fontsize=10
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -17,7 +17,16 @@ import os
 import tempfile
 
 from zerorename.perf.clients import botocore_checksums, make_data
-from zerorename.perf.model import Run, Sample, Target, fmt_size, parse_list, parse_size
+from zerorename.perf.model import (
+    Run,
+    Sample,
+    Target,
+    fmt_size,
+    parse_list,
+    parse_size,
+    positive_int,
+    size_arg,
+)
 
 NAME = "upload"
 HELP = "one large object: MB/s, client CPU s/GiB and peak RSS, next to boto3 and obstore"
@@ -44,12 +53,18 @@ _files: dict[int, str] = {}
 
 
 def add_transfer_arguments(p: argparse.ArgumentParser, *, size: str, part: str) -> None:
-    p.add_argument("--size", default=size, help=f"bytes per object (default: {size})")
-    p.add_argument("--part-size", default=part, help=f"multipart part size (default: {part})")
-    p.add_argument("--concurrency", type=int, default=16, help="requests in flight (default: 16)")
+    p.add_argument(
+        "--size", type=size_arg, default=size, help=f"bytes per object (default: {size})"
+    )
+    p.add_argument(
+        "--part-size", type=size_arg, default=part, help=f"multipart part size (default: {part})"
+    )
+    p.add_argument(
+        "--concurrency", type=positive_int, default=16, help="requests in flight (default: 16)"
+    )
     p.add_argument(
         "--pool",
-        type=int,
+        type=positive_int,
         default=None,
         help="HTTP connections in the pool, for every client (default: = concurrency)",
     )
