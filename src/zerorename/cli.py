@@ -123,9 +123,9 @@ def _claim_record_path(path: str) -> Path:
     return record
 
 
-async def _write_record_or_abort(engine: UploadEngine, record: Path, upload: PendingUpload) -> None:
-    """Write the record of a deferred upload; if that fails, abort the upload (it could
-    never be completed without its record) and say so."""
+def _write_record(record: Path, upload: PendingUpload) -> OSError | None:
+    """Write (and fsync) the record of a deferred upload; on failure remove the partial
+    file and return the error."""
     try:
         with record.open("w", encoding="utf-8") as f:
             f.write(upload.to_json() + "\n")
@@ -134,11 +134,20 @@ async def _write_record_or_abort(engine: UploadEngine, record: Path, upload: Pen
     except OSError as exc:
         with contextlib.suppress(OSError):
             record.unlink()
+        return exc
+    return None
+
+
+async def _write_record_or_abort(engine: UploadEngine, record: Path, upload: PendingUpload) -> None:
+    """Write the record of a deferred upload; if that fails, abort the upload (it could
+    never be completed without its record) and say so."""
+    exc = _write_record(record, upload)
+    if exc is not None:
         await engine.abort(upload)
         raise CliError(
             f"could not write the record file {record}: {exc.strerror}; the upload of "
             f"{upload.uri} was aborted, nothing is left pending"
-        ) from None
+        )
 
 
 def _read_records(paths: Sequence[str]) -> list[PendingUpload]:
