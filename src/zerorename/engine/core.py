@@ -15,6 +15,7 @@ from typing import Any, Literal, overload
 
 import anyio
 
+from zerorename import logsafe
 from zerorename.engine import checksums
 from zerorename.engine.client import FastClient, client_kwargs, make_session
 from zerorename.engine.completion import CompletionOps, unwrap_group
@@ -85,6 +86,18 @@ async def _request_body(body: bytes | bytearray | memoryview | FileRange, signed
     return _SlicedBody(body)
 
 
+async def _register_resolved_credentials(client: Any) -> None:
+    """Tell logsafe the credentials the AWS chain resolved (a profile's, a role's), so
+    they are masked in every log line, not only where they look like credentials."""
+    try:
+        creds = await client._get_credentials()
+        frozen = await creds.get_frozen_credentials() if creds is not None else None
+    except Exception:  # anonymous or an unusual provider: the shape rules still apply
+        return
+    if frozen is not None:
+        logsafe.register_secrets(frozen.access_key, frozen.secret_key, frozen.token)
+
+
 class UploadEngine(CompletionOps, ObjectOps):
     """The only code that talks to S3. ``async with UploadEngine(cfg) as engine: ...``.
 
@@ -120,12 +133,18 @@ class UploadEngine(CompletionOps, ObjectOps):
         """Create the client (``async with`` does this)."""
         if self._stack is not None:
             return
+        cfg = self.config
+        logsafe.install()  # botocore logs requests and signatures at DEBUG: scrub them
+        logsafe.register_secrets(
+            cfg.aws_access_key_id, cfg.aws_secret_access_key, cfg.aws_session_token
+        )
         stack = AsyncExitStack()
         try:
             session = make_session(self.config)
             client = await stack.enter_async_context(
                 session.create_client("s3", **client_kwargs(self.config))
             )
+            await _register_resolved_credentials(client)
             # the hot calls through the fast path when it can be exact (else all botocore)
             fast = FastClient(client, self.config)
             await fast.open()
