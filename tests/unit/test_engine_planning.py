@@ -69,14 +69,40 @@ def test_stream_part_sizes_grow_and_cover_five_tib_from_8_mib() -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["", "ab", "has space", "s3://bucket", "a/b", "-lead", "trail-", "a..b", "x" * 256]
+    "name",
+    [
+        "",
+        "ab",
+        "has space",
+        "s3://bucket",
+        "a/b",
+        "-lead",
+        "trail-",
+        "a..b",
+        "x" * 64,
+        "x" * 256,
+        "Upper",
+        "bucket_legacy",
+        "192.168.1.1",
+        "None",
+    ],
 )
 def test_bad_bucket_names_are_refused(name: str) -> None:
-    with pytest.raises(ConfigError, match="invalid bucket name"):
+    with pytest.raises(ConfigError, match="invalid bucket name") as info:
         validate_bucket(name)
+    # the message states the rule the check applies (3-63, not the legacy 255)
+    assert "3-63 characters" in str(info.value)
 
 
-@pytest.mark.parametrize("name", ["abc", "my-bucket.data", "bucket_legacy", "a1b"])
+@pytest.mark.parametrize("name", [None, 5, b"bucket"])
+def test_non_string_buckets_are_refused(name: object) -> None:
+    with pytest.raises(ConfigError, match="must be a string"):
+        validate_bucket(name)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "name", ["abc", "my-bucket.data", "a1b", "x" * 63, "zr-test-0123456789ab", "1.2.3.4.5"]
+)
 def test_good_bucket_names_pass(name: str) -> None:
     validate_bucket(name)
 
@@ -86,6 +112,11 @@ def test_keys() -> None:
         validate_key("")
     with pytest.raises(ConfigError, match="1024"):
         validate_key("é" * 513)
+    with pytest.raises(ConfigError, match="not valid Unicode"):
+        validate_key("a\ud800b")
+    with pytest.raises(ConfigError, match="must be a string"):
+        validate_key(None)  # type: ignore[arg-type]
+    validate_key("é" * 512)
     validate_key("a b/ü+%#?=.parquet")
 
 

@@ -19,7 +19,7 @@ from zerorename.engine.sources import Part, part_stream
 
 def pending() -> PendingUpload:
     return PendingUpload(
-        bucket="b",
+        bucket="bkt",
         key="dir with space/ü+%#?=.parquet",
         upload_id="u-1",
         parts=(PartInfo(1, '"e1"', 5 * MiB, "AAAA"), PartInfo(2, '"e2"', 7, None)),

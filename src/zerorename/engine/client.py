@@ -11,11 +11,13 @@ import time
 from typing import Any
 
 import aiohttp
+import botocore.exceptions as bexc
 from aiobotocore.config import AioConfig
 from aiobotocore.session import AioSession, get_session
 from yarl import URL
 
 from zerorename.engine.config import EngineConfig
+from zerorename.engine.errors import ConfigError
 from zerorename.engine.fastpath import (
     CLOSING_TAGS,
     HOT_OPERATIONS,
@@ -35,9 +37,51 @@ from zerorename.engine.fastpath import (
     target_for,
 )
 from zerorename.engine.filebody import SENDFILE_AVAILABLE, FilePayload, FileRange
+from zerorename.engine.planning import key_problem
 
 # like aiobotocore's default: under the 20 s idle timeout of AWS front ends
 _KEEPALIVE_TIMEOUT = 12.0
+
+
+def _check_object_key(params: Any, model: Any, **_: Any) -> None:
+    """botocore handler: an object operation with a missing or empty key is refused before
+    its request is built (with parameter validation off, botocore would send it to the
+    bucket URL: ``DELETE /bucket?uploadId=`` is DeleteBucket)."""
+    shape = getattr(model, "input_shape", None)
+    if shape is not None and "Key" in shape.members and isinstance(params, dict):
+        problem = key_problem(params.get("Key"))
+        if problem is not None:
+            raise ConfigError(f"{model.name} refused: {problem}")
+
+
+def guard_object_keys(client: Any) -> None:
+    """Make ``client`` (aiobotocore) refuse object operations without a key, on every
+    call, whichever code makes it: the lowest botocore call site."""
+    client.meta.events.register("before-parameter-build.s3", _check_object_key)
+
+
+def open_error(exc: BaseException, config: EngineConfig) -> ConfigError | None:
+    """The one-line ConfigError for a failure to create the client that the configuration
+    (or the AWS environment) causes, else None."""
+    if isinstance(exc, bexc.ProfileNotFound):
+        name = exc.kwargs.get("profile") or config.profile
+        return ConfigError(
+            f"AWS profile {name!r} is not in the AWS config or credentials files "
+            "(~/.aws/config, ~/.aws/credentials): fix the profile name or AWS_PROFILE"
+        )
+    if isinstance(exc, bexc.InvalidRegionError):
+        name = exc.kwargs.get("region_name")
+        return ConfigError(
+            f"region {name!r} is not a region name (letters, digits and '-', e.g. us-east-1): "
+            "fix the region or AWS_DEFAULT_REGION/AWS_REGION"
+        )
+    if isinstance(exc, ValueError) and str(exc).startswith("Invalid endpoint"):
+        return ConfigError(
+            "the endpoint URL (endpoint_url or AWS_ENDPOINT_URL) is not an http(s) URL"
+        )
+    if isinstance(exc, bexc.BotoCoreError) and not isinstance(exc, bexc.ConnectionError):
+        return ConfigError(f"could not set up the S3 client: {exc}")
+    return None
 
 
 def make_session(config: EngineConfig) -> AioSession:
@@ -71,6 +115,8 @@ def client_kwargs(config: EngineConfig) -> dict[str, Any]:
         kwargs["endpoint_url"] = config.endpoint_url
     if config.region:
         kwargs["region_name"] = config.region
+    if config.ca_bundle:
+        kwargs["verify"] = config.ca_bundle
     if config.aws_access_key_id:
         kwargs["aws_access_key_id"] = config.aws_access_key_id
         kwargs["aws_secret_access_key"] = config.aws_secret_access_key
@@ -363,4 +409,4 @@ class FastClient:
         raise error
 
 
-__all__ = ["FastClient", "client_kwargs", "make_session"]
+__all__ = ["FastClient", "client_kwargs", "guard_object_keys", "make_session", "open_error"]

@@ -20,9 +20,9 @@ import anyio
 import botocore.exceptions as bexc
 from anyio.abc import TaskGroup
 
-from zerorename.engine import checksums
+from zerorename.engine import answers, checksums
 from zerorename.engine.config import EngineConfig
-from zerorename.engine.errors import UploadNotFound
+from zerorename.engine.errors import RecordError, UploadNotFound
 from zerorename.engine.events import (
     Event,
     ProgressCallback,
@@ -38,6 +38,7 @@ from zerorename.engine.records import (
     UploadInfo,
     UploadResult,
     is_completed_object,
+    target_problem,
 )
 from zerorename.engine.retry import AdaptiveLimiter, EngineStats, Retrier, error_code
 
@@ -62,6 +63,26 @@ def unwrap_group(exc: BaseException) -> BaseException:
 
 
 OnResult = Callable[[Any, BaseException | None], Awaitable[None] | None]
+
+
+def check_target(rec: object, *, complete: bool) -> None:
+    """Refuse (:class:`RecordError`, before any request) a record a complete or abort must
+    not act on: not a record, or a bucket, key or upload id that fails validation (an
+    empty key would address the bucket: ``DELETE /bucket?uploadId=`` is DeleteBucket)."""
+    kinds: tuple[type, ...] = (PendingUpload,) if complete else (PendingUpload, UploadInfo)
+    if not isinstance(rec, kinds):
+        what = "PendingUpload" if complete else "PendingUpload or UploadInfo"
+        raise RecordError(f"expected a {what}, got {type(rec).__name__}")
+    problem = target_problem(
+        getattr(rec, "bucket", None), getattr(rec, "key", None), getattr(rec, "upload_id", None)
+    )
+    if problem is not None:
+        raise RecordError(f"refused to {'complete' if complete else 'abort'}: {problem}")
+
+
+def _field(rec: object, name: str) -> str:
+    value = getattr(rec, name, "")
+    return value if isinstance(value, str) else repr(value)
 
 
 async def _aiter(records: Iterable[Any] | AsyncIterable[Any]) -> AsyncGenerator[Any, None]:
@@ -148,6 +169,7 @@ class CompletionOps:
         limiter: AdaptiveLimiter | None,
         window: int,
     ) -> UploadResult:
+        check_target(p, complete=True)
         parts = []
         alg = p.checksum_algorithm
         for part in p.parts:
@@ -157,9 +179,9 @@ class CompletionOps:
             parts.append(entry)
         extra: dict[str, Any] = {"IfNoneMatch": "*"} if if_none_match else {}
 
-        async def call(attempt: int) -> Any:
+        async def call(attempt: int) -> str:
             try:
-                return await self._client.complete_multipart_upload(
+                resp = await self._client.complete_multipart_upload(
                     Bucket=p.bucket,
                     Key=p.key,
                     UploadId=p.upload_id,
@@ -178,10 +200,21 @@ class CompletionOps:
                     strict = code == "PreconditionFailed" or status == 412
                     if is_completed_object(p, info, strict=strict):
                         assert info is not None
-                        return {"ETag": info.etag}
-                raise
+                        resp = {"ETag": info.etag}
+                    else:
+                        raise
+                else:
+                    raise
+            # a 200 without a CompleteMultipartUploadResult (an HTML page) is no complete
+            return answers.require(
+                resp,
+                "CompleteMultipartUpload",
+                endpoint=answers.endpoint_of(self._client),
+                bucket=p.bucket,
+                key=p.key,
+            )
 
-        resp = await self._retrier.call(
+        etag = await self._retrier.call(
             "CompleteMultipartUpload",
             call,
             bucket=p.bucket,
@@ -192,14 +225,14 @@ class CompletionOps:
         )
         self.stats.uploads_completed += 1
         await self._emit(UploadCompleted(p.bucket, p.key, p.length, len(p.parts)), progress)
-        return UploadResult(
-            p.bucket, p.key, str(resp.get("ETag") or ""), p.length, len(p.parts), p.upload_id
-        )
+        return UploadResult(p.bucket, p.key, etag, p.length, len(p.parts), p.upload_id)
 
     async def abort(
         self, p: PendingUpload | UploadInfo, *, progress: ProgressCallback | None = None
     ) -> bool:
-        """Abort a pending upload; False when it was already gone."""
+        """Abort a pending upload; False when it was already gone. A record that fails
+        validation is a :class:`RecordError` and sends nothing."""
+        check_target(p, complete=False)
         return await self._abort_id(p.bucket, p.key, p.upload_id, "aborted", progress)
 
     async def _abort_id(
@@ -212,6 +245,10 @@ class CompletionOps:
         limiter: AdaptiveLimiter | None = None,
         window: int = 0,
     ) -> bool:
+        problem = target_problem(bucket, key, upload_id)
+        if problem is not None:  # every abort passes here: nothing addresses a bucket URL
+            raise RecordError(f"refused to abort: {problem}")
+
         async def call(attempt: int) -> Any:
             return await self._client.abort_multipart_upload(
                 Bucket=bucket, Key=key, UploadId=upload_id
@@ -245,7 +282,11 @@ class CompletionOps:
     ) -> BatchResult:
         """Complete records pulled lazily from a sync or async iterable, ``concurrency``
         (default ``config.batch_concurrency``) in flight; memory does not grow with the
-        number of records. ``fail_fast`` stops pulling records after the first failure."""
+        number of records. ``fail_fast`` stops pulling records after the first failure.
+
+        Each record is validated before its request: one that fails is a
+        :class:`BatchFailure` (code ``RecordError``) and sends nothing; the others go on
+        (a stream cannot be checked whole before the first complete)."""
 
         async def one(rec: PendingUpload, limiter: AdaptiveLimiter, window: int) -> int:
             await self._complete(rec, if_none_match, progress, limiter, window)
@@ -261,11 +302,14 @@ class CompletionOps:
         on_result: OnResult | None = None,
         progress: ProgressCallback | None = None,
     ) -> BatchResult:
-        """Abort records pulled lazily; an upload already gone counts as aborted."""
+        """Abort records pulled lazily; an upload already gone counts as aborted. A record
+        that fails validation is a :class:`BatchFailure` (code ``RecordError``), never a
+        request."""
 
         async def one(
             rec: PendingUpload | UploadInfo, limiter: AdaptiveLimiter, window: int
         ) -> int:
+            check_target(rec, complete=False)
             await self._abort_id(
                 rec.bucket, rec.key, rec.upload_id, "aborted", progress, limiter, window
             )
@@ -302,9 +346,9 @@ class CompletionOps:
                 error = exc
                 result.add_failure(
                     BatchFailure(
-                        rec.bucket,
-                        rec.key,
-                        rec.upload_id,
+                        _field(rec, "bucket"),
+                        _field(rec, "key"),
+                        _field(rec, "upload_id"),
                         str(exc),
                         getattr(exc, "code", "") or type(exc).__name__,
                     )

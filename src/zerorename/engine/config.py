@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass, field
 from typing import Literal
+from urllib.parse import urlsplit
 
 from zerorename.engine.errors import ConfigError
 from zerorename.engine.planning import MAX_PART_SIZE, MIN_PART_SIZE
@@ -12,6 +15,85 @@ MiB = 1024 * 1024
 
 ChecksumAlgorithm = Literal["none", "CRC32", "CRC32C", "SHA256"]
 AddressingStyle = Literal["auto", "path", "virtual"]
+_CHECKSUMS = frozenset({"none", "CRC32", "CRC32C", "SHA256"})
+_STYLES = frozenset({"auto", "path", "virtual"})
+# botocore's rule for region names (validate_region_name)
+_REGION_RE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-]{0,61}[a-zA-Z0-9])?")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _number(value: object) -> float | None:
+    """``value`` as a float when it is a finite int or float (not a bool), else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _require_int(name: str, value: object, low: int, high: int | None = None) -> None:
+    if not _is_int(value) or value < low or (high is not None and value > high):  # type: ignore[operator]
+        bound = f">= {low}" if high is None else f"between {low} and {high}"
+        raise ConfigError(f"{name} must be an integer {bound}, got {value!r}")
+
+
+def _require_number(name: str, value: object, *, positive: bool) -> None:
+    number = _number(value)
+    if number is None or number < 0 or (positive and number == 0):
+        bound = "> 0" if positive else ">= 0"
+        raise ConfigError(f"{name} must be a finite number {bound} (seconds), got {value!r}")
+
+
+def _redacted(url: str) -> str:
+    """``url`` with any user info replaced, for messages (credentials are never echoed)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return repr(url) if "@" not in url else "<an endpoint URL holding '@'>"
+    netloc, slash, path = rest.partition("/")
+    if "@" in netloc:
+        netloc = "***@" + netloc.rpartition("@")[2]
+    return repr(f"{scheme}{sep}{netloc}{slash}{path}")
+
+
+def endpoint_problem(url: object) -> str | None:
+    """What is wrong with an endpoint URL (None: nothing): it must be http(s)://host[:port]
+    [/path], with no credentials, query or fragment. Messages never echo user info."""
+    if not isinstance(url, str):
+        return f"endpoint_url must be a string, got {type(url).__name__}"
+    shown = _redacted(url)
+    if not url.isascii() or not url.isprintable() or " " in url:
+        return f"endpoint_url {shown} holds spaces or control or non-ASCII characters"
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # ValueError for a bad or out-of-range port
+    except ValueError:
+        return f"endpoint_url {shown} has a bad port: give http(s)://host[:1-65535]"
+    if parts.scheme not in ("http", "https"):
+        return f"endpoint_url {shown} is not an http:// or https:// URL"
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        return (
+            f"endpoint_url {shown} holds credentials: remove them from the URL and give them "
+            "as AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, a profile, or EngineConfig fields"
+        )
+    if not parts.hostname:
+        return f"endpoint_url {shown} has no host"
+    if port == 0:
+        return f"endpoint_url {shown} has port 0: give a port in 1..65535"
+    if parts.query or parts.fragment or url.endswith(("?", "#")):
+        return f"endpoint_url {shown} has a query or fragment: give http(s)://host[:port]"
+    return None
+
+
+def region_problem(region: object) -> str | None:
+    """What is wrong with a region name (None: nothing): botocore's own rule."""
+    if not isinstance(region, str) or not _REGION_RE.fullmatch(region):
+        return f"region {region!r} is not a region name (letters, digits and '-', e.g. us-east-1)"
+    return None
 
 
 @dataclass(frozen=True)
@@ -33,13 +115,20 @@ class RetryConfig:
     recovery_per_slot: float = 1.0
 
     def __post_init__(self) -> None:
-        if self.max_attempts < 1:
-            raise ConfigError(f"retry.max_attempts must be >= 1, got {self.max_attempts}")
-        if self.base_delay < 0 or self.max_delay < 0 or self.max_elapsed <= 0:
-            raise ConfigError("retry delays must be >= 0 and max_elapsed > 0")
-        if not 0 < self.throttle_decrease < 1:
+        _require_int("retry.max_attempts", self.max_attempts, 1)
+        _require_number("retry.base_delay", self.base_delay, positive=False)
+        _require_number("retry.max_delay", self.max_delay, positive=False)
+        _require_number("retry.max_elapsed", self.max_elapsed, positive=True)
+        decrease = _number(self.throttle_decrease)
+        if decrease is None or not 0 < decrease < 1:
             raise ConfigError(
-                f"retry.throttle_decrease must be in (0, 1), got {self.throttle_decrease}"
+                f"retry.throttle_decrease must be in (0, 1), got {self.throttle_decrease!r}"
+            )
+        recovery = _number(self.recovery_per_slot)
+        if recovery is None or recovery <= 0:
+            raise ConfigError(
+                f"retry.recovery_per_slot must be a finite number > 0, got "
+                f"{self.recovery_per_slot!r}"
             )
 
 
@@ -71,32 +160,57 @@ class EngineConfig:
     #: off = all calls through aiobotocore.
     fast_path: bool = True
     profile: str | None = None
+    #: CA bundle (PEM file) to verify the endpoint's TLS certificate with (else
+    #: AWS_CA_BUNDLE / the AWS config's ca_bundle / the default bundle).
+    ca_bundle: str | None = None
     aws_access_key_id: str | None = field(default=None, repr=False)
     aws_secret_access_key: str | None = field(default=None, repr=False)
     aws_session_token: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        if not MIN_PART_SIZE <= self.part_size <= MAX_PART_SIZE:
+        """Every field checked for type and range (a float part size, a NaN timeout, a
+        None retry policy are refused here, not found out by a request)."""
+        if not _is_int(self.part_size) or not MIN_PART_SIZE <= self.part_size <= MAX_PART_SIZE:
             raise ConfigError(
-                f"part_size must be between 5 MiB ({MIN_PART_SIZE}) and 5 GiB "
-                f"({MAX_PART_SIZE}) bytes, got {self.part_size}; S3 rejects other sizes"
+                f"part_size must be an integer between 5 MiB ({MIN_PART_SIZE}) and 5 GiB "
+                f"({MAX_PART_SIZE}) bytes, got {self.part_size!r}; S3 rejects other sizes"
             )
-        if self.max_concurrency < 1:
-            raise ConfigError(f"max_concurrency must be >= 1, got {self.max_concurrency}")
-        if self.batch_concurrency < 1:
-            raise ConfigError(f"batch_concurrency must be >= 1, got {self.batch_concurrency}")
-        if self.max_pool_connections is not None and self.max_pool_connections < 1:
-            raise ConfigError("max_pool_connections must be >= 1 (or None to size it)")
-        if self.checksum not in ("none", "CRC32", "CRC32C", "SHA256"):
+        _require_int("max_concurrency", self.max_concurrency, 1)
+        _require_int("batch_concurrency", self.batch_concurrency, 1)
+        if self.max_pool_connections is not None:
+            _require_int("max_pool_connections (or None to size it)", self.max_pool_connections, 1)
+        _require_number("connect_timeout", self.connect_timeout, positive=True)
+        _require_number("read_timeout", self.read_timeout, positive=True)
+        if not isinstance(self.retry, RetryConfig):
+            raise ConfigError(f"retry must be a RetryConfig, got {type(self.retry).__name__}")
+        if not isinstance(self.checksum, str) or self.checksum not in _CHECKSUMS:
             raise ConfigError(
                 f"checksum must be one of none, CRC32, CRC32C, SHA256; got {self.checksum!r}"
             )
-        if self.addressing_style not in ("auto", "path", "virtual"):
+        if not isinstance(self.addressing_style, str) or self.addressing_style not in _STYLES:
             raise ConfigError(
                 f"addressing_style must be auto, path or virtual; got {self.addressing_style!r}"
             )
-        if self.connect_timeout <= 0 or self.read_timeout <= 0:
-            raise ConfigError("connect_timeout and read_timeout must be > 0 seconds")
+        for name in ("payload_signing", "fast_path"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if self.endpoint_url is not None:
+            problem = endpoint_problem(self.endpoint_url)
+            if problem is not None:
+                raise ConfigError(problem)
+        if self.region is not None:
+            problem = region_problem(self.region)
+            if problem is not None:
+                raise ConfigError(problem)
+        for name in ("profile", "ca_bundle"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ConfigError(f"{name} must be a non-empty string or None")
+        secrets = ("aws_access_key_id", "aws_secret_access_key", "aws_session_token")
+        for name in secrets:  # the values are never shown
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ConfigError(f"{name} must be a non-empty string or None")
         if (self.aws_access_key_id is None) != (self.aws_secret_access_key is None):
             raise ConfigError("give both aws_access_key_id and aws_secret_access_key, or neither")
 

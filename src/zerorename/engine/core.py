@@ -16,8 +16,14 @@ from typing import Any, Literal, overload
 import anyio
 
 from zerorename import logsafe
-from zerorename.engine import checksums
-from zerorename.engine.client import FastClient, client_kwargs, make_session
+from zerorename.engine import answers, checksums
+from zerorename.engine.client import (
+    FastClient,
+    client_kwargs,
+    guard_object_keys,
+    make_session,
+    open_error,
+)
 from zerorename.engine.completion import CompletionOps, unwrap_group
 from zerorename.engine.config import EngineConfig
 from zerorename.engine.errors import EngineError
@@ -145,12 +151,16 @@ class UploadEngine(CompletionOps, ObjectOps):
                 session.create_client("s3", **client_kwargs(self.config))
             )
             await _register_resolved_credentials(client)
+            guard_object_keys(client)
             # the hot calls through the fast path when it can be exact (else all botocore)
             fast = FastClient(client, self.config)
             await fast.open()
             stack.push_async_callback(fast.close)
-        except BaseException:
+        except BaseException as exc:
             await stack.aclose()
+            mapped = open_error(exc, self.config)
+            if mapped is not None:  # a bad profile/region/endpoint: one line, not a trace
+                raise mapped from None
             raise
         self._client_obj = fast if fast.enabled else client
         self._stack = stack
@@ -166,6 +176,11 @@ class UploadEngine(CompletionOps, ObjectOps):
         if self._client_obj is None:
             raise EngineError("the engine is not open: use `async with UploadEngine(config)`")
         return self._client_obj
+
+    @property
+    def endpoint(self) -> str:
+        """The endpoint the engine talks to (scheme and host), for messages."""
+        return answers.endpoint_of(self._client)
 
     @property
     def concurrency(self) -> int:
@@ -341,11 +356,13 @@ class UploadEngine(CompletionOps, ObjectOps):
         if self.config.checksum != "none":
             args.setdefault("ChecksumAlgorithm", self.config.checksum)
 
-        async def call(attempt: int) -> Any:
-            return await self._client.create_multipart_upload(Bucket=up.bucket, Key=up.key, **args)
+        async def call(attempt: int) -> str:
+            resp = await self._client.create_multipart_upload(Bucket=up.bucket, Key=up.key, **args)
+            return answers.require(
+                resp, "CreateMultipartUpload", endpoint=self.endpoint, bucket=up.bucket, key=up.key
+            )
 
-        resp = await self._retrier.call("CreateMultipartUpload", call, bucket=up.bucket, key=up.key)
-        return str(resp["UploadId"])
+        return await self._retrier.call("CreateMultipartUpload", call, bucket=up.bucket, key=up.key)
 
     async def _send_body(
         self,
@@ -356,25 +373,29 @@ class UploadEngine(CompletionOps, ObjectOps):
         progress: ProgressCallback | None,
         request: Callable[..., Awaitable[Any]],
         **args: Any,
-    ) -> tuple[Any, str | None]:
+    ) -> tuple[str, str | None]:
         """Send one body (a part, or a whole small object) holding the limiter slot taken
-        in ``window``: checksum, sliced body, retries; returns (response, checksum)."""
+        in ``window``: checksum, sliced body, retries; returns (ETag, checksum). An answer
+        without an ETag is :class:`BadAnswer` (not retried; nothing is recorded)."""
         try:
             checksum = await self._checksum(part.body)
             body = await _request_body(part.body, self.config.payload_signing)
             args.update(self._checksum_args(checksum))
 
-            async def call(attempt: int) -> Any:
+            async def call(attempt: int) -> str:
                 try:
-                    return await request(
+                    resp = await request(
                         Bucket=up.bucket, Key=up.key, Body=body, ContentLength=part.size, **args
                     )
                 except Exception:
                     if isinstance(part.body, FileRange):
                         part.body.check()  # a file that shrank: fatal, not a network error
                     raise
+                return answers.require(
+                    resp, operation, endpoint=self.endpoint, bucket=up.bucket, key=up.key
+                )
 
-            resp = await self._retrier.call(
+            etag = await self._retrier.call(
                 operation,
                 call,
                 bucket=up.bucket,
@@ -387,7 +408,7 @@ class UploadEngine(CompletionOps, ObjectOps):
         finally:
             self._limiter.release()
         self.stats.bytes_uploaded += part.size
-        return resp, checksum
+        return etag, checksum
 
     async def _put_single(
         self,
@@ -397,17 +418,17 @@ class UploadEngine(CompletionOps, ObjectOps):
         object_args: dict[str, Any],
     ) -> UploadResult:
         window = await self._limiter.acquire()
-        resp, _ = await self._send_body(
+        etag, _ = await self._send_body(
             "PutObject", up, part, window, progress, self._client.put_object, **object_args
         )
         self.stats.uploads_completed += 1
         await self._emit(UploadCompleted(up.bucket, up.key, part.size, 1), progress)
-        return UploadResult(up.bucket, up.key, str(resp.get("ETag", "")), part.size, 1, None)
+        return UploadResult(up.bucket, up.key, etag, part.size, 1, None)
 
     async def _send_part(
         self, up: _Upload, part: Part, window: int, progress: ProgressCallback | None
     ) -> None:
-        resp, checksum = await self._send_body(
+        etag, checksum = await self._send_body(
             "UploadPart",
             up,
             part,
@@ -417,7 +438,7 @@ class UploadEngine(CompletionOps, ObjectOps):
             UploadId=up.upload_id,
             PartNumber=part.number,
         )
-        up.parts[part.number] = PartInfo(part.number, str(resp["ETag"]), part.size, checksum)
+        up.parts[part.number] = PartInfo(part.number, etag, part.size, checksum)
         self.stats.parts_uploaded += 1
         await self._emit(PartDone(up.bucket, up.key, part.number, part.size), progress)
 

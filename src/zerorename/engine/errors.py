@@ -72,6 +72,18 @@ class RetriesExhausted(S3Error):
     """Raised when a throttled or transient failure persisted past the retry budget."""
 
 
+class BadAnswer(S3Error):
+    """Raised when a 2xx answer lacks what S3 always sends (an ETag, an UploadId, a
+    CompleteMultipartUploadResult): something that is not S3 answered (a proxy, a captive
+    portal, a wrong endpoint). Not retried: such an answer comes again, and retrying
+    would only hide a misconfigured endpoint for the whole retry budget."""
+
+
+class CertificateError(S3Error):
+    """Raised when the endpoint's TLS certificate cannot be verified; not retried (a
+    retry meets the same certificate): pass the CA bundle that signed it."""
+
+
 class SourceChanged(PlanError):
     """Raised when a file being uploaded shrank under the upload (its parts are read from
     the file while they are sent, so the bytes it held at the start are no longer there)."""

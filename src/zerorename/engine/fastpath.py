@@ -30,6 +30,9 @@ import aiohttp
 import botocore.exceptions as bexc
 from botocore.parsers import RestXMLParser
 
+from zerorename.engine.errors import ConfigError
+from zerorename.engine.planning import key_problem
+
 ALGORITHM = "AWS4-HMAC-SHA256"
 UNSIGNED_PAYLOAD = "UNSIGNED-PAYLOAD"
 #: the operations the fast path sends itself (botocore's names and the client's methods).
@@ -310,10 +313,13 @@ def complete_body(multipart_upload: Any) -> bytes | None:
 
 def build_request(spec: OpSpec, target: Target, params: Mapping[str, Any]) -> Request | None:
     """The request for ``params`` (the client method's keyword arguments), or None when
-    one of them is something only botocore knows how to send."""
+    one of them is something only botocore knows how to send. Every hot operation is an
+    object operation: a missing or empty key is refused (:class:`ConfigError`), never sent
+    (``DELETE /bucket?uploadId=`` would be DeleteBucket) nor handed to botocore."""
     key = params.get("Key")
-    if not isinstance(key, str) or not key:
-        return None
+    problem = key_problem(key)
+    if problem is not None or not isinstance(key, str):
+        raise ConfigError(f"{spec.name} refused: {problem}")
     headers: dict[str, str] = {}
     query_items: list[tuple[str, str, bool]] = []  # (name, value, bare on the wire)
     if spec.static_query:

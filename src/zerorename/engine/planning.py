@@ -25,7 +25,9 @@ MAX_OBJECT_SIZE = 5 * TiB
 GROWTH_INTERVAL = 1_000
 MAX_KEY_BYTES = 1024
 
-_BUCKET_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,253}[A-Za-z0-9]$")
+# S3's bucket naming rules: 3-63 of [a-z0-9.-], a letter or digit at both ends
+_BUCKET_RE = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+_IPV4_RE = re.compile(r"\d{1,3}(\.\d{1,3}){3}")
 
 
 @dataclass(frozen=True)
@@ -96,25 +98,48 @@ def stream_capacity(base: int) -> int:
     return min(total, MAX_OBJECT_SIZE)
 
 
-def validate_bucket(bucket: str) -> None:
-    """Refuse bucket names no S3 store accepts (legacy rules: 3..255 of [A-Za-z0-9._-])."""
-    if not isinstance(bucket, str) or not _BUCKET_RE.match(bucket) or ".." in bucket:
-        raise ConfigError(
+def bucket_problem(bucket: object) -> str | None:
+    """What is wrong with a bucket name by S3's rules (None: nothing). The one check
+    behind :func:`validate_bucket` and the records' validation, so both say the same."""
+    if not isinstance(bucket, str):
+        return f"bucket must be a string, got {type(bucket).__name__}"
+    if not _BUCKET_RE.fullmatch(bucket) or ".." in bucket or _IPV4_RE.fullmatch(bucket):
+        return (
             f"invalid bucket name {bucket!r}: use 3-63 characters of lower-case letters, "
-            "digits, '.' and '-', starting and ending with a letter or digit "
-            "(pass the bucket alone, not an s3:// URL or a path)"
+            "digits, '.' and '-', starting and ending with a letter or digit, no '..', not "
+            "an IP address (pass the bucket alone, not an s3:// URL or a path)"
         )
+    return None
+
+
+def key_problem(key: object) -> str | None:
+    """What is wrong with an object key (None: nothing): S3 keys are non-empty strings of
+    at most 1024 UTF-8 bytes. An empty key would address the bucket itself."""
+    if not isinstance(key, str):
+        return f"object key must be a string, got {type(key).__name__}"
+    if key == "":
+        return "object key must be a non-empty string (an empty key addresses the bucket)"
+    try:
+        size = len(key.encode("utf-8"))
+    except UnicodeEncodeError:
+        return f"object key {key!r} is not valid Unicode (a lone surrogate): S3 keys are UTF-8"
+    if size > MAX_KEY_BYTES:
+        return f"object key is {size} bytes in UTF-8; S3 allows at most {MAX_KEY_BYTES}"
+    return None
+
+
+def validate_bucket(bucket: str) -> None:
+    """Refuse bucket names S3 rejects (:func:`bucket_problem`) with a ConfigError."""
+    problem = bucket_problem(bucket)
+    if problem is not None:
+        raise ConfigError(problem)
 
 
 def validate_key(key: str) -> None:
-    """Refuse empty keys and keys over S3's 1024-byte limit."""
-    if not isinstance(key, str) or key == "":
-        raise ConfigError("object key must be a non-empty string")
-    if len(key.encode("utf-8")) > MAX_KEY_BYTES:
-        raise ConfigError(
-            f"object key is {len(key.encode('utf-8'))} bytes in UTF-8; S3 allows at most "
-            f"{MAX_KEY_BYTES}"
-        )
+    """Refuse empty, non-UTF-8 and over-long keys (:func:`key_problem`) with a ConfigError."""
+    problem = key_problem(key)
+    if problem is not None:
+        raise ConfigError(problem)
 
 
 def upload_prefix(prefix: str, *, directory: bool = True) -> str:

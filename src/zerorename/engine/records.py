@@ -7,25 +7,71 @@ later, from any process: it round-trips through JSON exactly.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from zerorename.engine import checksums
 from zerorename.engine.errors import RecordError
+from zerorename.engine.planning import MAX_PARTS, bucket_problem, key_problem
 
 PENDING_UPLOAD_VERSION = 1
 
 
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _finite_float(value: object) -> float | None:
+    """``value`` as a float when it is a finite int or float (not a bool), else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:  # an int too large for a float
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _part_problem(number: object, etag: object, size: object, checksum: object) -> str | None:
+    if not _is_int(number) or not 1 <= number <= MAX_PARTS:  # type: ignore[operator]
+        return f"part number must be an integer in 1..{MAX_PARTS}, got {number!r}"
+    if not isinstance(etag, str) or not etag:
+        return f"part {number} ETag must be a non-empty string, got {etag!r}"
+    if not _is_int(size) or size < 0:  # type: ignore[operator]
+        return f"part {number} size must be an integer >= 0, got {size!r}"
+    if checksum is not None and (not isinstance(checksum, str) or not checksum):
+        return f"part {number} checksum must be a non-empty string or null, got {checksum!r}"
+    return None
+
+
+def target_problem(bucket: object, key: object, upload_id: object) -> str | None:
+    """What is wrong with the (bucket, key, upload id) a complete or abort addresses (None:
+    nothing). Checked before any request: an empty key would address the bucket."""
+    problem = bucket_problem(bucket) or key_problem(key)
+    if problem is None and (not isinstance(upload_id, str) or not upload_id):
+        problem = f"upload id must be a non-empty string, got {upload_id!r}"
+    return problem
+
+
 @dataclass(frozen=True)
 class PartInfo:
-    """One uploaded part: number (1-based), ETag as S3 returned it, size, checksum."""
+    """One uploaded part: number (1-based), ETag as S3 returned it, size, checksum.
+    Validated when made: number 1..10000, non-empty ETag, size >= 0."""
 
     number: int
     etag: str
     size: int
     checksum: str | None = None
+
+    def __post_init__(self) -> None:
+        problem = _part_problem(self.number, self.etag, self.size, self.checksum)
+        if problem is not None:
+            raise RecordError(problem)
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"number": self.number, "etag": self.etag, "size": self.size}
@@ -35,21 +81,22 @@ class PartInfo:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> PartInfo:
-        try:
-            number, etag, size = d["number"], d["etag"], d["size"]
-        except (KeyError, TypeError) as exc:
-            raise RecordError(f"part record lacks a field: {exc}") from None
-        checksum = d.get("checksum")
-        if not isinstance(number, int) or not isinstance(etag, str) or not isinstance(size, int):
-            raise RecordError(f"part record has a field of the wrong type: {dict(d)!r}")
-        if checksum is not None and not isinstance(checksum, str):
-            raise RecordError("part checksum must be a string")
-        return cls(number=number, etag=etag, size=size, checksum=checksum)
+        """A part from its JSON object; :class:`RecordError` for anything else."""
+        if not isinstance(d, Mapping):
+            raise RecordError(f"part record must be a JSON object, got {type(d).__name__}")
+        missing = [name for name in ("number", "etag", "size") if name not in d]
+        if missing:
+            raise RecordError(f"part record lacks the field(s) {', '.join(missing)}")
+        return cls(number=d["number"], etag=d["etag"], size=d["size"], checksum=d.get("checksum"))
 
 
 @dataclass(frozen=True)
 class PendingUpload:
-    """A multipart upload whose parts are all uploaded but which is not yet completed."""
+    """A multipart upload whose parts are all uploaded but which is not yet completed.
+
+    Validated when made (from JSON or not), so a record that exists is one the engine
+    may act on: bucket and key by S3's rules, a non-empty upload id, 1..10000 parts in
+    ascending order adding up to ``length``, a finite ``created`` time."""
 
     bucket: str
     key: str
@@ -61,15 +108,35 @@ class PendingUpload:
     checksum_algorithm: str | None = None
 
     def __post_init__(self) -> None:
+        problem = target_problem(self.bucket, self.key, self.upload_id)
+        if problem is not None:
+            raise RecordError(f"pending upload record: {problem}")
+        where = repr(self.uri)  # repr: a key's control characters stay escaped
+        if not isinstance(self.parts, tuple) or not all(
+            isinstance(p, PartInfo) for p in self.parts
+        ):
+            raise RecordError(f"parts of {where} must be a tuple of PartInfo")
+        if not 1 <= len(self.parts) <= MAX_PARTS:
+            raise RecordError(f"{where} must have 1..{MAX_PARTS} parts, has {len(self.parts)}")
         numbers = [p.number for p in self.parts]
-        if numbers != sorted(set(numbers)) or (numbers and numbers[0] < 1):
+        if any(a >= b for a, b in itertools.pairwise(numbers)):
+            raise RecordError(f"parts of {where} must have distinct ascending numbers")
+        if not _is_int(self.length) or self.length < 0:
+            raise RecordError(f"length of {where} must be an integer >= 0, got {self.length!r}")
+        total = sum(p.size for p in self.parts)
+        if total != self.length:
             raise RecordError(
-                f"parts of s3://{self.bucket}/{self.key} must have distinct ascending numbers"
+                f"parts of {where} add up to {total} bytes, record says {self.length}"
             )
-        if sum(p.size for p in self.parts) != self.length:
+        created = _finite_float(self.created)
+        if created is None:
+            raise RecordError(f"created of {where} must be a finite number, got {self.created!r}")
+        object.__setattr__(self, "created", created)
+        alg = self.checksum_algorithm
+        if alg is not None and alg not in checksums.PARAM:
             raise RecordError(
-                f"parts of s3://{self.bucket}/{self.key} add up to "
-                f"{sum(p.size for p in self.parts)} bytes, record says {self.length}"
+                f"checksum_algorithm of {where} must be one of "
+                f"{', '.join(sorted(checksums.PARAM))} or null, got {alg!r}"
             )
 
     @property
@@ -90,41 +157,63 @@ class PendingUpload:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> PendingUpload:
+        """A record from its JSON object, every field checked with no coercion (a null
+        bucket is refused, not turned into "None"); :class:`RecordError` otherwise."""
         if not isinstance(d, Mapping):
             raise RecordError("pending upload record must be a JSON object")
         version = d.get("version")
-        if version != PENDING_UPLOAD_VERSION:
+        if not _is_int(version) or version != PENDING_UPLOAD_VERSION:
             raise RecordError(
                 f"pending upload record version {version!r} is not supported "
                 f"(this zerorename reads version {PENDING_UPLOAD_VERSION})"
             )
-        try:
-            parts = tuple(PartInfo.from_dict(p) for p in d["parts"])
-            rec = cls(
-                bucket=str(d["bucket"]),
-                key=str(d["key"]),
-                upload_id=str(d["upload_id"]),
-                parts=parts,
-                length=int(d["length"]),
-                created=float(d["created"]),
-                checksum_algorithm=d.get("checksum_algorithm"),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            if isinstance(exc, RecordError):
-                raise
-            raise RecordError(f"pending upload record is malformed: {exc!r}") from None
-        return rec
+        missing = [
+            name
+            for name in ("bucket", "key", "upload_id", "parts", "length", "created")
+            if name not in d
+        ]
+        if missing:
+            raise RecordError(f"pending upload record lacks the field(s) {', '.join(missing)}")
+        raw_parts = d["parts"]
+        if not isinstance(raw_parts, list | tuple):
+            raise RecordError("pending upload record's parts must be a list")
+        if len(raw_parts) > MAX_PARTS:
+            raise RecordError(f"pending upload record has more than {MAX_PARTS} parts")
+        return cls(
+            bucket=d["bucket"],
+            key=d["key"],
+            upload_id=d["upload_id"],
+            parts=tuple(PartInfo.from_dict(p) for p in raw_parts),
+            length=d["length"],
+            created=d["created"],
+            checksum_algorithm=d.get("checksum_algorithm"),
+        )
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str | bytes) -> PendingUpload:
+        """A record from JSON text or UTF-8 bytes: anything else (not UTF-8, not JSON,
+        nested too deep, NaN/Infinity, numbers too large) is a :class:`RecordError`."""
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
+            if isinstance(text, bytes | bytearray):
+                text = bytes(text).decode("utf-8")
+            data = json.loads(text, parse_constant=_no_constant)
+        except UnicodeDecodeError as exc:
+            raise RecordError(
+                f"pending upload record is not UTF-8 (byte {exc.start}): give the record file "
+                "as written by zerorename"
+            ) from None
+        except RecursionError:
+            raise RecordError("pending upload record is nested too deeply to be a record") from None
+        except ValueError as exc:  # JSONDecodeError, NaN/Infinity, ints too long to convert
             raise RecordError(f"pending upload record is not valid JSON: {exc}") from None
         return cls.from_dict(data)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number a record may hold")
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import botocore.exceptions as bexc
 
-from zerorename.engine import errors
+from zerorename.engine import answers, errors
 from zerorename.engine.planning import validate_bucket, validate_key
 from zerorename.engine.records import ObjectInfo
 from zerorename.engine.retry import FailureKind, classify, error_code
@@ -56,11 +56,18 @@ class ObjectOps:
         if content_type:
             args["ContentType"] = content_type
 
-        async def call(attempt: int) -> Any:
-            return await self._client.put_object(Bucket=bucket, Key=key, Body=data, **args)
+        async def call(attempt: int) -> str:
+            resp = await self._client.put_object(Bucket=bucket, Key=key, Body=data, **args)
+            # an answer without an ETag (an HTML page from a proxy) is no write
+            return answers.require(
+                resp,
+                "PutObject",
+                endpoint=answers.endpoint_of(self._client),
+                bucket=bucket,
+                key=key,
+            )
 
-        resp = await self._retrier.call("PutObject", call, bucket=bucket, key=key)
-        return _etag(resp.get("ETag"))
+        return await self._retrier.call("PutObject", call, bucket=bucket, key=key)
 
     async def get_object(self, bucket: str, key: str) -> bytes:
         """Read a whole (small) object; :class:`ObjectNotFound` when it is missing."""
@@ -214,6 +221,8 @@ class ObjectOps:
         return deleted
 
     async def _delete_batch(self, bucket: str, keys: list[str]) -> int:
+        for k in keys:  # a batch with a bad key is refused whole, before it is sent
+            validate_key(k)
         request = {"Objects": [{"Key": k} for k in keys], "Quiet": True}
 
         async def call(attempt: int) -> Any:
