@@ -35,6 +35,10 @@ class RecordFormatError(CommitterError, ValueError):
         self.detail = message
 
 
+class RecordNotFound(RecordFormatError):
+    """Raised when a record a job's plan names (a pendingset) does not exist."""
+
+
 class JobNotActive(CommitterError):
     """Raised when a task attempt sets up or commits, or a job commits, after the job was
     committed, aborted or cleaned up (its ``job.json`` marker is gone), or was never set up.

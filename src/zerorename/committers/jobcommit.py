@@ -26,6 +26,8 @@ from zerorename.committers.errors import (
     JobCommitError,
     JobNotActive,
     JournalError,
+    RecordFormatError,
+    RecordNotFound,
 )
 from zerorename.committers.jobstorage import (
     AbortResult,
@@ -45,6 +47,7 @@ from zerorename.committers.store import (
     read_optional,
     unwrapped,
 )
+from zerorename.committers.validate import UploadSet, check_output_key, check_plan
 from zerorename.engine.errors import EngineError, PreconditionFailed
 from zerorename.engine.records import PendingUpload, is_completed_object
 
@@ -120,6 +123,8 @@ class JobCommitRun:
         self.c = _Counters()
         #: what the scan read of the pendingsets, for the completion (closed by _run)
         self.sets = PendingSetCache()
+        #: every upload the scans of this run saw (the same one twice is refused)
+        self.seen = UploadSet()
         self._t0 = time.monotonic()
         self._stats0 = (self.engine.stats.retries, self.engine.stats.throttles)
 
@@ -171,11 +176,27 @@ class JobCommitRun:
         await self._save_journal()
         await self._report()
 
+    def _malformed(self, name: str, what: str, exc: RecordFormatError) -> RecordFormatError:
+        """A bad job record as one line that says what to do."""
+        job_id, where = self.job.job_id, exc.location
+        detail = exc.detail.removeprefix(f"{what} ")
+        err = RecordFormatError(
+            f"{name} of job {job_id} {detail}; nothing was changed: inspect it with "
+            f"`zerorename inspect {where}` or abort the job with "
+            f"`zerorename jobs abort {self.dest.uri} {job_id}`"
+        )
+        err.location = where
+        return err
+
     async def _read_journal(self) -> Journal | None:
+        """The job's journal, checked field by field; RecordFormatError if malformed."""
         data = await read_optional(self.engine, self.dest.bucket, self.layout.journal)
         if data is None:
             return None
-        j = Journal.from_json(data, location=self.dest.uri_of(self.layout.journal))
+        try:
+            j = Journal.from_json(data, location=self.dest.uri_of(self.layout.journal))
+        except RecordFormatError as exc:
+            raise self._malformed("journal.json", "journal", exc) from None
         if j.job_id != self.job.job_id:
             raise JournalError(
                 f"journal at {self.dest.uri_of(self.layout.journal)} is of "
@@ -195,6 +216,7 @@ class JobCommitRun:
                 f"job {self.job.job_id} already started a commit; use "
                 f"resume() or abort() (zerorename jobs resume|abort)"
             )
+        check_plan(plan, self.layout, location=self.dest.uri_of(self.layout.plan))
         self.plan = plan
         await self.engine.put_object(
             self.dest.bucket, self.layout.plan, plan.to_json(), content_type="application/json"
@@ -209,13 +231,13 @@ class JobCommitRun:
                 f"job {self.job.job_id} has no journal at {self.dest.uri}: it "
                 f"never started committing (nothing to resume; abort it)"
             )
-        self.journal = j
-        j.processes += 1
-        j.error = None
         data = await read_optional(self.engine, self.dest.bucket, self.layout.plan)
         if data is None:
             raise JournalError(f"job {self.job.job_id} has a journal but no plan")
-        self.plan = CommitPlan.from_json(data, location=self.dest.uri_of(self.layout.plan))
+        self.plan = self._parse_plan(data, j)
+        self.journal = j
+        j.processes += 1
+        j.error = None
         self.c.uploads_done = j.uploads_done
         self.c.sets_done = j.watermark
         if j.state is State.ROLLING_BACK:
@@ -227,6 +249,26 @@ class JobCommitRun:
                 state=j.state.value,
             )
         return await self._run(resumed=True)
+
+    def _parse_plan(self, data: bytes, j: Journal) -> CommitPlan:
+        """plan.json, checked: the job's own pendingsets, as many as the journal counts."""
+        location = self.dest.uri_of(self.layout.plan)
+        try:
+            plan = CommitPlan.from_json(data, location=location)
+            check_plan(plan, self.layout, location=location)
+            n = len(plan.pendingsets)
+            if j.state is not State.STARTED and j.pendingsets_total != n:
+                raise RecordFormatError(
+                    f"commit plan is malformed: pendingsets: {n}, the journal counts "
+                    f"{j.pendingsets_total}",
+                    location=location,
+                )
+        except RecordFormatError as exc:
+            what = (
+                "commit plan" if exc.detail.startswith("commit plan") else f"plan of job {j.job_id}"
+            )
+            raise self._malformed("plan.json", what, exc) from None
+        return plan
 
     async def _run(self, *, resumed: bool) -> JobCommitResult:
         with self.sets:
@@ -240,15 +282,23 @@ class JobCommitRun:
 
     async def _steps(self, resumed: bool) -> JobCommitResult:
         j = self.journal
+        #: a resumed journal that claims every complete done: verified before _SUCCESS
+        claims_done = resumed and j.state in (State.REPLACING, State.SUCCEEDED)
         try:
             if j.state is State.STARTED:
                 self.phase = "scanning"
-                await self._scan_and_check()
+                await self._scan(0, tally=True)
+                await self._precheck()
                 await self._move(State.COMPLETING)
+            elif j.state is State.COMPLETING:
+                # the sets not yet done, parsed and checked before anything is completed
+                self.phase = "scanning"
+                await self._scan(j.watermark, tally=False)
             if j.state is State.COMPLETING:
                 self.phase = "completing"
                 await self._complete(
-                    uncertain_until=j.watermark + j.window if resumed else j.watermark
+                    j.watermark,
+                    uncertain_until=j.watermark + j.window if resumed else j.watermark,
                 )
                 mode = ConflictMode.parse(self.job.conflict)
                 await self._move(
@@ -256,21 +306,25 @@ class JobCommitRun:
                 )
         except BaseException as exc:
             with anyio.CancelScope(shield=True):
-                await self._failed(exc)
+                await self._failed(exc, resumed)
             raise AssertionError("unreachable") from exc  # _failed always raises
         try:
+            if claims_done:
+                await self._verify_completed()
             if j.state is State.REPLACING:
                 await self._replace()
                 await self._move(State.SUCCEEDED)
             success_key = await self._write_success()
         except BaseException as exc:
+            if isinstance(exc, RecordFormatError):
+                raise self._refused(exc, resumed) from exc  # the journal is left as it was
             with anyio.CancelScope(shield=True):
                 j.error = f"{type(exc).__name__}: {exc}"
                 try:
                     await self._save_journal()
                 except Exception:
                     log.exception("could not save the journal of job %s", j.job_id)
-            if not isinstance(exc, Exception):
+            if not isinstance(exc, Exception) or isinstance(exc, JobCommitError):
                 raise
             raise JobCommitError(
                 f"job {j.job_id} failed in state {j.state.value} after its files were "
@@ -302,9 +356,35 @@ class JobCommitRun:
             cleanup_error=cleanup_error,
         )
 
-    async def _failed(self, exc: BaseException) -> None:
-        """A commit failed before any old file was touched: roll back or leave a journal."""
+    def _refused(self, exc: RecordFormatError, resumed: bool) -> JobCommitError:
         j = self.journal
+        verb = "resume" if resumed else "commit"
+        return JobCommitError(
+            f"job {j.job_id} {verb} refused: a record is bad: {exc}; no upload was completed "
+            f"or aborted: fix or remove the record, or abort the job "
+            f"(zerorename jobs abort {self.dest.uri} {j.job_id})",
+            job_id=j.job_id,
+            rolled_back=False,
+            state=j.state.value,
+        )
+
+    async def _failed(self, exc: BaseException, resumed: bool) -> None:
+        """A commit failed before any old file was touched: roll back or leave a journal.
+        A bad record is never a reason to roll back: it changes nothing (a fresh commit
+        refused by its scan removes the plan and journal it wrote)."""
+        j = self.journal
+        if isinstance(exc, RecordFormatError):
+            if not resumed and j.state is State.STARTED:
+                try:
+                    await self.engine.delete_objects(
+                        self.dest.bucket, [self.layout.plan, self.layout.journal]
+                    )
+                except Exception:
+                    log.exception("could not remove the plan and journal of job %s", j.job_id)
+            elif not resumed:
+                j.error = f"{type(exc).__name__}: {exc}"
+                await self._save_journal()
+            raise self._refused(exc, resumed) from exc
         j.error = f"{type(exc).__name__}: {exc}"
         rolled = False
         if self.opts.rollback_on_failure and isinstance(exc, Exception):
@@ -339,7 +419,10 @@ class JobCommitRun:
 
     # ---------------------------------------------------------------- phases
     def _check(self, rec: PendingRecord, location: str) -> None:
+        """An upload the job may complete: where a task may write, the job's, once."""
+        check_output_key(rec, self.dest, location)
         check_record(rec, self.dest, self.job.job_id, location, partitioned=self.job.partitioned)
+        self.seen.add(rec, location)
 
     async def _load(self, index: int, on_record: Callable[[PendingRecord, str], None]) -> LoadedSet:
         return await self.sets.load(
@@ -351,20 +434,23 @@ class JobCommitRun:
             on_record,
         )
 
-    async def _scan_and_check(self) -> None:
-        """Read every pendingset once, parse it to its end and check it; fail before
-        completing anything."""
+    async def _scan(self, start: int, *, tally: bool, missing_ok: bool = False) -> None:
+        """Read the pendingsets from ``start`` on once each, parse them to their end and
+        check every upload, before completing anything. ``tally``: count them into the
+        journal (a fresh scan); ``missing_ok``: skip a pendingset that is gone."""
         j = self.journal
-        j.uploads_total = j.bytes_total = 0
-        j.filenames = []
-        j.pendingsets_total = len(self.plan.pendingsets)
+        total = len(self.plan.pendingsets)
+        if tally:
+            j.uploads_total = j.bytes_total = 0
+            j.filenames = []
+            j.pendingsets_total = total
         mode = ConflictMode.parse(self.job.conflict)
         need_parts = self.job.partitioned or (
             mode is not ConflictMode.APPEND and self.job.scope == "partitions"
         )
         mismatched = 0
 
-        def tally(rec: PendingRecord, location: str) -> None:
+        def tally_record(rec: PendingRecord, location: str) -> None:
             self._check(rec, location)
             j.uploads_total += 1
             j.bytes_total += rec.upload.length
@@ -378,13 +464,22 @@ class JobCommitRun:
         async def scan(index: int) -> None:
             nonlocal mismatched
             attempt = self.plan.pendingsets[index].attempt
-            loaded = await self._load(index, tally)
+            try:
+                loaded = await self._load(index, tally_record if tally else self._check)
+            except RecordNotFound:
+                if not missing_ok:
+                    raise
+                return
             if attempt is not None and loaded.header.attempt != attempt:
                 mismatched += 1  # a later attempt overwrote it: still a valid task output
 
-        await bounded_map(range(len(self.plan.pendingsets)), scan, self.opts.scan_concurrency)
+        await bounded_map(range(start, total), scan, self.opts.scan_concurrency)
         if mismatched:
             self.c.diagnostics["pendingsets_from_other_attempt"] = str(mismatched)
+
+    async def _precheck(self) -> None:
+        """Conflict mode 'fail': nothing there yet; replace by partition: record them."""
+        mode = ConflictMode.parse(self.job.conflict)
         plan = plan_conflicts(mode, self.job.scope_enum, self.dest, self.partitions)
         for prefix in plan.check_prefixes:
             found = await first_foreign(self.engine, self.dest, prefix, self.job.job_id)
@@ -404,6 +499,17 @@ class JobCommitRun:
                 content_type="application/json",
             )
 
+    async def _verify_completed(self) -> None:
+        """Resuming a journal that says every upload is complete (replacing, succeeded):
+        check it before _SUCCESS and the cleanup (which aborts the job's uploads): each
+        planned upload's object is there as completed, or its complete is run now. While
+        the job is active every pendingset must be there; once its cleanup began (the
+        marker is gone) a deleted one is skipped."""
+        self.phase = "verifying"
+        missing_ok = not await self.job.is_active()
+        await self._scan(0, tally=False, missing_ok=missing_ok)
+        await self._complete(0, uncertain_until=len(self.plan.pendingsets), journal=False)
+
     async def _settled(self, upload: PendingUpload, exc: BaseException) -> bool:
         """After a failed complete: is the object there already, ours (an earlier attempt or
         process completed it)? A PreconditionFailed on someone else's object is a conflict."""
@@ -421,10 +527,13 @@ class JobCommitRun:
             ) from exc
         return False
 
-    async def _complete(self, uncertain_until: int) -> None:
+    async def _complete(self, start: int, uncertain_until: int, *, journal: bool = True) -> None:
+        """Complete the uploads of the scanned pendingsets from ``start`` on; those below
+        ``uncertain_until`` may be done already (checked first). ``journal``: advance
+        the journal's watermark as sets finish."""
         total = len(self.plan.pendingsets)
         j = self.journal
-        wm = Watermark(j.watermark, j.window, total)
+        wm = Watermark(start, j.window, total)
         mode = ConflictMode.parse(self.job.conflict)
         if_none_match = plan_conflicts(mode, self.job.scope_enum, self.dest).if_none_match
         remaining: dict[int, int] = {}
@@ -461,9 +570,10 @@ class JobCommitRun:
                 signal()
 
         async def persist() -> None:
-            j.watermark = wm.low
-            await self._save_journal()
-            wm.persisted_at(j.watermark)
+            if journal:
+                j.watermark = wm.low
+                await self._save_journal()
+            wm.persisted_at(wm.low)
 
         async def records() -> AsyncIterator[PendingUpload]:
             for idx in range(wm.low, total):
@@ -477,11 +587,10 @@ class JobCommitRun:
                 # read by the scan of this process, else (a resumed completion) now; parsed
                 # to its end and checked either way before any of its uploads is handed out
                 loaded = self.sets.pop(idx)
-                if loaded is None:
-                    await self._load(idx, self._check)
-                    loaded = self.sets.pop(idx)
-                    assert loaded is not None
                 remaining[idx] = 1  # held until every record was handed out
+                if loaded is None:  # gone after the job's cleanup began (_verify_completed)
+                    finish(idx)
+                    continue
                 for up in loaded.uploads():
                     if failures:
                         return
@@ -588,12 +697,35 @@ class JobCommitRun:
         await self.job.release()
 
     # ---------------------------------------------------------------- rollback
+    async def _check_abort_unread(self, exc: RecordFormatError) -> None:
+        """An abort with a malformed journal: its state is unknown, so abort only while
+        the store proves the commit cannot have passed the point of no return (job still
+        active, no _SUCCESS of the job, a conflict mode that deletes no older file)."""
+        why = ""
+        if ConflictMode.parse(self.job.conflict) is ConflictMode.REPLACE:
+            why = "the job replaces older files, which its commit may have deleted already"
+        elif not await self.job.is_active():
+            why = "the job's marker is gone: its commit may have succeeded"
+        else:
+            data = await read_optional(self.engine, self.dest.bucket, self.layout.success)
+            if data is not None and f'"{self.job.job_id}"'.encode() in data:
+                why = "a _SUCCESS of the job exists: its commit succeeded"
+        if why:
+            raise JournalError(
+                f"job {self.job.job_id}: abort refused: {exc.location} is malformed and "
+                f"{why}; repair the journal (or remove it once sure) and retry"
+            ) from exc
+
     async def rollback(self, *, keep: Iterable[str] = ()) -> AbortResult:
         """Abort every pending upload of the job and delete every object it completed and its
         records: afterwards nothing of the job is left. Refused once old files were
         deleted (replace) or _SUCCESS was written. ``keep``: keys not deleted (another
         writer's objects found at the job's keys)."""
-        j = await self._read_journal()
+        try:
+            j = await self._read_journal()
+        except RecordFormatError as exc:
+            await self._check_abort_unread(exc)
+            j = None  # proven safe to abort without it; it is deleted last
         if j is not None:
             if not can_abort(j.state):
                 raise JournalError(

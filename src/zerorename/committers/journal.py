@@ -28,11 +28,19 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from zerorename.committers.errors import JournalError, RecordFormatError
+from zerorename.committers.conflict import ConflictMode, ConflictScope
+from zerorename.committers.errors import InvalidJobId, JournalError, RecordFormatError
+from zerorename.committers.paths import check_job_id
+from zerorename.committers.records import MAX_SUCCESS_FILENAMES
+from zerorename.committers.validate import Fields, load_json
 
 JOB_VERSION = 1
 PLAN_VERSION = 1
 JOURNAL_VERSION = 1
+#: committer kinds a job record may name (``committer.committer_class`` maps them)
+COMMITTER_KINDS = ("magic", "staging", "directory", "partitioned")
+#: the largest window a journal may hold (pendingsets in flight at once)
+MAX_WINDOW = 1 << 20
 
 
 class State(StrEnum):
@@ -74,22 +82,15 @@ def resume_step(state: State) -> str:
     }[state]
 
 
-def _load(data: bytes | str, what: str, location: str, version: int) -> dict[str, Any]:
-    try:
-        d = json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+def _load(data: bytes | str, what: str, location: str, version: int) -> Fields:
+    fields = Fields(load_json(data, what, location), what, location)
+    if fields.d.get("version") != version:
         raise RecordFormatError(
-            f"{what} is not valid JSON (corrupt?): {exc}", location=location
-        ) from None
-    if not isinstance(d, dict):
-        raise RecordFormatError(f"{what} must be a JSON object", location=location)
-    if d.get("version") != version:
-        raise RecordFormatError(
-            f"{what} version {d.get('version')!r} is not supported "
+            f"{what} version {fields.d.get('version')!r} is not supported "
             f"(this zerorename reads version {version})",
             location=location,
         )
-    return d
+    return fields
 
 
 def _dump(d: Mapping[str, Any]) -> bytes:
@@ -124,19 +125,21 @@ class JobMarker:
 
     @classmethod
     def from_json(cls, data: bytes | str, *, location: str = "") -> JobMarker:
-        d = _load(data, "job record", location, JOB_VERSION)
+        f = _load(data, "job record", location, JOB_VERSION)
+        marker = cls(
+            job_id=f.str_("jobId"),
+            committer=f.choice("committer", COMMITTER_KINDS),
+            destination=f.str_("destination"),
+            conflict=f.choice("conflict", [m.value for m in ConflictMode]),
+            scope=f.choice("scope", [s.value for s in ConflictScope]),
+            created=f.time_("created"),
+            hostname=f.str_("hostname", required=False, empty=True),
+        )
         try:
-            return cls(
-                job_id=str(d["jobId"]),
-                committer=str(d["committer"]),
-                destination=str(d["destination"]),
-                conflict=str(d["conflict"]),
-                scope=str(d["scope"]),
-                created=float(d["created"]),
-                hostname=str(d.get("hostname", "")),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise RecordFormatError(f"malformed job record: {exc!r}", location=location) from None
+            check_job_id(marker.job_id)
+        except InvalidJobId as exc:
+            raise f.fail("jobId", str(exc)) from None
+        return marker
 
 
 @dataclass(frozen=True)
@@ -168,17 +171,27 @@ class CommitPlan:
 
     @classmethod
     def from_json(cls, data: bytes | str, *, location: str = "") -> CommitPlan:
-        d = _load(data, "commit plan", location, PLAN_VERSION)
-        try:
-            sets = tuple(
+        """Parse and type-check; whether the keys are the job's is :func:`check_plan`'s."""
+        f = _load(data, "commit plan", location, PLAN_VERSION)
+        raw = f.d.get("pendingsets")
+        if not isinstance(raw, list):
+            raise f.fail("pendingsets", "must be a list")
+        sets = []
+        for i, p in enumerate(raw):
+            e = Fields(p, f"commit plan entry pendingsets[{i}]", location)
+            attempt = e.d.get("attempt")
+            sets.append(
                 PlannedSet(
-                    key=str(p["key"]), task_id=str(p.get("task_id", "")), attempt=p.get("attempt")
+                    key=e.str_("key"),
+                    task_id=e.str_("task_id", required=False, empty=True),
+                    attempt=None if attempt is None else e.int_("attempt"),
                 )
-                for p in d["pendingsets"]
             )
-            return cls(job_id=str(d["jobId"]), pendingsets=sets, source=str(d["source"]))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise RecordFormatError(f"malformed commit plan: {exc!r}", location=location) from None
+        return cls(
+            job_id=f.str_("jobId"),
+            pendingsets=tuple(sets),
+            source=f.choice("source", ("summaries", "listing")),
+        )
 
 
 @dataclass
@@ -220,15 +233,35 @@ class Journal:
 
     @classmethod
     def from_json(cls, data: bytes | str, *, location: str = "") -> Journal:
-        d = _load(data, "journal", location, JOURNAL_VERSION)
+        """Parse and check every field (type and range): a journal decides what a resume
+        completes, deletes or aborts, so nothing in it is taken on trust."""
+        f = _load(data, "journal", location, JOURNAL_VERSION)
+        state = f.choice("state", [s.value for s in State])
+        total = f.int_("pendingsets_total")
+        j = cls(
+            job_id=f.str_("jobId"),
+            state=State(state),
+            watermark=f.int_("watermark", hi=total),
+            window=f.int_("window", lo=1, hi=MAX_WINDOW),
+            pendingsets_total=total,
+            uploads_total=f.int_("uploads_total"),
+            bytes_total=f.int_("bytes_total"),
+            uploads_done=f.int_("uploads_done"),
+            started=f.time_("started"),
+            updated=f.time_("updated"),
+            processes=f.int_("processes", lo=1),
+            error=f.opt_str("error"),
+            filenames=f.str_list("filenames", most=MAX_SUCCESS_FILENAMES),
+            retries=f.int_("retries", required=False),
+            throttles=f.int_("throttles", required=False),
+        )
         try:
-            d.pop("version")
-            d["job_id"] = str(d.pop("jobId"))
-            d["state"] = State(d["state"])
-            known = set(cls.__dataclass_fields__)
-            return cls(**{k: v for k, v in d.items() if k in known})
-        except (KeyError, TypeError, ValueError) as exc:
-            raise RecordFormatError(f"malformed journal: {exc!r}", location=location) from None
+            check_job_id(j.job_id)
+        except InvalidJobId as exc:
+            raise f.fail("jobId", str(exc)) from None
+        if j.state in (State.REPLACING, State.SUCCEEDED) and j.watermark != total:
+            raise f.fail("watermark", f"{j.watermark} of {total} pendingsets done in state {state}")
+        return j
 
 
 class Watermark:

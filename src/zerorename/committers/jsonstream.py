@@ -17,7 +17,31 @@ from dataclasses import dataclass
 from typing import Any
 
 _WS = " \t\r\n"
-_DECODER = json.JSONDecoder()
+
+
+class BadValue(ValueError):
+    """A JSON number or constant a record may not hold (NaN, Infinity, a float outside
+    the double range such as ``1e400``): valid for Python's ``json``, never for ours."""
+
+
+def _no_constant(name: str) -> Any:
+    raise BadValue(f"{name} is not a JSON number a record may hold")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise BadValue(f"{text[:40]} is outside the range of a double")
+    return value
+
+
+#: the decoder of every committer record: plain JSON (RFC 8259), no NaN/Infinity, no
+#: float that overflows. It may also raise ValueError (an integer of more than 4300
+#: digits) or RecursionError (nesting deeper than the interpreter's stack).
+STRICT_DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_float)
+#: what the decoder raises besides JSONDecodeError on input that is not a record's JSON
+DECODE_ERRORS = (ValueError, RecursionError)
+_DECODER = STRICT_DECODER
 
 
 class JsonStreamError(ValueError):
@@ -149,12 +173,23 @@ class ObjectStreamScanner:
         start = self._pos
         try:
             value, end = _DECODER.raw_decode(self._buf, start)
+        except RecursionError:
+            # the nesting is too deep already in what arrived: more input cannot help
+            raise self._error("a JSON value is nested too deeply") from None
         except json.JSONDecodeError as exc:
             if self._eof:
                 raise self._error(f"invalid or truncated JSON value ({exc.msg})") from None
             pending = len(self._buf) - start
             if pending > self._max:
                 raise self._error(f"a JSON value is longer than {self._max} characters") from None
+            self._retry_at = start + 2 * max(pending, 4096)
+            raise _NeedMore from None
+        except ValueError as exc:
+            # NaN, Infinity, 1e400 or an integer too long; a number cut at the end of the
+            # buffer may still be a good one once the rest arrives, so decide at the end
+            pending = len(self._buf) - start
+            if self._eof or pending > self._max:
+                raise self._error(f"a JSON value a record may not hold ({exc})") from None
             self._retry_at = start + 2 * max(pending, 4096)
             raise _NeedMore from None
         if end >= len(self._buf) and not self._eof:
@@ -287,8 +322,13 @@ def iter_line_events(text: str, array_field: str) -> Iterator[Event]:
     try:
         # The '[' ending the first line opens an array that only ']}' can close so that
         # the object ends: an array member of the top-level object, its last member.
-        top = json.loads(head + "]}", object_pairs_hook=_unique_names)
-    except (ValueError, _DuplicateName):
+        top = json.loads(
+            head + "]}",
+            object_pairs_hook=_unique_names,
+            parse_constant=_no_constant,
+            parse_float=_finite_float,
+        )
+    except (ValueError, RecursionError, _DuplicateName):
         raise LayoutMismatch from None
     if not isinstance(top, dict) or next(reversed(top)) != array_field or top[array_field] != []:
         raise LayoutMismatch
@@ -306,7 +346,7 @@ def iter_line_events(text: str, array_field: str) -> Iterator[Event]:
             line = line[:-1]
         try:
             value = decode(line)
-        except ValueError:
+        except DECODE_ERRORS:
             raise LayoutMismatch from None
         yield Item(value)
     yield ArrayEnd(array_field, end - 1)

@@ -35,6 +35,7 @@ from zerorename.committers.jsonstream import (
     iter_line_events,
     iter_object_stream,
 )
+from zerorename.committers.validate import MAX_INT, MAX_TIME, Fields, load_json
 from zerorename.engine.errors import RecordError
 from zerorename.engine.records import PartInfo, PendingUpload
 
@@ -43,6 +44,8 @@ PENDINGSET_VERSION = 1
 SUCCESS_NAME = "zerorename.committers.SuccessData/1"
 MAX_SUCCESS_FILENAMES = 100
 _COMMITS = "commits"
+#: the latest time a record may hold, in milliseconds
+_MAX_MS = int(MAX_TIME * 1000)
 
 
 def _dumps(obj: Any) -> str:
@@ -146,17 +149,18 @@ class PendingRecord:
                     taskId=task_id,
                 )
             length, created, saved = d["length"], d["created"], d["saved"]
-            if not (
-                type(length) is int and type(created) is int and type(saved) is int
-            ) and not all(
-                isinstance(v, int) and not isinstance(v, bool) for v in (length, created, saved)
-            ):
+            if not (type(length) is int and type(created) is int and type(saved) is int):
                 raise TypeError("length, created and saved must be integers")
+            if not (0 <= length <= MAX_INT and 0 <= created <= _MAX_MS and 0 <= saved <= _MAX_MS):
+                raise ValueError(
+                    "length must be 0..2^63-1 bytes, created and saved times in ms "
+                    "between 1970 and 9999"
+                )
             algo = d.get("checksumAlgorithm")
             if algo is not None and not isinstance(algo, str):
                 raise TypeError("checksumAlgorithm must be a string or null")
             attempt = d.get("taskAttempt", 0)
-            if not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 0:
+            if type(attempt) is not int or not 0 <= attempt <= MAX_INT:
                 raise TypeError("taskAttempt must be an integer >= 0")
             upload = PendingUpload(
                 bucket=bucket,
@@ -196,13 +200,7 @@ class PendingRecord:
 
     @classmethod
     def from_json(cls, data: str | bytes, *, location: str = "") -> PendingRecord:
-        try:
-            obj = json.loads(data)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise RecordFormatError(
-                f"not valid JSON (corrupt or truncated): {exc}", location=location
-            ) from None
-        return cls.from_dict(obj, location=location)
+        return cls.from_dict(load_json(data, "pending commit", location), location=location)
 
 
 @dataclass(frozen=True)
@@ -322,11 +320,12 @@ class PendingSetParser:
             raise RecordFormatError("pendingset has no commits array", location=self.location)
         if not isinstance(m.get("jobId"), str) or not m["jobId"]:
             raise RecordFormatError("pendingset has no jobId", location=self.location)
+        f = Fields(m, "pendingset", self.location)
         return PendingSetHeader(
             job_id=m["jobId"],
-            task_id=str(m.get("taskId", "")),
-            attempt=int(m.get("taskAttempt", 0)),
-            saved=m.get("saved", 0) / 1000.0,
+            task_id=f.str_("taskId", required=False, empty=True),
+            attempt=f.int_("taskAttempt", required=False),
+            saved=f.int_("saved", required=False, hi=_MAX_MS) / 1000.0,
             extra=_str_map(m.get("extraData"), "extraData", self.location),
         )
 
@@ -417,36 +416,24 @@ class SuccessData:
 
     @classmethod
     def from_json(cls, data: bytes | str, *, location: str = "") -> SuccessData:
-        try:
-            d = json.loads(data)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        f = Fields(load_json(data, "_SUCCESS", location), "_SUCCESS", location)
+        if f.d.get("name") != SUCCESS_NAME:
             raise RecordFormatError(
-                f"_SUCCESS is not valid JSON: {exc}", location=location
-            ) from None
-        if not isinstance(d, dict) or d.get("name") != SUCCESS_NAME:
-            name = d.get("name") if isinstance(d, dict) else None
-            raise RecordFormatError(
-                f"not a zerorename _SUCCESS record (name {name!r})", location=location
+                f"not a zerorename _SUCCESS record (name {f.d.get('name')!r})", location=location
             )
-        try:
-            metrics = d.get("metrics", {})
-            if not isinstance(metrics, dict) or not all(
-                isinstance(v, int | float) for v in metrics.values()
-            ):
-                raise TypeError("metrics must map names to numbers")
-            filenames = d.get("filenames", [])
-            if not isinstance(filenames, list) or not all(isinstance(f, str) for f in filenames):
-                raise TypeError("filenames must be a list of strings")
-            return cls(
-                job_id=str(d["jobId"]),
-                committer=str(d["committer"]),
-                description=str(d.get("description", "")),
-                job_id_source=str(d.get("jobIdSource", "")),
-                timestamp=int(d["timestamp"]) / 1000.0,
-                hostname=str(d.get("hostname", "")),
-                metrics=dict(metrics),
-                diagnostics=_str_map(d.get("diagnostics"), "diagnostics", location),
-                filenames=list(filenames),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise RecordFormatError(f"malformed _SUCCESS: {exc}", location=location) from None
+        metrics = f.d.get("metrics", {})
+        if not isinstance(metrics, dict) or not all(
+            type(v) in (int, float) for v in metrics.values()
+        ):
+            raise f.fail("metrics", "must map names to numbers")
+        return cls(
+            job_id=f.str_("jobId"),
+            committer=f.str_("committer"),
+            description=f.str_("description", required=False, empty=True),
+            job_id_source=f.str_("jobIdSource", required=False, empty=True),
+            timestamp=f.int_("timestamp", hi=_MAX_MS) / 1000.0,
+            hostname=f.str_("hostname", required=False, empty=True),
+            metrics=dict(metrics),
+            diagnostics=f.str_map("diagnostics"),
+            filenames=f.str_list("filenames", required=False),
+        )

@@ -17,7 +17,7 @@ from typing import IO
 
 import anyio.lowlevel
 
-from zerorename.committers.errors import RecordFormatError
+from zerorename.committers.errors import RecordNotFound
 from zerorename.committers.records import (
     PendingRecord,
     PendingSetHeader,
@@ -137,9 +137,7 @@ async def fetch_spool(engine: UploadEngine, bucket: str, key: str, spill: SpillF
         async for chunk in engine.iter_object(bucket, key, chunk_size=READ_CHUNK):
             spool.write(chunk)
     except ObjectNotFound:
-        raise RecordFormatError(
-            "pendingset does not exist", location=f"s3://{bucket}/{key}"
-        ) from None
+        raise RecordNotFound("pendingset does not exist", location=f"s3://{bucket}/{key}") from None
     return spool
 
 

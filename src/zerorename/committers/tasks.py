@@ -43,6 +43,7 @@ from zerorename.committers.paths import (
 )
 from zerorename.committers.records import PendingRecord, PendingSetHeader, pendingset_bytes
 from zerorename.committers.store import bounded_map
+from zerorename.committers.validate import Fields, load_json
 from zerorename.engine.errors import EngineError
 from zerorename.engine.records import PendingUpload
 
@@ -77,26 +78,23 @@ class TaskCommitSummary:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TaskCommitSummary:
-        try:
-            return cls(
-                job_id=str(d["job_id"]),
-                task_id=str(d["task_id"]),
-                attempt=int(d["attempt"]),
-                pendingset=str(d["pendingset"]),
-                files=int(d["files"]),
-                bytes=int(d["bytes"]),
-                uploads=int(d["uploads"]),
-                committer=str(d["committer"]),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise RecordFormatError(f"malformed task commit summary: {exc!r}") from None
+        """Check every field's type and range (the driver acts on what it names)."""
+        f = Fields(dict(d) if isinstance(d, Mapping) else d, "task commit summary", "")
+        task_id = f.d.get("task_id")
+        return cls(
+            job_id=f.str_("job_id"),
+            task_id=str(f.int_("task_id")) if type(task_id) is int else f.str_("task_id"),
+            attempt=f.int_("attempt"),
+            pendingset=f.str_("pendingset"),
+            files=f.int_("files"),
+            bytes=f.int_("bytes"),
+            uploads=f.int_("uploads"),
+            committer=f.str_("committer"),
+        )
 
     @classmethod
     def from_json(cls, text: str | builtins.bytes) -> TaskCommitSummary:
-        try:
-            return cls.from_dict(json.loads(text))
-        except json.JSONDecodeError as exc:
-            raise RecordFormatError(f"task commit summary is not JSON: {exc}") from None
+        return cls.from_dict(load_json(text, "task commit summary", ""))
 
 
 class TaskAttempt:

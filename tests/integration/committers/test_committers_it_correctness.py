@@ -139,20 +139,22 @@ async def test_job_aborted_at_each_stage_leaves_nothing(s3: S3Target, stage: str
                 if stage != "written":
                     summaries.append(await ta.commit())
         if stage == "commit_failed":
-            # a corrupt pendingset: the job commit fails and rolls everything back
+            # a corrupt pendingset: the job commit refuses and changes nothing (a bad
+            # record is no reason to roll back); the driver then aborts the job
             key = summaries[2].pendingset.split("/", 3)[3]
             await eng.put_object(
                 s3.bucket,
                 key,
                 b'{"version":1,"jobId":"' + job.job_id.encode() + b'","commits":[{"trunc',
             )
+            before = (objects(s3, prefix), uploads(s3, prefix))
             with pytest.raises(JobCommitError) as ei:
                 await job.commit(summaries)
-            assert ei.value.rolled_back
+            assert not ei.value.rolled_back
             assert isinstance(ei.value.__cause__, RecordFormatError)
             assert key in str(ei.value.__cause__)
-        else:
-            await job.abort()
+            assert (objects(s3, prefix), uploads(s3, prefix)) == before
+        await job.abort()
         assert data_objects(s3, prefix) == {}
         await job.cleanup()
     nothing_left(s3, prefix)
@@ -160,7 +162,7 @@ async def test_job_aborted_at_each_stage_leaves_nothing(s3: S3Target, stage: str
 
 async def test_corrupt_pendingset_completes_nothing(s3: S3Target) -> None:
     """A pendingset that is valid for a while and then truncated: its records that did
-    parse are never completed (the job fails and is rolled back)."""
+    parse are never completed (the commit refuses and changes nothing)."""
     prefix = dest_prefix(s3)
     async with engine_for(s3) as eng:
         job = await committer("magic", eng, dest_uri(s3)).setup_job()
@@ -172,9 +174,14 @@ async def test_corrupt_pendingset_completes_nothing(s3: S3Target) -> None:
         key = s.pendingset.split("/", 3)[3]
         whole = await eng.get_object(s3.bucket, key)
         await eng.put_object(s3.bucket, key, whole[: int(len(whole) * 0.8)])
-        with pytest.raises(JobCommitError):
+        before = (objects(s3, prefix), uploads(s3, prefix))
+        with pytest.raises(JobCommitError) as ei:
             await job.commit([s])
-        # and with the scan skipped the spool still refuses it: wrong version
+        assert not ei.value.rolled_back and "truncated" in str(ei.value)
+        assert (objects(s3, prefix), uploads(s3, prefix)) == before
+        assert len(before[1]) == 5 and await job.is_active()
+        await job.abort()
+        # and a listed pendingset of another version is refused the same way
         job2 = await committer("magic", eng, dest_uri(s3)).setup_job()
         header = PendingSetHeader(job2.job_id, "00000", 0)
         k2 = job2.layout.pendingset(0)
@@ -183,7 +190,8 @@ async def test_corrupt_pendingset_completes_nothing(s3: S3Target) -> None:
         )
         with pytest.raises(JobCommitError) as ei:
             await job2.commit()
-        assert "version 9" in str(ei.value)
+        assert "version 9" in str(ei.value) and not ei.value.rolled_back
+        await job2.abort()
     nothing_left(s3, prefix)
 
 
@@ -228,7 +236,7 @@ async def test_two_concurrent_jobs_same_destination(s3: S3Target) -> None:
             for job, out in ((a, sa), (b, sb)):
                 ta = job.task_attempt(t)
                 await ta.setup()
-                await write(ta, "part.csv", job.job_id.encode())
+                await write(ta, f"part{t}.csv", job.job_id.encode())
                 out.append(await ta.commit())
         # B also has an uncommitted straggler upload pending when A commits and cleans up
         extra = b.task_attempt(9)
@@ -238,7 +246,7 @@ async def test_two_concurrent_jobs_same_destination(s3: S3Target) -> None:
         assert len([u for u in uploads(s3, prefix) if b.job_id in u]) == 3
         await b.commit(sb)
     data = data_objects(s3, prefix)
-    assert sorted(data) == sorted([f"part-{a.job_id}.csv", f"part-{b.job_id}.csv"])
+    assert sorted(data) == sorted(f"part{t}-{j.job_id}.csv" for j in (a, b) for t in range(2))
     assert uploads(s3, prefix) == []
 
 

@@ -104,7 +104,9 @@ async def test_truncated_last_pendingset_refuses_before_any_complete(
     s3: S3Target, fault_proxy: Callable[..., Any], monkeypatch: pytest.MonkeyPatch, mode: str
 ) -> None:
     """The plan's last pendingset is cut short: the earlier ones parse and are kept, but
-    nothing is completed, the error names the object, and the job is rolled back."""
+    nothing is completed, the error names the object, and nothing is changed (a bad
+    record is no reason to roll back): the uploads wait for a fixed pendingset or an
+    abort."""
     prefix = dest_prefix(s3)
     async with tasks_committed(s3, fault_proxy, monkeypatch, mode) as (proxy, eng, job, summaries):
         last = max(summaries, key=lambda s: s.task_id)
@@ -112,10 +114,14 @@ async def test_truncated_last_pendingset_refuses_before_any_complete(
         whole = await eng.get_object(s3.bucket, key)
         await eng.put_object(s3.bucket, key, whole[: len(whole) - 40])
         proxy.stats.reset()
+        pending = uploads(s3, prefix)
         with pytest.raises(JobCommitError) as ei:
             await job.commit(summaries)
-    assert ei.value.rolled_back
-    assert last.pendingset in str(ei.value) and "truncated" in str(ei.value)
-    assert proxy.stats.requests("CompleteMultipartUpload") == 0
-    assert data_objects(s3, prefix) == {}
+        assert not ei.value.rolled_back and await job.is_active()
+        assert last.pendingset in str(ei.value) and "truncated" in str(ei.value)
+        assert proxy.stats.requests("CompleteMultipartUpload") == 0
+        assert proxy.stats.requests("AbortMultipartUpload") == 0
+        assert data_objects(s3, prefix) == {}
+        assert sorted(uploads(s3, prefix)) == sorted(pending) and pending
+        await job.abort()
     assert uploads(s3, prefix) == []

@@ -45,7 +45,9 @@ def test_state_machine() -> None:
 
 
 def test_journal_roundtrip() -> None:
-    j = Journal(JOB, watermark=3, window=4, uploads_total=10, filenames=["a ü"])
+    j = Journal(
+        JOB, watermark=3, window=4, pendingsets_total=5, uploads_total=10, filenames=["a ü"]
+    )
     j.move(State.COMPLETING)
     back = Journal.from_json(j.to_json())
     assert back == j
