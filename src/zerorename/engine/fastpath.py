@@ -537,7 +537,11 @@ def connection_error(exc: BaseException, url: str) -> Exception:
     carrying only the message of the original (never its request headers)."""
     kwargs: dict[str, Any] = {"endpoint_url": url, "error": f"{type(exc).__name__}: {exc}"}
     cls: Any
-    if isinstance(exc, aiohttp.ClientSSLError):
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        # the ssl error itself (a message, no headers): retry.py sees a certificate failure
+        cls = bexc.SSLError
+        kwargs["error"] = exc.certificate_error
+    elif isinstance(exc, aiohttp.ClientSSLError):
         cls = bexc.SSLError
     elif isinstance(
         exc,

@@ -96,15 +96,23 @@ def _open_path(path: str | os.PathLike[str]) -> int:
 
 async def open_part_file(source: Any, size: int | None) -> PartFile | None:
     """A :class:`PartFile` for a path or a plain binary file of a regular file (the bytes
-    from its current position to its end), or None for any other source. A declared
+    from its current position to its end), or None for any other source (pipes and FIFOs
+    included: they are streamed as blocks). A declared
     ``size`` that is not what the file holds is a :class:`PlanError`."""
     owner: Any = None
     if not hasattr(os, "pread"):  # not a POSIX system: files are streamed like any source
         return None
     if isinstance(source, str | os.PathLike):
+        # a FIFO is never opened here: opening it again to stream it would lose what its
+        # writer wrote in between (and an open blocks until there is a writer)
+        if not stat.S_ISREG(os.stat(source).st_mode):
+            return None
         fd = await anyio.to_thread.run_sync(_open_path, source)
         start = 0
     elif _is_plain_file_object(source):
+        # a pipe, FIFO or terminal (stdin) is streamed: tell() would fail (Illegal seek)
+        if not stat.S_ISREG(os.fstat(source.fileno()).st_mode):
+            return None
         if type(source) is io.BufferedRandom:  # bytes it was given are in the file first
             await anyio.to_thread.run_sync(source.flush)
         owner, fd, start = source, source.fileno(), source.tell()

@@ -133,7 +133,7 @@ class PendingUpload:
             raise RecordError(f"created of {where} must be a finite number, got {self.created!r}")
         object.__setattr__(self, "created", created)
         alg = self.checksum_algorithm
-        if alg is not None and alg not in checksums.PARAM:
+        if alg is not None and (not isinstance(alg, str) or alg not in checksums.PARAM):
             raise RecordError(
                 f"checksum_algorithm of {where} must be one of "
                 f"{', '.join(sorted(checksums.PARAM))} or null, got {alg!r}"

@@ -13,11 +13,13 @@ from __future__ import annotations
 import asyncio
 import enum
 import math
+import ssl
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import aiohttp
 import botocore.exceptions as bexc
@@ -102,8 +104,31 @@ def error_code(exc: BaseException) -> tuple[str, int | None]:
     return type(exc).__name__, None
 
 
+def certificate_failure(exc: BaseException) -> BaseException | None:
+    """The certificate-verification failure behind ``exc`` (an ssl or aiohttp error, or
+    botocore's SSLError wrapping one, on either send path), else None."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, ssl.SSLCertVerificationError | aiohttp.ClientConnectorCertificateError):
+            return e
+        if isinstance(e, bexc.SSLError):
+            inner = e.kwargs.get("error")
+            if isinstance(inner, BaseException):
+                todo.append(inner)
+        todo += [e.__cause__, e.__context__]
+    return None
+
+
 def classify(exc: BaseException) -> FailureKind:
-    """Throttled (503 SlowDown, 429...), transient (5xx, timeouts, resets) or fatal."""
+    """Throttled (503 SlowDown, 429...), transient (5xx, timeouts, resets) or fatal. A
+    certificate that cannot be verified is fatal: a retry meets the same certificate."""
+    if certificate_failure(exc) is not None:
+        return FailureKind.FATAL
     if isinstance(exc, bexc.ClientError):
         code, status = error_code(exc)
         if code in THROTTLE_CODES or status in (429, 503):
@@ -120,6 +145,18 @@ def classify(exc: BaseException) -> FailureKind:
     if isinstance(exc, bexc.ResponseStreamingError | bexc.IncompleteReadError):
         return FailureKind.TRANSIENT
     return FailureKind.FATAL
+
+
+def _origin(url: str) -> str:
+    """scheme://host[:port] of a request URL (no path, query or user info)."""
+    parts = urlsplit(url)
+    if not parts.scheme or not parts.hostname:
+        return ""
+    try:
+        port = f":{parts.port}" if parts.port is not None else ""
+    except ValueError:
+        port = ""
+    return f"{parts.scheme}://{parts.hostname}{port}"
 
 
 def translate(
@@ -176,6 +213,20 @@ def translate(
                 **ctx,
             )
         return errors.S3Error(base, code=code, status=status, **ctx)
+    cert = certificate_failure(exc)
+    if cert is not None:
+        reason = getattr(cert, "verify_message", "") or getattr(
+            getattr(cert, "certificate_error", None), "verify_message", ""
+        )
+        url = str(getattr(exc, "kwargs", {}).get("endpoint_url", "") or "")
+        endpoint = _origin(url) or "the endpoint"
+        return errors.CertificateError(
+            f"{operation} {where}: the TLS certificate of {endpoint} could not be verified"
+            f"{f' ({reason})' if reason else ''}. If the endpoint uses a private CA, pass its "
+            "bundle: AWS_CA_BUNDLE=/path/ca.pem, or EngineConfig(ca_bundle=...)",
+            code="CertificateError",
+            **ctx,
+        )
     if isinstance(exc, (bexc.NoCredentialsError, bexc.PartialCredentialsError)):
         return errors.AccessDenied(
             f"{operation} {where}: no usable AWS credentials ({exc}). Set AWS_ACCESS_KEY_ID and "

@@ -1,6 +1,7 @@
 """Turn any upload source into a stream of parts.
 
 Sources: bytes-like, a path, a binary file object, a sync or async iterable of bytes.
+Pipes and FIFOs (a file object on one, or a FIFO's path) are streams of unknown size.
 A regular file (a path, or a plain binary file object) becomes parts that are ranges of
 the open file, read only while they are checksummed and sent (:func:`file_parts`, see
 filebody.py). Anything else goes through :func:`part_stream`, which yields parts sized by
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import io
 import os
+import stat
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +48,15 @@ class Part:
         return memoryview(self.body).nbytes
 
 
+def _not_regular(f: Any) -> bool:
+    """True for a file object on a descriptor that is not a regular file (pipe, FIFO)."""
+    try:
+        fd = f.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    return isinstance(fd, int) and not stat.S_ISREG(os.fstat(fd).st_mode)
+
+
 def source_size(source: Any) -> int | None:
     """Size of a source when it can be known without reading it."""
     if isinstance(source, bytes | bytearray):
@@ -53,11 +64,21 @@ def source_size(source: Any) -> int | None:
     if isinstance(source, memoryview):
         return source.nbytes
     if isinstance(source, str | os.PathLike):
-        if not os.path.isfile(source):
-            raise ConfigError(f"source path {os.fspath(source)!r} is not a readable file")
-        return os.stat(source).st_size
+        try:
+            mode = os.stat(source).st_mode
+        except (OSError, ValueError):
+            mode = 0
+        if stat.S_ISREG(mode):
+            return os.stat(source).st_size
+        if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode):
+            return None  # a FIFO or a device (/dev/stdin on a pipe): streamed, size unknown
+        raise ConfigError(
+            f"source path {os.fspath(source)!r} is not a readable file, FIFO or device"
+        )
     if hasattr(source, "read"):
         try:
+            if _not_regular(source):
+                return None  # a pipe or FIFO: seekable() may say True, tell() fails
             if source.seekable():
                 pos = source.tell()
                 end = source.seek(0, io.SEEK_END)

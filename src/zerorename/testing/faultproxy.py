@@ -11,7 +11,10 @@ S3 XML error body; ``reset`` (TCP RST to the client after ``reset_after_bytes`` 
 bytes, nothing forwarded); ``latency`` (wait ``delay`` seconds, then forward); ``stall`` (read
 the request, send nothing for ``delay`` seconds, then close); ``drop_response`` (forward the
 request, let the server act on it, then RST the client instead of answering: the response is
-lost). The Host header is forwarded unchanged, so SigV4 signatures stay valid.
+lost); ``html_200`` (read the request, answer ``200 OK`` with an HTML page itself, as a
+captive portal would: nothing is forwarded); ``strip_etag`` (forward, then relay the answer
+without its ETag header). The Host header is forwarded unchanged, so SigV4 signatures stay
+valid.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from zerorename.testing.faultrules import (
     error_response,
     has_token,
     header,
+    html_response,
     parse_head,
 )
 from zerorename.testing.service import Service
@@ -353,6 +357,11 @@ class FaultProxy(Service):
             writer.write(error_response(fault, path, head=method == "HEAD", close=client_close))
             await writer.drain()
             return not client_close, upstream
+        if rule is not None and fault == "html_200":
+            await read_body(_discard)
+            writer.write(html_response(head=method == "HEAD", close=client_close))
+            await writer.drain()
+            return not client_close, upstream
         if rule is not None and fault == "reset":
             await read_body(_discard, rule.reset_after_bytes or 0)
             raise _Reset  # body shorter than reset_after_bytes: reset after all of it
@@ -413,7 +422,8 @@ class FaultProxy(Service):
         # a body delimited by the connection's end can only be relayed the same way
         until_eof = not (no_body or resp_chunked or resp_len is not None)
         keep = not client_close and not until_eof
-        out_headers = end_to_end(resp_headers)
+        strip = ("etag",) if rule is not None and fault == "strip_etag" else ()
+        out_headers = end_to_end(resp_headers, *strip)
         if not keep:
             out_headers.append(("Connection", "close"))
         if not drop:

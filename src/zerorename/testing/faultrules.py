@@ -13,7 +13,16 @@ from email.utils import formatdate
 from typing import Any, Literal
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-FaultKind = Literal["slowdown", "internal_error", "reset", "latency", "stall", "drop_response"]
+FaultKind = Literal[
+    "slowdown",
+    "internal_error",
+    "reset",
+    "latency",
+    "stall",
+    "drop_response",
+    "html_200",
+    "strip_etag",
+]
 FAULT_KINDS: tuple[str, ...] = (
     "slowdown",
     "internal_error",
@@ -21,6 +30,8 @@ FAULT_KINDS: tuple[str, ...] = (
     "latency",
     "stall",
     "drop_response",
+    "html_200",
+    "strip_etag",
 )
 
 Headers = list[tuple[str, str]]
@@ -350,6 +361,26 @@ def error_response(kind: str, resource: str, *, head: bool, close: bool) -> byte
         ("Connection", "close" if close else "keep-alive"),
     ]
     return encode_head(f"HTTP/1.1 {status} {reason}", headers) + (b"" if head else body)
+
+
+#: what a captive portal or a misconfigured proxy answers instead of S3 (well-formed, so
+#: it parses as XML: only the missing fields tell it from an S3 answer)
+HTML_PAGE = (
+    b"<!DOCTYPE html>\n<html><head><title>Sign in</title></head>"
+    b"<body><p>Please sign in to use this network.</p></body></html>\n"
+)
+
+
+def html_response(*, head: bool, close: bool) -> bytes:
+    """A complete ``200 OK`` answer with an HTML page: no ETag, no S3 XML."""
+    headers: Headers = [
+        ("Content-Type", "text/html; charset=utf-8"),
+        ("Content-Length", str(len(HTML_PAGE))),
+        ("Date", formatdate(usegmt=True)),
+        ("Server", "zerorename-faultproxy"),
+        ("Connection", "close" if close else "keep-alive"),
+    ]
+    return encode_head("HTTP/1.1 200 OK", headers) + (b"" if head else HTML_PAGE)
 
 
 def _xml_escape(s: str) -> str:
