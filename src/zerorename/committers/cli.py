@@ -1,13 +1,17 @@
 """Committer commands for the ``zerorename`` CLI: pending uploads, jobs, record inspection.
 
     zerorename uploads list  s3://bucket/prefix [--older-than 2h] [--json]
-    zerorename uploads abort s3://bucket/prefix [--older-than 2h] [--dry-run]
+    zerorename uploads abort s3://bucket/prefix [--older-than 2h] [--dry-run] [--all-of-bucket]
     zerorename jobs list|show|resume|abort s3://bucket/dest [JOB_ID]
     zerorename inspect s3://bucket/key   (a _SUCCESS, .pending or .pendingset) [--json]
 
 A prefix is always taken as a directory (``prefix + '/'``): ``s3://b/dataset1`` never
-touches ``s3://b/dataset10/...``. Endpoint and credentials: the standard AWS environment
-and config, plus ``--endpoint-url``. Errors print one line and exit 1.
+touches ``s3://b/dataset10/...``; an empty path component (``s3://b//``) is refused, and
+``uploads abort`` of a whole bucket needs ``--all-of-bucket``. A job's objects and uploads
+are told apart by the naming rule and the job's records, never by a substring. Human output
+escapes control characters (a hostile record cannot forge terminal output). Endpoint and
+credentials: the standard AWS environment and config, plus ``--endpoint-url``. Errors print
+one line and exit 1.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import os
 import re
 import sys
 import time
+import unicodedata
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -31,7 +36,7 @@ from zerorename.committers.maintenance import (
     uploads_under,
 )
 from zerorename.committers.paths import Destination
-from zerorename.committers.store import abort_uploads
+from zerorename.committers.store import abort_uploads, job_uploads
 from zerorename.engine import EngineConfig, UploadEngine, run
 from zerorename.engine.errors import EngineError
 from zerorename.engine.records import UploadInfo
@@ -45,6 +50,49 @@ def parse_age(text: str) -> float:
     if not m:
         raise argparse.ArgumentTypeError(f"{text!r} is not an age like 90s, 30m, 2h or 1d")
     return float(m.group(1)) * _UNITS[m.group(2) or "s"]
+
+
+#: characters shown as escapes in human output: controls (C0, DEL, C1), format characters
+#: (bidi overrides, zero-width), line and paragraph separators
+_UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
+
+
+def safe(value: object) -> str:
+    """``value`` as text that prints as exactly one inert line: a backslash and every
+    control, format or separator character are written as escapes (``\\x1b``)."""
+    out: list[str] = []
+    for ch in str(value):
+        if ch == "\\":
+            out.append("\\\\")
+        elif unicodedata.category(ch) in _UNSAFE_CATEGORIES:
+            code = ord(ch)
+            out.append(
+                f"\\x{code:02x}"
+                if code < 0x100
+                else (f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+            )
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _json_escape(ch: str) -> str:
+    code = ord(ch)
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+def safe_json(value: Any, *, indent: int | None = 1) -> str:
+    """JSON (unicode kept readable) in which every control, format or separator character
+    is a ``\\uXXXX`` escape: still the same JSON, but inert on a terminal."""
+    text = json.dumps(value, indent=indent, ensure_ascii=False)
+    # json.dumps escapes C0 inside strings itself: a raw newline is the layout's own
+    return "".join(
+        _json_escape(ch) if ch != "\n" and unicodedata.category(ch) in _UNSAFE_CATEGORIES else ch
+        for ch in text
+    )
 
 
 def _engine_options(p: argparse.ArgumentParser) -> None:
@@ -94,39 +142,46 @@ def _runner(handler: Handler) -> Callable[[argparse.Namespace], int]:
         try:
             return run(main())
         except (CommitterError, EngineError, ValueError) as exc:
-            print(f"zerorename: error: {exc}", file=sys.stderr)
+            print(f"zerorename: error: {safe(exc)}", file=sys.stderr)
             return 1
 
     return go
 
 
-def _uploads_source(eng: UploadEngine, args: argparse.Namespace) -> Any:
+def _uploads_source(eng: UploadEngine, args: argparse.Namespace, *, destructive: bool) -> Any:
+    """The uploads a command acts on; a whole bucket is read freely, but aborted only with
+    ``--all-of-bucket``."""
     dest = Destination.parse(args.prefix)
+    whole = args.all_of_bucket if destructive else dest.whole_bucket
     if args.older_than is not None:
-        return uploads_older_than(eng, dest, args.older_than)
-    return uploads_under(eng, dest)
+        return uploads_older_than(eng, dest, args.older_than, all_of_bucket=whole)
+    return uploads_under(eng, dest, all_of_bucket=whole)
+
+
+def _upload_line(u: UploadInfo) -> str:
+    return safe(f"s3://{u.bucket}/{u.key}") + f" {safe(u.upload_id)}"
 
 
 async def _uploads_list(eng: UploadEngine, args: argparse.Namespace) -> int:
     count = 0
-    async for u in _uploads_source(eng, args):
+    async for u in _uploads_source(eng, args, destructive=False):
         count += 1
         if args.json:
             print(
-                json.dumps(
+                safe_json(
                     {
                         "bucket": u.bucket,
                         "key": u.key,
                         "uploadId": u.upload_id,
                         "initiated": u.initiated,
                     },
-                    ensure_ascii=False,
+                    indent=None,
                 )
             )
         else:
             print(
-                f"{_when(u.initiated)}  {_age(u.initiated):>7}  s3://{u.bucket}/{u.key}  "
-                f"{u.upload_id}"
+                f"{_when(u.initiated)}  {_age(u.initiated):>7}  {safe(f's3://{u.bucket}/{u.key}')}"
+                f"  {safe(u.upload_id)}"
             )
     if not args.json:
         print(f"{count} pending uploads", file=sys.stderr)
@@ -137,15 +192,16 @@ async def _uploads_abort(eng: UploadEngine, args: argparse.Namespace) -> int:
     verb = "would abort" if args.dry_run else "aborted"
     if args.dry_run:
         count = 0
-        async for u in _uploads_source(eng, args):
+        async for u in _uploads_source(eng, args, destructive=True):
             count += 1
-            print(f"{verb} s3://{u.bucket}/{u.key} {u.upload_id}")
+            print(f"{verb} {_upload_line(u)}")
     else:
 
         def report(u: UploadInfo) -> None:
-            print(f"{verb} s3://{u.bucket}/{u.key} {u.upload_id}")
+            print(f"{verb} {_upload_line(u)}")
 
-        count = await abort_uploads(eng, _uploads_source(eng, args), on_abort=report)
+        source = _uploads_source(eng, args, destructive=True)
+        count = await abort_uploads(eng, source, on_abort=report)
     print(f"{count} uploads {verb}", file=sys.stderr)
     return 0
 
@@ -157,8 +213,8 @@ async def _jobs_list(eng: UploadEngine, args: argparse.Namespace) -> int:
         n += 1
         created = _when(entry.marker.created) if entry.marker else "?"
         kind = entry.marker.committer if entry.marker else "?"
-        print(f"{entry.job_id}  {entry.state:<24}  {kind:<11}  created {created}")
-    print(f"{n} jobs under {dest.uri}", file=sys.stderr)
+        print(safe(f"{entry.job_id}  {entry.state:<24}  {kind:<11}  created {created}"))
+    print(f"{n} jobs under {safe(dest.uri)}", file=sys.stderr)
     return 0
 
 
@@ -200,10 +256,10 @@ async def _jobs_action(eng: UploadEngine, args: argparse.Namespace) -> int:
                 "error": j.error,
             }
         n = 0
-        async for u in eng.list_uploads(job.dest.bucket, job.dest.list_prefix, directory=False):
-            n += job.job_id in u.key
+        async for _ in job_uploads(eng, job.dest, job.job_id):
+            n += 1
         out["pendingUploads"] = n
-        print(json.dumps(out, indent=1, ensure_ascii=False))
+        print(safe_json(out))
         return 0
     if args.action == "resume":
 
@@ -225,39 +281,51 @@ async def _jobs_action(eng: UploadEngine, args: argparse.Namespace) -> int:
     return 0
 
 
+def _object_uri(commit: dict[str, Any]) -> str:
+    return f"s3://{commit['bucket']}/{commit['destinationKey']}"
+
+
+def _inspect_lines(info: dict[str, Any], uri: str) -> list[str]:
+    """Human lines for an inspected record; every value from the record (keys, ids, names,
+    metrics) goes through :func:`safe`, so one record line is one terminal line."""
+    kind = info["kind"]
+    lines = [f"{kind}: {safe(uri)}"]
+    if kind == "pendingset":
+        lines.append(
+            f"  job {safe(info.get('jobId'))}  task {safe(info.get('taskId'))}  attempt "
+            f"{safe(info.get('taskAttempt'))}  {info['count']} uploads, {info['bytes']} bytes"
+        )
+        for c in info["commits"]:
+            lines.append(
+                f"  {safe(_object_uri(c))}  {safe(c['length'])} bytes  {len(c['parts'])} parts  "
+                f"upload {safe(c['uploadId'])}"
+            )
+        if info["count"] > info["commitsShown"]:
+            lines.append(f"  ... {info['count'] - info['commitsShown']} more")
+    elif kind == "pending":
+        lines.append(
+            f"  {safe(_object_uri(info))}  {safe(info['length'])} bytes  {len(info['parts'])} parts"
+        )
+        lines.append(
+            f"  job {safe(info['jobId'])}  task {safe(info['taskId'])}  "
+            f"upload {safe(info['uploadId'])}"
+        )
+    else:
+        lines.append(
+            f"  job {safe(info['jobId'])} ({safe(info['committer'])}) at "
+            f"{safe(info['date'])} on {safe(info['hostname'])}"
+        )
+        lines += [f"  {safe(k)}: {safe(v)}" for k, v in info["metrics"].items()]
+        lines += [f"  {safe(name)}" for name in info["filenames"]]
+    return lines
+
+
 async def _inspect(eng: UploadEngine, args: argparse.Namespace) -> int:
     info = await inspect_record(eng, args.uri, max_commits=args.max_commits)
     if args.json:
-        print(json.dumps(info, indent=1, ensure_ascii=False))
+        print(safe_json(info))
         return 0
-    kind = info.pop("kind")
-    print(f"{kind}: {args.uri}")
-    if kind == "pendingset":
-        print(
-            f"  job {info.get('jobId')}  task {info.get('taskId')}  attempt "
-            f"{info.get('taskAttempt')}  {info['count']} uploads, {info['bytes']} bytes"
-        )
-        for c in info["commits"]:
-            print(
-                f"  s3://{c['bucket']}/{c['destinationKey']}  {c['length']} bytes  "
-                f"{len(c['parts'])} parts  upload {c['uploadId']}"
-            )
-        if info["count"] > info["commitsShown"]:
-            print(f"  ... {info['count'] - info['commitsShown']} more")
-    elif kind == "pending":
-        print(
-            f"  s3://{info['bucket']}/{info['destinationKey']}  {info['length']} bytes  "
-            f"{len(info['parts'])} parts\n  job {info['jobId']}  task {info['taskId']}  "
-            f"upload {info['uploadId']}"
-        )
-    else:
-        print(
-            f"  job {info['jobId']} ({info['committer']}) at {info['date']} on {info['hostname']}"
-        )
-        for k, v in info["metrics"].items():
-            print(f"  {k}: {v}")
-        for name in info["filenames"]:
-            print(f"  {name}")
+    print("\n".join(_inspect_lines(info, args.uri)))
     return 0
 
 
@@ -267,7 +335,10 @@ def add_subcommands(sub: Any) -> None:
     upsub = up.add_subparsers(dest="uploads_command", metavar="ACTION", required=True)
     for name, text in (("list", "list pending uploads"), ("abort", "abort pending uploads")):
         p = upsub.add_parser(name, help=text)
-        p.add_argument("prefix", help="s3://bucket/prefix (taken as a directory)")
+        p.add_argument(
+            "prefix",
+            help="s3://bucket/prefix (taken as a directory; empty components are refused)",
+        )
         p.add_argument(
             "--older-than",
             type=parse_age,
@@ -279,6 +350,13 @@ def add_subcommands(sub: Any) -> None:
             p.set_defaults(func=_runner(_uploads_list))
         else:
             p.add_argument("--dry-run", action="store_true", help="only print what would go")
+            p.add_argument(
+                "--all-of-bucket",
+                action="store_true",
+                help="PREFIX is a whole bucket (s3://bucket) and every pending upload in it, "
+                "any job's or writer's, is to be aborted; without it a whole bucket is refused "
+                "(so an unset variable in s3://bucket/$PREFIX never widens to the bucket)",
+            )
             p.set_defaults(func=_runner(_uploads_abort))
         _engine_options(p)
 

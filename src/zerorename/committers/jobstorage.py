@@ -1,22 +1,53 @@
-"""A job's storage as a whole: the record of the partitions it touched, the stateless abort
-that removes everything of it, and the release of its records after a successful commit."""
+"""A job's storage as a whole: the record of the partitions it touched, the replace plan,
+the abort that removes exactly what the job wrote, and the release of its records after a
+successful commit.
+
+What a job owns (invariant 7): its records, by their directory (``__magic_job-<id>/``); its
+pending uploads, by the naming rule (:func:`~zerorename.committers.paths.job_id_of_key`);
+its completed objects, by its own pendingsets: a key is deleted only when a pendingset of
+the job that checks out lists it and the object there is the one completing that upload
+made (its multipart ETag).
+"""
 
 from __future__ import annotations
 
 import json
+import logging
 import shutil
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import anyio
 
+from zerorename.committers.conflict import (
+    OldObject,
+    is_foreign,
+    parse_replace_plan,
+    replace_plan_record,
+    still_planned,
+)
 from zerorename.committers.errors import RecordFormatError
-from zerorename.committers.paths import key_carries_job
-from zerorename.committers.store import abort_uploads, job_uploads, keys_under, read_optional
+from zerorename.committers.paths import PENDINGSET_SUFFIX, key_carries_job
+from zerorename.committers.records import PendingRecord
+from zerorename.committers.store import (
+    abort_uploads,
+    bounded_map,
+    check_record,
+    job_uploads,
+    keys_under,
+    read_optional,
+    scan_pendingset,
+)
+from zerorename.engine.records import is_completed_object
 
 if TYPE_CHECKING:
     from zerorename.committers.committer import Job
+
+log = logging.getLogger("zerorename.committers")
+
+#: HEADs at once while an abort checks the objects its pendingsets name
+_CHECK_CONCURRENCY = 16
 
 
 @dataclass
@@ -45,35 +76,107 @@ def parse_partitions_record(data: bytes, location: str) -> list[str]:
         raise RecordFormatError(f"malformed partitions record: {exc}", location=location) from None
 
 
+async def recorded_uploads(job: Job) -> AsyncIterator[list[PendingRecord]]:
+    """The records of each of the job's pendingsets (in its own directory) that checks out
+    to its end, one list per pendingset. One that fails validation is skipped with a
+    warning: it proves nothing, and a commit completes nothing of a pendingset that fails."""
+    engine, dest, lay = job.engine, job.dest, job.layout
+    async for obj in engine.list_objects(dest.bucket, lay.pendingsets_dir):
+        if not obj.key.endswith(PENDINGSET_SUFFIX):
+            continue
+        where = dest.uri_of(obj.key)
+        recs: list[PendingRecord] = []
+        try:
+            async for item in scan_pendingset(engine, dest.bucket, obj.key, job.job_id):
+                if isinstance(item, PendingRecord):
+                    check_record(item, dest, job.job_id, where, partitioned=job.partitioned)
+                    recs.append(item)
+        except RecordFormatError as exc:
+            log.warning("job %s: %s; the keys it names are left alone", job.job_id, exc)
+            continue
+        yield recs
+
+
+async def delete_recorded_objects(job: Job, keep: Iterable[str] = ()) -> int:
+    """Delete the objects the job completed, proven by its records: listed by one of its
+    valid pendingsets, named by its rule, not in ``keep``, and still the object completing
+    that upload made. Returns how many were deleted."""
+    engine, bucket, job_id = job.engine, job.dest.bucket, job.job_id
+    kept = set(keep)
+    deleted = 0
+    async for recs in recorded_uploads(job):
+        doomed: list[str] = []
+
+        async def check(rec: PendingRecord, doomed: list[str] = doomed) -> None:
+            u = rec.upload
+            if u.key in kept or not key_carries_job(u.key, job_id):
+                return
+            info = await engine.head_object(bucket, u.key)
+            if is_completed_object(u, info, strict=True):
+                doomed.append(u.key)
+            elif info is not None:
+                log.warning("job %s: %s is not the object it completed; left", job_id, u.uri)
+
+        await bounded_map(recs, check, _CHECK_CONCURRENCY)
+        if doomed:
+            deleted += await engine.delete_objects(bucket, sorted(set(doomed)))
+    return deleted
+
+
 async def abort_job_storage(job: Job, *, keep: Iterable[str] = ()) -> AbortResult:
-    """Stateless abort: marker first (stragglers stop), then every pending upload and every
-    object under the destination that carries the job id (but the ``keep`` keys), journal
-    last."""
+    """Abort (or roll back) the job: marker first (stragglers stop), then its pending uploads
+    (by the naming rule: tasks that died before writing a record count too), the objects
+    its pendingsets prove it completed (but the ``keep`` keys), its records, journal last.
+    Nothing that only mentions the job id elsewhere in its key is touched."""
     engine, dest, lay = job.engine, job.dest, job.layout
     res = AbortResult(job.job_id)
     await engine.delete_objects(dest.bucket, [lay.marker])
     res.uploads_aborted = await abort_uploads(engine, job_uploads(engine, dest, job.job_id))
-    skip = [lay.journal, *keep]
-    prefixes = [dest.list_prefix]
-    if job.scope == "partitions":
-        data = await read_optional(engine, dest.bucket, lay.partitions)
-        if data is not None:
-            parts = parse_partitions_record(data, dest.uri_of(lay.partitions))
-            prefixes = [lay.root] + [dest.key(p + "/") for p in parts]
-    for prefix in prefixes:
-        res.objects_deleted += await engine.delete_objects(
-            dest.bucket,
-            keys_under(
-                engine,
-                dest.bucket,
-                prefix,
-                lambda k: key_carries_job(k, job.job_id),
-                skip=skip,
-            ),
-        )
-    res.objects_deleted += await engine.delete_objects(dest.bucket, [lay.journal])
+    res.objects_deleted = await delete_recorded_objects(job, keep)
+    records = keys_under(engine, dest.bucket, lay.root, lambda k: True, skip=[lay.journal])
+    await engine.delete_objects(dest.bucket, records)
+    await engine.delete_objects(dest.bucket, [lay.journal])
     await anyio.to_thread.run_sync(lambda: shutil.rmtree(job.local_job_dir, ignore_errors=True))
     return res
+
+
+async def plan_replacement(job: Job, prefixes: Sequence[str]) -> int:
+    """Before completing anything: list the older objects under ``prefixes`` (not this
+    job's, not records) and store them as the job's replace plan. Returns how many."""
+    engine, dest, lay = job.engine, job.dest, job.layout
+    found: dict[str, OldObject] = {}
+    for prefix in prefixes:
+        async for obj in engine.list_objects(dest.bucket, prefix):
+            if is_foreign(dest, obj.key, job.job_id) and obj.etag:
+                found[obj.key] = OldObject(obj.key, obj.etag.strip('"'))
+    await engine.put_object(
+        dest.bucket,
+        lay.replace,
+        replace_plan_record(found.values()),
+        content_type="application/json",
+    )
+    return len(found)
+
+
+async def run_replacement(job: Job, prefixes: Sequence[str]) -> int:
+    """After the new files are complete: delete the planned older objects that are still
+    the same (key and ETag); anything written after the plan stays. Returns how many."""
+    engine, dest, lay = job.engine, job.dest, job.layout
+    where = dest.uri_of(lay.replace)
+    data = await read_optional(engine, dest.bucket, lay.replace)
+    if data is None:
+        raise RecordFormatError("the replace plan is missing; nothing replaced", location=where)
+    plan = parse_replace_plan(data, where, dest, job.job_id, prefixes)
+    planned = {o.key: o.etag for o in plan}
+
+    async def doomed() -> AsyncIterator[str]:
+        for prefix in prefixes:
+            async for obj in engine.list_objects(dest.bucket, prefix):
+                if still_planned(planned, obj.key, obj.etag):
+                    del planned[obj.key]
+                    yield obj.key
+
+    return await engine.delete_objects(dest.bucket, doomed())
 
 
 async def release_job_storage(job: Job) -> int:

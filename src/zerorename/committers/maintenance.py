@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from zerorename.committers.errors import RecordFormatError
+from zerorename.committers.errors import PathError, RecordFormatError
 from zerorename.committers.journal import JobMarker, Journal
 from zerorename.committers.paths import (
     MAGIC_JOB_PREFIX,
@@ -25,19 +25,41 @@ from zerorename.engine import UploadEngine
 from zerorename.engine.records import UploadInfo
 
 
-async def uploads_under(engine: UploadEngine, dest: Destination) -> AsyncIterator[UploadInfo]:
-    """Pending uploads under the destination as a directory (``prefix + '/'``)."""
+def check_not_whole_bucket(dest: Destination, *, all_of_bucket: bool) -> None:
+    """Refuse a destructive operation on a whole bucket unless it was asked for by name
+    (``--all-of-bucket``); refuse that flag on a prefix, where it would mean nothing."""
+    if dest.whole_bucket and not all_of_bucket:
+        raise PathError(
+            f"{dest.uri} is a whole bucket: give a prefix, or --all-of-bucket to mean "
+            "every upload in the bucket"
+        )
+    if all_of_bucket and not dest.whole_bucket:
+        raise PathError(f"--all-of-bucket given with a prefix ({dest.uri}); drop one of them")
+
+
+async def uploads_under(
+    engine: UploadEngine, dest: Destination, *, all_of_bucket: bool = False
+) -> AsyncIterator[UploadInfo]:
+    """Pending uploads under the destination as a directory (``prefix + '/'``), any job's.
+    A whole bucket only with ``all_of_bucket`` (these are uploads to abort)."""
+    check_not_whole_bucket(dest, all_of_bucket=all_of_bucket)
     async for u in engine.list_uploads(dest.bucket, dest.list_prefix, directory=False):
         if dest.rel(u.key) is not None:
             yield u
 
 
 async def uploads_older_than(
-    engine: UploadEngine, dest: Destination, seconds: float, *, now: float | None = None
+    engine: UploadEngine,
+    dest: Destination,
+    seconds: float,
+    *,
+    now: float | None = None,
+    all_of_bucket: bool = False,
 ) -> AsyncIterator[UploadInfo]:
-    """Pending uploads under the destination initiated more than ``seconds`` ago (any job)."""
+    """Pending uploads under the destination initiated more than ``seconds`` ago (any job);
+    a whole bucket only with ``all_of_bucket``."""
     cutoff = (time.time() if now is None else now) - seconds
-    async for u in uploads_under(engine, dest):
+    async for u in uploads_under(engine, dest, all_of_bucket=all_of_bucket):
         if u.initiated <= cutoff:
             yield u
 

@@ -7,8 +7,13 @@ magic directory's name so concurrent jobs never share records)::
     dest/__magic_job-<jobid>/job.json                         marker: the job is active
     dest/__magic_job-<jobid>/tasks/<task>-<n>/__base/<rel>.pending   one deferred upload
     dest/__magic_job-<jobid>/pendingsets/<task>.pendingset   one committed task
-    dest/__magic_job-<jobid>/journal.json, plan.json, partitions.json   job commit state
-    dest/<rel>                                                final objects (carry the job id)
+    dest/__magic_job-<jobid>/journal.json, plan.json, partitions.json, replace.json
+                                                              job commit state
+    dest/<rel>                                                final objects (named by the rule)
+
+Ownership (invariant 7): a data object is job J's when J sits in the naming rule's slot of
+its file name (:func:`job_id_of_name`: the stem ends with ``-<J>`` or ``-<J>-c<n>``), never
+because J occurs somewhere in the key; the job's records are its by their directory.
 """
 
 from __future__ import annotations
@@ -30,8 +35,25 @@ JOB_MARKER = "job.json"
 JOURNAL_NAME = "journal.json"
 PLAN_NAME = "plan.json"
 PARTITIONS_NAME = "partitions.json"
+REPLACE_NAME = "replace.json"
 
 _TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+#: what a bucket name can be at most (the engine applies S3's exact rules)
+_BUCKET_RE = re.compile(r"[A-Za-z0-9._-]{1,255}")
+#: a prefix leaves room for at least a short name under it in a 1024-byte key
+MAX_PREFIX_BYTES = 1000
+_UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+#: the naming rule's slot: a file name's stem ends with ``-<jobid>``, optionally followed
+#: by Spark's file counter ``-c<digits>`` (as :func:`output_name` writes it)
+_JOB_TAG_RE = re.compile(rf"(?P<base>.*)-(?P<job>{_UUID})(?:-c[0-9]+)?", re.DOTALL)
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def new_job_id() -> str:
@@ -81,20 +103,47 @@ class Destination:
 
     @classmethod
     def parse(cls, uri: str) -> Destination:
-        """Parse ``s3://bucket/prefix`` (``s3a://`` accepted); trailing '/' is dropped."""
+        """Parse ``s3://bucket/prefix`` (``s3a://``, ``s3n://`` accepted). One trailing '/' is
+        dropped; an empty, '.' or '..' component anywhere is refused (``s3://b//`` or
+        ``s3://b/$UNSET/`` must never widen to the whole bucket). ``s3://b`` and ``s3://b/``
+        name the whole bucket (prefix '')."""
+        if not isinstance(uri, str):
+            raise PathError(f"destination must be an s3:// URI string, got {type(uri).__name__}")
         for scheme in ("s3://", "s3a://", "s3n://"):
             if uri.startswith(scheme):
                 rest = uri[len(scheme) :]
                 break
         else:
-            raise PathError(f"{uri!r} is not an s3:// URI")
+            raise PathError(f"{uri!r} is not an s3:// URI (s3://bucket/prefix)")
         bucket, _, prefix = rest.partition("/")
         if not bucket:
-            raise PathError(f"{uri!r} names no bucket")
-        prefix = prefix.rstrip("/")
-        if prefix.startswith("/") or "//" in prefix:
-            raise PathError(f"{uri!r} has an empty path component")
+            raise PathError(f"{uri!r} names no bucket (s3://bucket/prefix)")
+        if not _BUCKET_RE.fullmatch(bucket):
+            raise PathError(
+                f"{uri!r}: {bucket!r} is not a bucket name (letters, digits, '.', '-', '_')"
+            )
+        if prefix.endswith("/"):
+            prefix = prefix[:-1]
+            if not prefix:
+                raise PathError(
+                    f"{uri!r} has an empty path component (an unset variable?); "
+                    f"name the whole bucket as s3://{bucket}"
+                )
+        if prefix and any(c in ("", ".", "..") for c in prefix.split("/")):
+            raise PathError(
+                f"{uri!r} has an empty, '.' or '..' path component (an unset variable?); "
+                "give the prefix exactly"
+            )
+        if len(prefix.encode("utf-8", "surrogatepass")) > MAX_PREFIX_BYTES:
+            raise PathError(f"{uri!r}: the prefix is longer than an S3 key allows")
+        if _has_surrogate(prefix):
+            raise PathError(f"{uri!r} is not valid Unicode (a lone surrogate)")
         return cls(bucket, prefix)
+
+    @property
+    def whole_bucket(self) -> bool:
+        """True when this destination is a whole bucket (no prefix)."""
+        return not self.prefix
 
     @property
     def uri(self) -> str:
@@ -151,6 +200,11 @@ class JobLayout:
     @property
     def partitions(self) -> str:
         return self.root + PARTITIONS_NAME
+
+    @property
+    def replace(self) -> str:
+        """The replace plan: the older objects a replace-mode commit deletes."""
+        return self.root + REPLACE_NAME
 
     @property
     def pendingsets_dir(self) -> str:
@@ -235,24 +289,50 @@ def check_relative_path(rel: str) -> str:
     return rel
 
 
-def with_job_id(rel: str, job_id: str) -> str:
-    """Insert the job id into the file name unless it already carries it.
-
-    ``a=1/part-00003.snappy.parquet`` -> ``a=1/part-00003-<jobid>.snappy.parquet``; names
-    starting with '.' keep their leading dot. Every object a job creates carries its id,
-    so cleanup and rollback can tell its objects and uploads from anyone else's.
-    """
-    if job_id in rel.rsplit("/", 1)[-1]:
-        return rel
-    head, sep, name = rel.rpartition("/")
+def _split_name(name: str) -> tuple[str, str, str]:
+    """A file name as (leading dots, stem, rest): the stem runs to the first '.' after the
+    leading dots; the naming rule puts the job id at the end of the stem."""
     lead = len(name) - len(name.lstrip("."))
     stem, dot, ext = name[lead:].partition(".")
-    new = f"{name[:lead]}{stem}-{job_id}{dot}{ext}" if stem else f"{name}-{job_id}"
-    return f"{head}{sep}{new}"
+    return name[:lead], stem, dot + ext
+
+
+def job_id_of_name(name: str) -> str | None:
+    """The job whose naming rule made file name ``name``, or None: the stem ends with
+    ``-<jobid>`` or ``-<jobid>-c<digits>`` (a canonical, non-time-based UUID). An id
+    anywhere else (a directory, inside another id, mid-stem) makes no owner."""
+    _, stem, _ = _split_name(name)
+    m = _JOB_TAG_RE.fullmatch(stem)
+    if m is None:
+        return None
+    job = m.group("job")
+    return job if uuid.UUID(job).version != 1 else None
+
+
+def job_id_of_key(key: str) -> str | None:
+    """The job that owns object ``key`` by structure: the naming rule's slot in its file
+    name (the last path component); directories never count."""
+    return job_id_of_name(key.rpartition("/")[2])
+
+
+def with_job_id(rel: str, job_id: str) -> str:
+    """Put the job id in the naming rule's slot of the file name unless it is exactly
+    there already: ``a=1/part-00003.snappy.parquet`` -> ``a=1/part-00003-<jobid>.snappy.parquet``
+    (leading dots stay). Every object a job creates is then owned by it and by no other job
+    (:func:`job_id_of_key`), which is how cleanup tells its uploads from anyone else's."""
+    job_id = check_job_id(job_id)
+    head, sep, name = rel.rpartition("/")
+    if job_id_of_name(name) == job_id:
+        return rel
+    lead, stem, rest = _split_name(name)
+    if not stem:  # a name of dots only: the id goes after them
+        return f"{head}{sep}{name}-{job_id}"
+    return f"{head}{sep}{lead}{stem}-{job_id}{rest}"
 
 
 def output_name(task_index: int, job_id: str, extension: str = "", *, file_index: int = 0) -> str:
-    """Spark-style unique file name: ``part-00003-<jobid>-c000<extension>``."""
+    """Spark-style unique file name: ``part-00003-<jobid>-c000<extension>`` (the job id in
+    the naming rule's slot, so :func:`job_id_of_name` gives it back)."""
     if task_index < 0 or file_index < 0:
         raise PathError("task and file indexes must be >= 0")
     if extension and not extension.startswith("."):
@@ -261,8 +341,9 @@ def output_name(task_index: int, job_id: str, extension: str = "", *, file_index
 
 
 def key_carries_job(key: str, job_id: str) -> bool:
-    """True when ``key`` was created by job ``job_id`` (its id is in the key)."""
-    return job_id in key
+    """True when ``key`` is job ``job_id``'s by the naming rule (its id in the file name's
+    slot), never because the id occurs somewhere in the key."""
+    return job_id_of_key(key) == job_id
 
 
 def partition_of(rel: str) -> str:

@@ -87,7 +87,8 @@ async def read_optional(engine: UploadEngine, bucket: str, key: str) -> bytes | 
 def check_record(
     rec: PendingRecord, dest: Destination, job_id: str, location: str, *, partitioned: bool
 ) -> None:
-    """A record a job may complete: its bucket, under its destination, carrying its id."""
+    """A record a job may complete: its bucket, under its destination, its job, and a key
+    the job's naming rule made (the id in the file name's slot, not just somewhere)."""
     u = rec.upload
     rel = dest.rel(u.key) if u.bucket == dest.bucket else None
     if rel is None:
@@ -129,8 +130,9 @@ async def scan_pendingset(
 async def job_uploads(
     engine: UploadEngine, dest: Destination, job_id: str
 ) -> AsyncIterator[UploadInfo]:
-    """Pending uploads under the destination (``prefix + '/'``) whose key carries the job
-    id: only this job's; never another job's, never a sibling destination's."""
+    """Pending uploads under the destination (``prefix + '/'``) that the job's naming rule
+    made (its id in the file name's slot): never another job's, even one whose key mentions
+    this id elsewhere, never a sibling destination's."""
     async for u in engine.list_uploads(dest.bucket, dest.list_prefix, directory=False):
         if dest.rel(u.key) is not None and key_carries_job(u.key, job_id):
             yield u

@@ -15,6 +15,7 @@ from zerorename.committers.paths import (
     check_relative_path,
     is_job_record,
     job_id_of_dir,
+    job_id_of_key,
     key_carries_job,
     magic_destination,
     new_job_id,
@@ -72,6 +73,35 @@ def test_destination_parse_and_list_prefix() -> None:
             Destination.parse(bad)
 
 
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "s3://b//",  # s3://b/$UNSET/
+        "s3://b///x",
+        "s3://b//x",
+        "s3://b/x//",
+        "s3://b/x//y",
+        "s3://b/x///",
+        "s3://b/./x",
+        "s3://b/x/..",
+        "s3://b/x/../y",
+    ],
+)
+def test_destination_refuses_empty_components(uri: str) -> None:
+    with pytest.raises(PathError, match="component"):
+        Destination.parse(uri)
+
+
+def test_destination_whole_bucket_is_explicit() -> None:
+    for uri in ("s3://bkt", "s3://bkt/"):
+        d = Destination.parse(uri)
+        assert d.prefix == "" and d.whole_bucket and d.list_prefix == ""
+    d = Destination.parse("s3://bkt/x/")  # one trailing '/' is fine
+    assert d.prefix == "x" and not d.whole_bucket
+    with pytest.raises(PathError, match="bucket"):
+        Destination.parse("s3://b:k/x")
+
+
 def test_job_ids_are_random_uuids() -> None:
     ids = {new_job_id() for _ in range(1000)}
     assert len(ids) == 1000
@@ -118,7 +148,46 @@ def test_with_job_id_and_output_name() -> None:
     name = output_name(3, JOB, "csv")
     assert name == f"part-00003-{JOB}-c000.csv"
     assert key_carries_job("d/" + name, JOB)
+    assert with_job_id("d/" + name, JOB) == "d/" + name  # Spark's names are in the slot
     assert output_name(12, JOB, ".parquet", file_index=2).endswith("-c002.parquet")
+
+
+def test_with_job_id_puts_the_id_in_the_slot_unless_exactly_there() -> None:
+    other = "11111111-2222-4333-8444-555555555555"
+    # the id anywhere but the slot is not "already there" (it used to be kept as is)
+    assert with_job_id(f"rerun-of-{JOB}-x.csv", JOB) == f"rerun-of-{JOB}-x-{JOB}.csv"
+    assert with_job_id(f"{JOB}.csv", JOB) == f"{JOB}-{JOB}.csv"
+    assert with_job_id(f"x.{JOB}.csv", JOB) == f"x-{JOB}.{JOB}.csv"
+    # another job's name gets this job's id after it: then it is this job's
+    assert with_job_id(f"x-{other}.csv", JOB) == f"x-{other}-{JOB}.csv"
+    assert with_job_id("...", JOB) == f"...-{JOB}"
+    with pytest.raises(InvalidJobId):
+        with_job_id("x.csv", "not-a-job")
+
+
+@pytest.mark.parametrize(
+    ("key", "owner"),
+    [
+        (f"d/x-{JOB}.csv", JOB),
+        (f"d/part-00003-{JOB}-c000.snappy.parquet", JOB),
+        (f"d/.h-{JOB}.x", JOB),
+        (f"d/...-{JOB}", JOB),
+        (f"d/x-{JOB}", JOB),
+        (f"run={JOB}/x.csv", None),  # a directory never counts
+        (f"d/rerun-of-{JOB}-x.csv", None),  # mid-stem
+        (f"d/x.{JOB}.csv", None),  # after the stem
+        (f"d/{JOB}.csv", None),  # no '-' before it
+        (f"d/x-{JOB}ff.csv", None),  # inside a longer hex run
+        (f"d/x-{JOB.upper()}.csv", None),  # not the canonical form
+        (f"d/x-{JOB}-c.csv", None),
+        (f"d/x-{JOB}-draft.csv", None),
+        (f"d/x-{JOB}/y.csv", None),
+        ("d/x-6f1c2b9e-8a4d-1c57-9a0e-3b2f1d0c9e8a.csv", None),  # a time-based UUID
+    ],
+)
+def test_ownership_is_the_naming_rules_slot(key: str, owner: str | None) -> None:
+    assert job_id_of_key(key) == owner
+    assert key_carries_job(key, JOB) is (owner == JOB)
 
 
 def test_task_names() -> None:

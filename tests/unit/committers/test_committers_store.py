@@ -24,13 +24,13 @@ from zerorename.engine.records import (
 )
 
 JOB = "6f1c2b9e-8a4d-4c57-9a0e-3b2f1d0c9e8a"
-DEST = Destination.parse("s3://b/t")
+DEST = Destination.parse("s3://bkt/t")
 
 
 def up(key: str = f"t/y=1/f-{JOB}.csv", etags: tuple[str, ...] = ()) -> PendingUpload:
     etags = etags or (hashlib.md5(b"a").hexdigest(), hashlib.md5(b"b").hexdigest())
     parts = tuple(PartInfo(i + 1, f'"{e}"', 5) for i, e in enumerate(etags))
-    return PendingUpload("b", key, "u", parts, 5 * len(parts))
+    return PendingUpload("bkt", key, "u", parts, 5 * len(parts))
 
 
 def test_multipart_etag_matches_s3s_rule() -> None:
@@ -42,13 +42,13 @@ def test_multipart_etag_matches_s3s_rule() -> None:
 
 def test_is_completed_object() -> None:
     u = up()
-    good = ObjectInfo("b", u.key, 10, f'"{multipart_etag(u)}"', 0.0)
+    good = ObjectInfo("bkt", u.key, 10, f'"{multipart_etag(u)}"', 0.0)
     assert is_completed_object(u, good)
     assert not is_completed_object(u, None)
-    assert not is_completed_object(u, ObjectInfo("b", u.key, 11, good.etag, 0.0))
-    assert not is_completed_object(u, ObjectInfo("b", u.key, 10, '"abc-2"', 0.0))
+    assert not is_completed_object(u, ObjectInfo("bkt", u.key, 11, good.etag, 0.0))
+    assert not is_completed_object(u, ObjectInfo("bkt", u.key, 10, '"abc-2"', 0.0))
     # an ETag that is not a multipart one (e.g. encrypted store): size decides
-    assert is_completed_object(u, ObjectInfo("b", u.key, 10, '"0123"', 0.0))
+    assert is_completed_object(u, ObjectInfo("bkt", u.key, 10, '"0123"', 0.0))
 
 
 def test_check_record() -> None:
@@ -57,6 +57,8 @@ def test_check_record() -> None:
     bad = [
         PendingRecord(up(key=f"t10/f-{JOB}.csv"), JOB, "t", 0),  # sibling destination
         PendingRecord(up(key="t/y=1/f.csv"), JOB, "t", 0),  # no job id in key
+        PendingRecord(up(key=f"t/y={JOB}/f.csv"), JOB, "t", 0),  # only in a directory
+        PendingRecord(up(key=f"t/y=1/f-{JOB}-x.csv"), JOB, "t", 0),  # not in the slot
         PendingRecord(up(), "11111111-2222-4333-8444-555555555555", "t", 0),
     ]
     for rec in bad:
