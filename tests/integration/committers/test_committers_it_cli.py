@@ -124,3 +124,96 @@ def test_cli_errors_exit_nonzero(s3: S3Target, aws_env: list[str], capsys: Any) 
     with pytest.raises(SystemExit) as ei:
         main(["uploads", "list", uri, "--older-than", "soon"])
     assert ei.value.code == 2
+
+
+def bucket_uploads(s3: S3Target) -> list[tuple[str, str]]:
+    """Every pending upload in the bucket: (key, upload id), sorted."""
+    c = s3.boto3_client()
+    resp = c.list_multipart_uploads(Bucket=s3.bucket)
+    return sorted((u["Key"], u["UploadId"]) for u in resp.get("Uploads", []))
+
+
+def test_uploads_abort_never_widens_to_the_bucket(
+    s3: S3Target, aws_env: list[str], capsys: Any
+) -> None:
+    c = s3.boto3_client()
+    for key in ("d/f.bin", "d10/f.bin", "f.bin", "x//y.bin"):
+        c.create_multipart_upload(Bucket=s3.bucket, Key=s3.prefix + key)
+    c.create_multipart_upload(Bucket=s3.bucket, Key="top-level.bin")
+    before = bucket_uploads(s3)
+    b, p = s3.bucket, s3.prefix
+    refused = {
+        f"s3://{b}//": "empty path component",  # s3://b/$UNSET/
+        f"s3://{b}///{p}d": "empty",
+        f"s3://{b}/{p}d//": "empty",
+        f"s3://{b}/{p}/d": "empty",  # $DIR/d with DIR ending in '/'
+        f"s3://{b}/{p}x//": "empty",
+        f"s3://{b}/{p}./d": "'.'",
+        f"s3://{b}": "whole bucket",
+        f"s3://{b}/": "whole bucket",  # s3://b/$UNSET
+    }
+    for uri, why in refused.items():
+        for extra in ([], ["--dry-run"], ["--older-than", "0s"]):
+            code, out, err = cli(capsys, "uploads", "abort", uri, *extra, *aws_env)
+            assert code == 1 and out == "", uri
+            assert err.startswith("zerorename: error: ") and err.count("\n") == 1, err
+            assert why in err and "Traceback" not in err, err
+    code, _, err = cli(capsys, "uploads", "abort", f"s3://{b}/{p}d", "--all-of-bucket", *aws_env)
+    assert code == 1 and "--all-of-bucket given with a prefix" in err
+    assert bucket_uploads(s3) == before  # nothing was aborted by any of them
+    # listing a whole bucket is read-only: allowed without the flag
+    code, out, _ = cli(capsys, "uploads", "list", f"s3://{b}", "--json", *aws_env)
+    assert (
+        code == 0
+        and sorted((r["key"], r["uploadId"]) for r in map(json.loads, out.splitlines())) == before
+    )
+    code, out, err = cli(
+        capsys, "uploads", "abort", f"s3://{b}", "--all-of-bucket", "--dry-run", *aws_env
+    )
+    assert code == 0 and f"{len(before)} uploads would abort" in err
+    assert bucket_uploads(s3) == before
+    # a prefix still means that directory only
+    code, _, err = cli(capsys, "uploads", "abort", f"s3://{b}/{p}d/", *aws_env)
+    assert code == 0 and "1 uploads aborted" in err
+    assert [k for k, _ in bucket_uploads(s3)] == sorted(
+        [p + "d10/f.bin", p + "f.bin", p + "x//y.bin", "top-level.bin"]
+    )
+    if s3.name in ("moto", "rgw"):  # a bucket of this test's own: the flag takes it all
+        code, _, err = cli(capsys, "uploads", "abort", f"s3://{b}", "--all-of-bucket", *aws_env)
+        assert code == 0 and "4 uploads aborted" in err and bucket_uploads(s3) == []
+
+
+HOSTILE = "\x1b]0;pwned\x07\x1b[2J\r\nzerorename: job committed\x9b1m\u202e\u2028"
+
+
+def test_inspect_escapes_control_characters(s3: S3Target, aws_env: list[str], capsys: Any) -> None:
+    success = {
+        "name": "zerorename.committers.SuccessData/1",
+        "timestamp": 1700000000000,
+        "date": "2023-11-14T22:13:20Z",
+        "hostname": "host" + HOSTILE,
+        "committer": "magic" + HOSTILE,
+        "description": "",
+        "jobId": HOSTILE,
+        "jobIdSource": "zerorename",
+        "metrics": {"files" + HOSTILE: 1},
+        "diagnostics": {},
+        "filenames": ["a" + HOSTILE + ".csv"],
+    }
+    key = f"{s3.prefix}t/_SUCCESS"
+    s3.boto3_client().put_object(
+        Bucket=s3.bucket, Key=key, Body=json.dumps(success, ensure_ascii=False).encode()
+    )
+    uri = f"s3://{s3.bucket}/{key}"
+    code, out, err = cli(capsys, "inspect", uri, *aws_env)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert len(lines) == 4  # kind, job, one metric, one file name: one line each
+    for ch in ("\x1b", "\x07", "\r", "\x9b", "\u202e", "\u2028"):
+        assert ch not in out
+    assert "\\x1b]0;pwned\\x07" in lines[1] and "\\x0d\\x0azerorename" in lines[1]
+    assert not any(line.startswith("zerorename: job committed") for line in lines)
+    code, out, _ = cli(capsys, "inspect", uri, "--json", *aws_env)
+    assert code == 0 and "\x1b" not in out and "\x9b" not in out
+    info = json.loads(out)
+    assert info["jobId"] == HOSTILE and info["filenames"] == ["a" + HOSTILE + ".csv"]
