@@ -92,8 +92,8 @@ class PendingRecord:
             "bucket": u.bucket,
             "destinationKey": u.key,
             "uploadId": u.upload_id,
-            "created": int(u.created * 1000),
-            "saved": int(self.saved * 1000),
+            "created": round(u.created * 1000),
+            "saved": round(self.saved * 1000),
             "date": _date(self.saved),
             "jobId": self.job_id,
             "taskId": self.task_id,
@@ -219,7 +219,7 @@ class PendingSetHeader:
             "jobId": self.job_id,
             "taskId": self.task_id,
             "taskAttempt": self.attempt,
-            "saved": int(self.saved * 1000),
+            "saved": round(self.saved * 1000),
             "date": _date(self.saved),
             "extraData": dict(self.extra),
         }
@@ -399,7 +399,7 @@ class SuccessData:
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": SUCCESS_NAME,
-            "timestamp": int(self.timestamp * 1000),
+            "timestamp": round(self.timestamp * 1000),
             "date": _date(self.timestamp),
             "hostname": self.hostname,
             "committer": self.committer,

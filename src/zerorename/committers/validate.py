@@ -58,7 +58,7 @@ class Fields:
 
     def __init__(self, d: Any, what: str, location: str) -> None:
         if not isinstance(d, dict):
-            raise RecordFormatError(f"{what} must be a JSON object", location=location)
+            raise RecordFormatError(f"{what} is malformed: not a JSON object", location=location)
         self.d: dict[str, Any] = d
         self.what = what
         self.location = location
@@ -110,7 +110,7 @@ class Fields:
         v = self._get(name, default, required)
         if type(v) not in (int, float):
             raise self.fail(name, f"must be a number, not {type(v).__name__}")
-        if not (math.isfinite(v) and 0 <= v <= MAX_TIME):
+        if not (0 <= v <= MAX_TIME and math.isfinite(v)):  # a long int compares exactly
             raise self.fail(name, f"{v!r} is not a time between 1970 and 9999")
         return float(v)
 
