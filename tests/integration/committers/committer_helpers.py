@@ -72,3 +72,16 @@ async def write(ta: Any, rel: str, data: bytes) -> None:
     """Write one output through whichever committer the attempt belongs to."""
     async with ta.open(rel) as out:
         await out.write(data)
+
+
+def bucket_state(s3: S3Target) -> tuple[dict[str, bytes], list[tuple[str, str]]]:
+    """The whole bucket: every object with its bytes, every pending upload (key, id)."""
+    c = s3.boto3_client()
+    objs: dict[str, bytes] = {}
+    for page in c.get_paginator("list_objects_v2").paginate(Bucket=s3.bucket):
+        for o in page.get("Contents", []):
+            objs[o["Key"]] = c.get_object(Bucket=s3.bucket, Key=o["Key"])["Body"].read()
+    ups: list[tuple[str, str]] = []
+    for page in c.get_paginator("list_multipart_uploads").paginate(Bucket=s3.bucket):
+        ups += [(u["Key"], u["UploadId"]) for u in page.get("Uploads", [])]
+    return objs, sorted(ups)

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from committer_helpers import committer, dest_uri, engine_for, uploads, write
+from committer_helpers import bucket_state, committer, dest_uri, engine_for, uploads, write
 
 from zerorename.committers.cli import main, parse_age
 from zerorename.testing.targets import S3Target
@@ -127,10 +127,7 @@ def test_cli_errors_exit_nonzero(s3: S3Target, aws_env: list[str], capsys: Any) 
 
 
 def bucket_uploads(s3: S3Target) -> list[tuple[str, str]]:
-    """Every pending upload in the bucket: (key, upload id), sorted."""
-    c = s3.boto3_client()
-    resp = c.list_multipart_uploads(Bucket=s3.bucket)
-    return sorted((u["Key"], u["UploadId"]) for u in resp.get("Uploads", []))
+    return bucket_state(s3)[1]
 
 
 def test_uploads_abort_never_widens_to_the_bucket(
