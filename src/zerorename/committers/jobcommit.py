@@ -27,27 +27,29 @@ from zerorename.committers.errors import (
     JobNotActive,
     JournalError,
     RecordFormatError,
-    RecordNotFound,
 )
+from zerorename.committers.jobscan import precheck, scan
 from zerorename.committers.jobstorage import (
     AbortResult,
     abort_job_storage,
     parse_partitions_record,
-    partitions_record,
 )
-from zerorename.committers.journal import CommitPlan, Journal, State, Watermark, can_abort
-from zerorename.committers.paths import partition_of
-from zerorename.committers.records import MAX_SUCCESS_FILENAMES, PendingRecord, SuccessData
-from zerorename.committers.spool import LoadedSet, PendingSetCache
+from zerorename.committers.journal import (
+    CommitPlan,
+    Journal,
+    State,
+    Watermark,
+    can_abort,
+    resumable_plan,
+)
+from zerorename.committers.records import SuccessData
+from zerorename.committers.spool import PendingSetCache
 from zerorename.committers.store import (
-    bounded_map,
-    check_record,
-    first_foreign,
     keys_under,
     read_optional,
     unwrapped,
 )
-from zerorename.committers.validate import UploadSet, check_output_key, check_plan
+from zerorename.committers.validate import UploadSet, check_plan, malformed
 from zerorename.engine.errors import EngineError, PreconditionFailed
 from zerorename.engine.records import PendingUpload, is_completed_object
 
@@ -176,18 +178,6 @@ class JobCommitRun:
         await self._save_journal()
         await self._report()
 
-    def _malformed(self, name: str, what: str, exc: RecordFormatError) -> RecordFormatError:
-        """A bad job record as one line that says what to do."""
-        job_id, where = self.job.job_id, exc.location
-        detail = exc.detail.removeprefix(f"{what} ")
-        err = RecordFormatError(
-            f"{name} of job {job_id} {detail}; nothing was changed: inspect it with "
-            f"`zerorename inspect {where}` or abort the job with "
-            f"`zerorename jobs abort {self.dest.uri} {job_id}`"
-        )
-        err.location = where
-        return err
-
     async def _read_journal(self) -> Journal | None:
         """The job's journal, checked field by field; RecordFormatError if malformed."""
         data = await read_optional(self.engine, self.dest.bucket, self.layout.journal)
@@ -196,7 +186,9 @@ class JobCommitRun:
         try:
             j = Journal.from_json(data, location=self.dest.uri_of(self.layout.journal))
         except RecordFormatError as exc:
-            raise self._malformed("journal.json", "journal", exc) from None
+            raise malformed(
+                "journal.json", "journal", exc, self.dest.uri, self.job.job_id
+            ) from None
         if j.job_id != self.job.job_id:
             raise JournalError(
                 f"journal at {self.dest.uri_of(self.layout.journal)} is of "
@@ -234,7 +226,7 @@ class JobCommitRun:
         data = await read_optional(self.engine, self.dest.bucket, self.layout.plan)
         if data is None:
             raise JournalError(f"job {self.job.job_id} has a journal but no plan")
-        self.plan = self._parse_plan(data, j)
+        self.plan = resumable_plan(data, j, self.layout, self.dest.uri)
         self.journal = j
         j.processes += 1
         j.error = None
@@ -249,26 +241,6 @@ class JobCommitRun:
                 state=j.state.value,
             )
         return await self._run(resumed=True)
-
-    def _parse_plan(self, data: bytes, j: Journal) -> CommitPlan:
-        """plan.json, checked: the job's own pendingsets, as many as the journal counts."""
-        location = self.dest.uri_of(self.layout.plan)
-        try:
-            plan = CommitPlan.from_json(data, location=location)
-            check_plan(plan, self.layout, location=location)
-            n = len(plan.pendingsets)
-            if j.state is not State.STARTED and j.pendingsets_total != n:
-                raise RecordFormatError(
-                    f"commit plan is malformed: pendingsets: {n}, the journal counts "
-                    f"{j.pendingsets_total}",
-                    location=location,
-                )
-        except RecordFormatError as exc:
-            what = (
-                "commit plan" if exc.detail.startswith("commit plan") else f"plan of job {j.job_id}"
-            )
-            raise self._malformed("plan.json", what, exc) from None
-        return plan
 
     async def _run(self, *, resumed: bool) -> JobCommitResult:
         with self.sets:
@@ -287,13 +259,13 @@ class JobCommitRun:
         try:
             if j.state is State.STARTED:
                 self.phase = "scanning"
-                await self._scan(0, tally=True)
-                await self._precheck()
+                await scan(self, 0, tally=True)
+                await precheck(self)
                 await self._move(State.COMPLETING)
             elif j.state is State.COMPLETING:
                 # the sets not yet done, parsed and checked before anything is completed
                 self.phase = "scanning"
-                await self._scan(j.watermark, tally=False)
+                await scan(self, j.watermark, tally=False)
             if j.state is State.COMPLETING:
                 self.phase = "completing"
                 await self._complete(
@@ -418,87 +390,6 @@ class JobCommitRun:
         raise JobCommitError(msg, job_id=j.job_id, rolled_back=rolled, state=j.state.value) from exc
 
     # ---------------------------------------------------------------- phases
-    def _check(self, rec: PendingRecord, location: str) -> None:
-        """An upload the job may complete: where a task may write, the job's, once."""
-        check_output_key(rec, self.dest, location)
-        check_record(rec, self.dest, self.job.job_id, location, partitioned=self.job.partitioned)
-        self.seen.add(rec, location)
-
-    async def _load(self, index: int, on_record: Callable[[PendingRecord, str], None]) -> LoadedSet:
-        return await self.sets.load(
-            index,
-            self.engine,
-            self.dest.bucket,
-            self.plan.pendingsets[index].key,
-            self.job.job_id,
-            on_record,
-        )
-
-    async def _scan(self, start: int, *, tally: bool, missing_ok: bool = False) -> None:
-        """Read the pendingsets from ``start`` on once each, parse them to their end and
-        check every upload, before completing anything. ``tally``: count them into the
-        journal (a fresh scan); ``missing_ok``: skip a pendingset that is gone."""
-        j = self.journal
-        total = len(self.plan.pendingsets)
-        if tally:
-            j.uploads_total = j.bytes_total = 0
-            j.filenames = []
-            j.pendingsets_total = total
-        mode = ConflictMode.parse(self.job.conflict)
-        need_parts = self.job.partitioned or (
-            mode is not ConflictMode.APPEND and self.job.scope == "partitions"
-        )
-        mismatched = 0
-
-        def tally_record(rec: PendingRecord, location: str) -> None:
-            self._check(rec, location)
-            j.uploads_total += 1
-            j.bytes_total += rec.upload.length
-            if need_parts or len(j.filenames) < MAX_SUCCESS_FILENAMES:
-                rel = self.dest.rel(rec.upload.key) or ""
-                if len(j.filenames) < MAX_SUCCESS_FILENAMES:
-                    j.filenames.append(rel)
-                if need_parts:
-                    self.partitions.add(partition_of(rel))
-
-        async def scan(index: int) -> None:
-            nonlocal mismatched
-            attempt = self.plan.pendingsets[index].attempt
-            try:
-                loaded = await self._load(index, tally_record if tally else self._check)
-            except RecordNotFound:
-                if not missing_ok:
-                    raise
-                return
-            if attempt is not None and loaded.header.attempt != attempt:
-                mismatched += 1  # a later attempt overwrote it: still a valid task output
-
-        await bounded_map(range(start, total), scan, self.opts.scan_concurrency)
-        if mismatched:
-            self.c.diagnostics["pendingsets_from_other_attempt"] = str(mismatched)
-
-    async def _precheck(self) -> None:
-        """Conflict mode 'fail': nothing there yet; replace by partition: record them."""
-        mode = ConflictMode.parse(self.job.conflict)
-        plan = plan_conflicts(mode, self.job.scope_enum, self.dest, self.partitions)
-        for prefix in plan.check_prefixes:
-            found = await first_foreign(self.engine, self.dest, prefix, self.job.job_id)
-            if found:
-                raise ConflictError(
-                    f"destination {self.dest.uri} already has objects where job "
-                    f"{self.job.job_id} writes (conflict mode 'fail'), e.g. "
-                    f"{self.dest.uri_of(found[0])}",
-                    job_id=self.job.job_id,
-                    conflicts=tuple(found),
-                )
-        if plan.replace_prefixes and self.job.scope == "partitions":
-            await self.engine.put_object(
-                self.dest.bucket,
-                self.layout.partitions,
-                partitions_record(sorted(self.partitions)),
-                content_type="application/json",
-            )
-
     async def _verify_completed(self) -> None:
         """Resuming a journal that says every upload is complete (replacing, succeeded):
         check it before _SUCCESS and the cleanup (which aborts the job's uploads): each
@@ -507,7 +398,7 @@ class JobCommitRun:
         marker is gone) a deleted one is skipped."""
         self.phase = "verifying"
         missing_ok = not await self.job.is_active()
-        await self._scan(0, tally=False, missing_ok=missing_ok)
+        await scan(self, 0, tally=False, missing_ok=missing_ok)
         await self._complete(0, uncertain_until=len(self.plan.pendingsets), journal=False)
 
     async def _settled(self, upload: PendingUpload, exc: BaseException) -> bool:

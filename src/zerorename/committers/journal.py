@@ -30,9 +30,9 @@ from typing import Any
 
 from zerorename.committers.conflict import ConflictMode, ConflictScope
 from zerorename.committers.errors import InvalidJobId, JournalError, RecordFormatError
-from zerorename.committers.paths import check_job_id
+from zerorename.committers.paths import JobLayout, check_job_id
 from zerorename.committers.records import MAX_SUCCESS_FILENAMES
-from zerorename.committers.validate import Fields, load_json
+from zerorename.committers.validate import Fields, check_plan, load_json, malformed
 
 JOB_VERSION = 1
 PLAN_VERSION = 1
@@ -262,6 +262,26 @@ class Journal:
         if j.state in (State.REPLACING, State.SUCCEEDED) and j.watermark != total:
             raise f.fail("watermark", f"{j.watermark} of {total} pendingsets done in state {state}")
         return j
+
+
+def resumable_plan(data: bytes, j: Journal, layout: JobLayout, dest_uri: str) -> CommitPlan:
+    """plan.json for a resume, checked: the job's own pendingsets, as many as the journal
+    counts; else one RecordFormatError line that says what to do."""
+    location = layout.dest.uri_of(layout.plan)
+    try:
+        plan = CommitPlan.from_json(data, location=location)
+        check_plan(plan, layout, location=location)
+        n = len(plan.pendingsets)
+        if j.state is not State.STARTED and j.pendingsets_total != n:
+            raise RecordFormatError(
+                f"commit plan is malformed: pendingsets: {n}, the journal counts "
+                f"{j.pendingsets_total}",
+                location=location,
+            )
+    except RecordFormatError as exc:
+        what = "commit plan" if exc.detail.startswith("commit plan") else f"plan of job {j.job_id}"
+        raise malformed("plan.json", what, exc, dest_uri, j.job_id) from None
+    return plan
 
 
 class Watermark:

@@ -138,6 +138,22 @@ class Fields:
         return v
 
 
+def malformed(
+    name: str, what: str, exc: RecordFormatError, dest_uri: str, job_id: str
+) -> RecordFormatError:
+    """A bad job record (``what`` as its parser names it) as one line: which record of
+    which job, the field and why, and what to do."""
+    where = exc.location
+    detail = exc.detail.removeprefix(f"{what} ")
+    err = RecordFormatError(
+        f"{name} of job {job_id} {detail}; nothing was changed: inspect it with "
+        f"`zerorename inspect {where}` or abort the job with "
+        f"`zerorename jobs abort {dest_uri} {job_id}`"
+    )
+    err.location = where
+    return err
+
+
 def check_plan(plan: CommitPlan, layout: JobLayout, *, location: str = "") -> None:
     """A plan names only the job's own pendingsets, each once: keys directly in the job's
     ``pendingsets/`` directory named ``<task>.pendingset``; attempts >= 0."""
