@@ -10,12 +10,17 @@ from urllib.parse import urlsplit
 
 from zerorename.engine.errors import BadAnswer
 
-#: what each operation's success must carry (the botocore field) and how S3 sends it.
+#: what each operation's success must carry (botocore's field names) and how S3 sends it.
 REQUIRED = {
-    "UploadPart": ("ETag", "an ETag header"),
-    "PutObject": ("ETag", "an ETag header"),
-    "CreateMultipartUpload": ("UploadId", "an InitiateMultipartUploadResult with an UploadId"),
-    "CompleteMultipartUpload": ("ETag", "a CompleteMultipartUploadResult with an ETag"),
+    "UploadPart": (("ETag",), "an ETag header"),
+    "PutObject": (("ETag",), "an ETag header"),
+    "CreateMultipartUpload": (("UploadId",), "an InitiateMultipartUploadResult with an UploadId"),
+    # any field of the result shows it was there; its ETag may be empty (Ceph RGW sends
+    # <ETag></ETag>), so the result, not a non-empty ETag, is what is required
+    "CompleteMultipartUpload": (
+        ("ETag", "Bucket", "Key", "Location"),
+        "a CompleteMultipartUploadResult",
+    ),
 }
 
 
@@ -31,12 +36,19 @@ def endpoint_of(client: Any) -> str:
 
 
 def require(resp: Any, operation: str, *, endpoint: str, bucket: str, key: str) -> str:
-    """The field ``operation``'s success must carry (see :data:`REQUIRED`), or
-    :class:`BadAnswer` when the answer lacks it (an HTML page from a proxy, say)."""
-    name, what = REQUIRED[operation]
-    value = resp.get(name) if isinstance(resp, Mapping) else None
-    if isinstance(value, str) and value.strip('"'):
-        return value
+    """The ETag (UploadId for CreateMultipartUpload) of a success, or :class:`BadAnswer`
+    when the answer lacks what S3 always sends (see :data:`REQUIRED`): an HTML page from
+    a proxy, say. Only a complete's ETag may be empty (when the result is there)."""
+    names, what = REQUIRED[operation]
+    got = resp if isinstance(resp, Mapping) else {}
+    if operation == "CompleteMultipartUpload":
+        etag = got.get("ETag")
+        if any(isinstance(got.get(n), str) for n in names):
+            return etag if isinstance(etag, str) else ""
+    else:
+        value = got.get(names[0])
+        if isinstance(value, str) and value.strip('"'):
+            return value
     raise BadAnswer(
         f"{operation} {f's3://{bucket}/{key}'!r}: {endpoint} answered success without {what}, "
         "which S3 always sends: that is not an S3 store answering (a proxy, a captive "
