@@ -209,20 +209,17 @@ async def test_replace_commit_of_a_deletes_only_older_objects(s3: S3Target, tmp_
 async def test_replace_keeps_objects_written_after_its_plan(s3: S3Target, tmp_path: Path) -> None:
     async with engine_for(s3) as eng:
         w = await build(s3, eng, "replace", tmp_path)
-        late = {w.dest + f"late-writer-{B}.csv": b"late"}
+        late = w.dest + f"late-writer-{B}.csv"
+        written: list[str] = []
 
         async def progress(p: Any) -> None:
-            if p.phase == "completing" and late:
-                key, data = late.popitem()
-                await eng.put_object(s3.bucket, key, data)
-                late[key] = data
-                late.clear()
-                written.append(key)
+            if p.phase == "completing" and not written:  # after the scan, before replace
+                written.append(late)
+                await eng.put_object(s3.bucket, late, b"late")
 
-        written: list[str] = []
         await w.a_job.commit(w.a_summaries, progress=progress)
-    objs, _ = bucket_state(s3)
-    assert written and objs[written[0]] == b"late"
+    assert written == [late]
+    assert bucket_state(s3)[0].get(late) == b"late"
 
 
 async def test_uploads_abort_of_the_destination(

@@ -14,7 +14,9 @@ from committer_helpers import (
     write,
 )
 
-from zerorename.committers import ConflictError, PathError
+from zerorename.committers import ConflictError, PathError, RecordFormatError
+from zerorename.committers.conflict import OldObject, replace_plan_record
+from zerorename.committers.jobstorage import plan_replacement, run_replacement
 from zerorename.testing.targets import S3Target
 
 OLD = {"y=1/old.csv": b"old 1", "y=2/old.csv": b"old 2"}
@@ -117,3 +119,49 @@ async def test_partitioned_needs_partition_directories(s3: S3Target, tmp_path) -
         with pytest.raises(PathError):
             ta.open("top-level.csv")
         await job.abort()
+
+
+async def test_replace_plan_deletes_only_what_it_listed(s3: S3Target, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The replace plan is listed before completing; afterwards only its objects that are
+    still the same go: a late object, a rewritten one and other jobs' records stay."""
+    prefix = dest_prefix(s3)
+    seed(s3, prefix)
+    c = s3.boto3_client()
+    async with engine_for(s3) as eng:
+        job = await committer("magic", eng, dest_uri(s3), conflict="replace").setup_job()
+        other = "11111111-2222-4333-8444-555555555555"
+        c.put_object(Bucket=s3.bucket, Key=prefix + f"__magic_job-{other}/job.json", Body=b"{}")
+        c.put_object(Bucket=s3.bucket, Key=prefix + f"mine-{job.job_id}.csv", Body=b"mine")
+        prefixes = (prefix + "y=1/", prefix + "y=2/", prefix)  # overlapping on purpose
+        assert await plan_replacement(job, prefixes) == 2
+        c.put_object(Bucket=s3.bucket, Key=prefix + "y=1/late.csv", Body=b"late")
+        c.put_object(Bucket=s3.bucket, Key=prefix + "y=2/old.csv", Body=b"rewritten")
+        assert await run_replacement(job, prefixes) == 1
+        assert data_objects(s3, prefix) == {
+            "y=1/late.csv": b"late",
+            "y=2/old.csv": b"rewritten",
+            f"mine-{job.job_id}.csv": b"mine",
+        }
+        # a tampered plan (naming this job's file, a record, or outside) deletes nothing
+        before = objects(s3, prefix)
+        for key in (
+            prefix + f"mine-{job.job_id}.csv",
+            prefix + f"__magic_job-{other}/job.json",
+            s3.prefix + "elsewhere.csv",
+        ):
+            plan = replace_plan_record(
+                [OldObject(prefix + "y=1/late.csv", "x"), OldObject(key, "x")]
+            )
+            await eng.put_object(s3.bucket, job.layout.replace, plan)
+            with pytest.raises(RecordFormatError):
+                await run_replacement(job, prefixes)
+            assert objects(s3, prefix) == {**before, job.layout.replace: plan}
+        await eng.delete_objects(s3.bucket, [job.layout.replace])
+        with pytest.raises(RecordFormatError, match="missing"):
+            await run_replacement(job, prefixes)
+        await job.abort()
+    assert data_objects(s3, prefix) == {
+        "y=1/late.csv": b"late",
+        "y=2/old.csv": b"rewritten",
+        f"mine-{job.job_id}.csv": b"mine",  # not in the job's records: not its to delete
+    }
