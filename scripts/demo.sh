@@ -15,8 +15,16 @@ if ! java -version >/dev/null 2>&1; then
     exit 1
 fi
 if [ "${ZR_SKIP_INSTALL:-0}" != 1 ]; then
-    say "installing zerorename with extras demo"
-    "$PY" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -e '.[demo]'
+    # a virtual environment of its own (Debian's python3 refuses pip installs outside one)
+    venv=${ZR_VENV:-.venv-demo}
+    [ -x "$venv/bin/python" ] || "$PY" -m venv "$venv" ||
+        { say "could not create a venv with $PY (apt-get install -y python3-venv)"; exit 1; }
+    venv=$(cd "$venv" && pwd)
+    PY="$venv/bin/python"
+    export PATH="$venv/bin:$PATH" VIRTUAL_ENV="$venv"
+    say "installing zerorename with extras demo into $venv"
+    "$PY" -m pip install --quiet --disable-pip-version-check -e '.[demo]'
 fi
 export SPARK_LOCAL_IP=${SPARK_LOCAL_IP:-127.0.0.1}
+export PYSPARK_PYTHON=${PYSPARK_PYTHON:-$PY}
 exec "$PY" -m zerorename.cli demo "$@"

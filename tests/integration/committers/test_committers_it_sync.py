@@ -7,8 +7,10 @@ import asyncio
 import itertools
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from committer_helpers import (
     committer,
@@ -22,6 +24,8 @@ from committer_helpers import (
 
 from zerorename.committers import CommitOptions, CommitProgress
 from zerorename.committers.sync import SyncCommitter
+from zerorename.engine import UploadEngine
+from zerorename.testing.faultrules import FaultRule
 from zerorename.testing.targets import S3Target
 
 
@@ -95,8 +99,15 @@ async def test_no_task_leak_and_bytes_reported(s3: S3Target) -> None:
         assert len(asyncio.all_tasks()) == baseline
 
 
-async def test_progress_at_least_once_a_second(s3: S3Target) -> None:
-    async with engine_for(s3, batch_concurrency=2) as eng:
+async def test_progress_at_least_once_a_second(
+    s3: S3Target, fault_proxy: Callable[..., Any]
+) -> None:
+    """Completes answer 50 ms late (the proxy's latency rule), so the 240 completes, two at a
+    time, take 6 s or more: long enough for progress gaps to mean something."""
+    assert s3.endpoint_url is not None
+    proxy = fault_proxy(s3.endpoint_url)
+    proxy.add_rule(FaultRule(operation="CompleteMultipartUpload", fault="latency", delay=0.05))
+    async with UploadEngine(s3.with_endpoint(proxy.url).engine_config(batch_concurrency=2)) as eng:
         c = committer("magic", eng, dest_uri(s3), pending_records=False, concurrency=2)
         job = await c.setup_job()
         sums = []
@@ -104,7 +115,7 @@ async def test_progress_at_least_once_a_second(s3: S3Target) -> None:
             ta = job.task_attempt(t)
             await ta.setup()
             for f in range(60):
-                await write(ta, f"{f}.bin", b"p")
+                await write(ta, f"t{t}/{f}.bin", b"p")
             sums.append(await ta.commit())
         seen: list[tuple[float, CommitProgress]] = []
         loop = asyncio.get_running_loop()
@@ -114,6 +125,7 @@ async def test_progress_at_least_once_a_second(s3: S3Target) -> None:
 
         res = await job.commit(sums, progress=progress)
     times = [t for t, _ in seen]
+    assert proxy.stats.faults("CompleteMultipartUpload", "latency") == 240
     assert res.duration > 1.0, "the commit was too quick to tell"
     gaps = [b - a for a, b in itertools.pairwise(times)]
     assert max(gaps) < 1.0
