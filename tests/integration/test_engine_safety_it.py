@@ -21,7 +21,7 @@ import pytest
 from engine_helpers import get, pending_keys
 from zerorename.engine import EngineConfig, PendingUpload, RetryConfig, UploadEngine, UploadInfo
 from zerorename.engine.client import FastClient
-from zerorename.engine.errors import CertificateError, ConfigError, RecordError
+from zerorename.engine.errors import CertificateError, ConfigError, RecordError, S3Error
 from zerorename.testing.faultproxy import FaultProxy
 from zerorename.testing.targets import S3Target
 
@@ -263,3 +263,28 @@ async def test_an_unverifiable_certificate_fails_at_once(tmp_path: Path, fast_pa
     assert f"https://127.0.0.1:{port}" in message and "AWS_CA_BUNDLE" in message
     assert "secret-test" not in message and "\n" not in message
     assert len(handshakes) == 1  # no retry reached the server
+
+
+@pytest.mark.parametrize("fast_path", [True, False], ids=["fastpath", "botocore"])
+async def test_the_ca_bundle_option_verifies_the_certificate(
+    tmp_path: Path, fast_path: bool
+) -> None:
+    """With ``ca_bundle`` the same certificate verifies: the failure that follows (the
+    listener speaks no HTTP) is anything but a CertificateError."""
+    cert, key = _self_signed(tmp_path)
+    with _tls_server(cert, key) as (port, _):
+        config = EngineConfig(
+            endpoint_url=f"https://127.0.0.1:{port}",
+            region="us-east-1",
+            addressing_style="path",
+            aws_access_key_id="AKIDTEST",
+            aws_secret_access_key="secret-test",
+            fast_path=fast_path,
+            ca_bundle=str(cert),
+            retry=RetryConfig(max_attempts=1),
+        )
+        async with UploadEngine(config) as engine:
+            assert isinstance(engine._client, FastClient) == fast_path
+            with pytest.raises(S3Error) as info:
+                await engine.put_object("zr-bucket", "k", b"x")
+    assert not isinstance(info.value, CertificateError), info.value

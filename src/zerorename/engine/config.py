@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import urlsplit
 
 from zerorename.engine.errors import ConfigError
-from zerorename.engine.planning import MAX_PART_SIZE, MIN_PART_SIZE
+from zerorename.engine.planning import MAX_PART_SIZE, MIN_PART_SIZE, finite_number, is_int
 
 MiB = 1024 * 1024
 
@@ -21,29 +20,14 @@ _STYLES = frozenset({"auto", "path", "virtual"})
 _REGION_RE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-]{0,61}[a-zA-Z0-9])?")
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _number(value: object) -> float | None:
-    """``value`` as a float when it is a finite int or float (not a bool), else None."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:
-        return None
-    return number if math.isfinite(number) else None
-
-
 def _require_int(name: str, value: object, low: int, high: int | None = None) -> None:
-    if not _is_int(value) or value < low or (high is not None and value > high):  # type: ignore[operator]
+    if not is_int(value) or value < low or (high is not None and value > high):  # type: ignore[operator]
         bound = f">= {low}" if high is None else f"between {low} and {high}"
         raise ConfigError(f"{name} must be an integer {bound}, got {value!r}")
 
 
 def _require_number(name: str, value: object, *, positive: bool) -> None:
-    number = _number(value)
+    number = finite_number(value)
     if number is None or number < 0 or (positive and number == 0):
         bound = "> 0" if positive else ">= 0"
         raise ConfigError(f"{name} must be a finite number {bound} (seconds), got {value!r}")
@@ -119,12 +103,12 @@ class RetryConfig:
         _require_number("retry.base_delay", self.base_delay, positive=False)
         _require_number("retry.max_delay", self.max_delay, positive=False)
         _require_number("retry.max_elapsed", self.max_elapsed, positive=True)
-        decrease = _number(self.throttle_decrease)
+        decrease = finite_number(self.throttle_decrease)
         if decrease is None or not 0 < decrease < 1:
             raise ConfigError(
                 f"retry.throttle_decrease must be in (0, 1), got {self.throttle_decrease!r}"
             )
-        recovery = _number(self.recovery_per_slot)
+        recovery = finite_number(self.recovery_per_slot)
         if recovery is None or recovery <= 0:
             raise ConfigError(
                 f"retry.recovery_per_slot must be a finite number > 0, got "
@@ -170,7 +154,7 @@ class EngineConfig:
     def __post_init__(self) -> None:
         """Every field checked for type and range (a float part size, a NaN timeout, a
         None retry policy are refused here, not found out by a request)."""
-        if not _is_int(self.part_size) or not MIN_PART_SIZE <= self.part_size <= MAX_PART_SIZE:
+        if not is_int(self.part_size) or not MIN_PART_SIZE <= self.part_size <= MAX_PART_SIZE:
             raise ConfigError(
                 f"part_size must be an integer between 5 MiB ({MIN_PART_SIZE}) and 5 GiB "
                 f"({MAX_PART_SIZE}) bytes, got {self.part_size!r}; S3 rejects other sizes"

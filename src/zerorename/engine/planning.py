@@ -8,6 +8,7 @@ unknown size start at the configured part size and double it every
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -96,6 +97,23 @@ def stream_capacity(base: int) -> int:
     for group in range(MAX_PARTS // GROWTH_INTERVAL):
         total += GROWTH_INTERVAL * min(MAX_PART_SIZE, base << group)
     return min(total, MAX_OBJECT_SIZE)
+
+
+def is_int(value: object) -> bool:
+    """An int that is not a bool (JSON's true is not a size)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def finite_number(value: object) -> float | None:
+    """``value`` as a float when it is a finite int or float (not a bool), else None (also
+    for an int too large for a float)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def bucket_problem(bucket: object) -> str | None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,32 +16,23 @@ from typing import Any
 
 from zerorename.engine import checksums
 from zerorename.engine.errors import RecordError
-from zerorename.engine.planning import MAX_PARTS, bucket_problem, key_problem
+from zerorename.engine.planning import (
+    MAX_PARTS,
+    bucket_problem,
+    finite_number,
+    is_int,
+    key_problem,
+)
 
 PENDING_UPLOAD_VERSION = 1
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _finite_float(value: object) -> float | None:
-    """``value`` as a float when it is a finite int or float (not a bool), else None."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:  # an int too large for a float
-        return None
-    return number if math.isfinite(number) else None
-
-
 def _part_problem(number: object, etag: object, size: object, checksum: object) -> str | None:
-    if not _is_int(number) or not 1 <= number <= MAX_PARTS:  # type: ignore[operator]
+    if not is_int(number) or not 1 <= number <= MAX_PARTS:  # type: ignore[operator]
         return f"part number must be an integer in 1..{MAX_PARTS}, got {number!r}"
     if not isinstance(etag, str) or not etag:
         return f"part {number} ETag must be a non-empty string, got {etag!r}"
-    if not _is_int(size) or size < 0:  # type: ignore[operator]
+    if not is_int(size) or size < 0:  # type: ignore[operator]
         return f"part {number} size must be an integer >= 0, got {size!r}"
     if checksum is not None and (not isinstance(checksum, str) or not checksum):
         return f"part {number} checksum must be a non-empty string or null, got {checksum!r}"
@@ -121,14 +111,14 @@ class PendingUpload:
         numbers = [p.number for p in self.parts]
         if any(a >= b for a, b in itertools.pairwise(numbers)):
             raise RecordError(f"parts of {where} must have distinct ascending numbers")
-        if not _is_int(self.length) or self.length < 0:
+        if not is_int(self.length) or self.length < 0:
             raise RecordError(f"length of {where} must be an integer >= 0, got {self.length!r}")
         total = sum(p.size for p in self.parts)
         if total != self.length:
             raise RecordError(
                 f"parts of {where} add up to {total} bytes, record says {self.length}"
             )
-        created = _finite_float(self.created)
+        created = finite_number(self.created)
         if created is None:
             raise RecordError(f"created of {where} must be a finite number, got {self.created!r}")
         object.__setattr__(self, "created", created)
@@ -162,7 +152,7 @@ class PendingUpload:
         if not isinstance(d, Mapping):
             raise RecordError("pending upload record must be a JSON object")
         version = d.get("version")
-        if not _is_int(version) or version != PENDING_UPLOAD_VERSION:
+        if not is_int(version) or version != PENDING_UPLOAD_VERSION:
             raise RecordError(
                 f"pending upload record version {version!r} is not supported "
                 f"(this zerorename reads version {PENDING_UPLOAD_VERSION})"
