@@ -99,7 +99,9 @@ async def run_task(job: Any, task: int, files: dict[str, bytes], *, commit: bool
     return await ta.commit() if commit else None
 
 
-async def build(s3: S3Target, eng: UploadEngine, a_conflict: str, tmp: Path) -> World:
+async def build(
+    s3: S3Target, eng: UploadEngine, a_conflict: str, tmp: Path, **a_opts: Any
+) -> World:
     base = f"{s3.prefix}{ODD}"
     w = World(s3, base, base + "dataset1/")
     c = s3.boto3_client()
@@ -117,7 +119,7 @@ async def build(s3: S3Target, eng: UploadEngine, a_conflict: str, tmp: Path) -> 
     c_job = await committer("staging", eng, w.uri, tmp=tmp / "c").setup_job(C)
     await run_task(c_job, 0, C_FILES[0], commit=True)
     await run_task(c_job, 1, C_FILES[1], commit=False)  # staging: nothing uploaded yet
-    a_job = await committer("magic", eng, w.uri, conflict=a_conflict).setup_job(A)
+    a_job = await committer("magic", eng, w.uri, conflict=a_conflict, **a_opts).setup_job(A)
     w.a_job = a_job
     for task, files in A_FILES.items():
         s = await run_task(a_job, task, files, commit=task != 2)
@@ -165,18 +167,45 @@ async def test_jobs_abort_removes_only_a(s3: S3Target, aws_env: list[str], tmp_p
     assert bucket_state(s3) == without_a(w, before)
 
 
+async def fail_a_commit(s3: S3Target, w: World) -> JobCommitError:
+    """Commit A with task 1's upload aborted behind its back: its complete fails."""
+    gone = w.a_key(f"t1/{A}.csv")
+    s3.boto3_client().abort_multipart_upload(
+        Bucket=s3.bucket, Key=gone, UploadId=w.a_uploads.pop(gone)
+    )
+    with pytest.raises(JobCommitError) as ei:
+        await w.a_job.commit(w.a_summaries)
+    return ei.value
+
+
 async def test_rolled_back_commit_removes_only_a(s3: S3Target, tmp_path: Path) -> None:
     async with engine_for(s3) as eng:
-        w = await build(s3, eng, "append", tmp_path)
-        gone = w.a_key(f"t1/{A}.csv")
-        s3.boto3_client().abort_multipart_upload(
-            Bucket=s3.bucket, Key=gone, UploadId=w.a_uploads.pop(gone)
-        )
+        w = await build(s3, eng, "append", tmp_path, concurrency=1)
         before = bucket_state(s3)
-        with pytest.raises(JobCommitError) as ei:
-            await w.a_job.commit(w.a_summaries)
-    assert ei.value.rolled_back, ei.value
-    assert bucket_state(s3) == without_a(w, before)
+        err = await fail_a_commit(s3, w)
+    assert err.rolled_back, err
+    objs, ups = without_a(w, before)
+    gone = w.a_key(f"t1/{A}.csv")
+    assert bucket_state(s3) == (objs, [u for u in ups if u[0] != gone])
+
+
+async def test_abort_after_a_partial_commit_removes_only_a(
+    s3: S3Target, aws_env: list[str], tmp_path: Path
+) -> None:
+    """One complete at a time and no automatic rollback: task 0's files are complete when
+    task 1's fails, then ``jobs abort`` removes them by A's records, and nothing else."""
+    async with engine_for(s3) as eng:
+        w = await build(s3, eng, "append", tmp_path, concurrency=1, rollback_on_failure=False)
+        before = bucket_state(s3)
+        err = await fail_a_commit(s3, w)
+    assert not err.rolled_back, err
+    completed = {w.a_key(r): d for r, d in A_FILES[0].items()}
+    objs, _ = bucket_state(s3)
+    assert {k: objs.get(k) for k in completed} == completed
+    assert await cli("jobs", "abort", w.uri, A, *aws_env) == 0
+    objs, ups = without_a(w, before)
+    gone = w.a_key(f"t1/{A}.csv")
+    assert bucket_state(s3) == (objs, [u for u in ups if u[0] != gone])
 
 
 async def test_replace_commit_of_a_deletes_only_older_objects(s3: S3Target, tmp_path: Path) -> None:
