@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from zerorename.committers.conflict import ConflictMode, is_foreign, plan_conflicts
+from zerorename.committers.conflict import ConflictMode, plan_conflicts
 from zerorename.committers.errors import (
     CommitterError,
     ConflictError,
@@ -33,6 +33,7 @@ from zerorename.committers.jobstorage import (
     AbortResult,
     abort_job_storage,
     parse_partitions_record,
+    run_replacement,
 )
 from zerorename.committers.journal import (
     CommitPlan,
@@ -45,7 +46,6 @@ from zerorename.committers.journal import (
 from zerorename.committers.records import SuccessData
 from zerorename.committers.spool import PendingSetCache
 from zerorename.committers.store import (
-    keys_under,
     read_optional,
     unwrapped,
 )
@@ -534,18 +534,8 @@ class JobCommitRun:
                 raise JournalError(f"job {self.job.job_id}: partitions record missing")
             parts = parse_partitions_record(data, self.dest.uri_of(self.layout.partitions))
         plan = plan_conflicts(ConflictMode.REPLACE, self.job.scope_enum, self.dest, parts)
-        job_id = self.job.job_id
-        for prefix in plan.replace_prefixes:
-            deleted = await self.engine.delete_objects(
-                self.dest.bucket,
-                keys_under(
-                    self.engine,
-                    self.dest.bucket,
-                    prefix,
-                    lambda k: is_foreign(self.dest, k, job_id),
-                ),
-            )
-            log.info("job %s replaced %d older objects under %s", job_id, deleted, prefix)
+        deleted = await run_replacement(self.job, plan.replace_prefixes)
+        log.info("job %s replaced %d older objects (its replace plan)", self.job.job_id, deleted)
 
     async def _write_success(self) -> str | None:
         if not self.opts.write_success:

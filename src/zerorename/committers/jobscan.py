@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from zerorename.committers.conflict import ConflictMode, plan_conflicts
 from zerorename.committers.errors import ConflictError, RecordNotFound
-from zerorename.committers.jobstorage import partitions_record
+from zerorename.committers.jobstorage import partitions_record, plan_replacement
 from zerorename.committers.paths import partition_of
 from zerorename.committers.records import MAX_SUCCESS_FILENAMES, PendingRecord
 from zerorename.committers.spool import LoadedSet
@@ -100,6 +100,10 @@ async def precheck(run: JobCommitRun) -> None:
                 job_id=run.job.job_id,
                 conflicts=tuple(found),
             )
+    if plan.replace_prefixes:
+        # the older objects are listed now, before anything is completed: replace deletes
+        # exactly these (if unchanged), never an object written while the commit runs
+        await plan_replacement(run.job, plan.replace_prefixes)
     if plan.replace_prefixes and run.job.scope == "partitions":
         await run.engine.put_object(
             run.dest.bucket,

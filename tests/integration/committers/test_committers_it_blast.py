@@ -230,11 +230,6 @@ async def test_replace_commit_of_a_deletes_only_older_objects(s3: S3Target, tmp_
     assert ups == [u for u in before_ups if u[0] not in w.a_uploads]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs jobcommit to call jobstorage.plan_replacement in its scan and "
-    "run_replacement in _replace (helper B's report); today _replace lists again",
-)
 async def test_replace_keeps_objects_written_after_its_plan(s3: S3Target, tmp_path: Path) -> None:
     async with engine_for(s3) as eng:
         w = await build(s3, eng, "replace", tmp_path)
