@@ -310,6 +310,8 @@ def _inspect_lines(info: dict[str, Any], uri: str) -> list[str]:
             f"  job {safe(info['jobId'])}  task {safe(info['taskId'])}  "
             f"upload {safe(info['uploadId'])}"
         )
+    elif kind in ("job", "plan", "journal"):
+        lines += [f"  {safe(k)}: {safe(v)}" for k, v in info.items() if k != "kind"]
     else:
         lines.append(
             f"  job {safe(info['jobId'])} ({safe(info['committer'])}) at "

@@ -27,8 +27,13 @@ from zerorename.committers.conflict import (
     replace_plan_record,
     still_planned,
 )
-from zerorename.committers.errors import RecordFormatError
-from zerorename.committers.paths import PENDINGSET_SUFFIX, key_carries_job
+from zerorename.committers.errors import PathError, RecordFormatError
+from zerorename.committers.paths import (
+    PENDINGSET_SUFFIX,
+    check_relative_path,
+    key_carries_job,
+    parse_hive_partition,
+)
 from zerorename.committers.records import PendingRecord
 from zerorename.committers.store import (
     abort_uploads,
@@ -39,6 +44,7 @@ from zerorename.committers.store import (
     read_optional,
     scan_pendingset,
 )
+from zerorename.committers.validate import load_json
 from zerorename.engine.records import is_completed_object
 
 if TYPE_CHECKING:
@@ -66,13 +72,19 @@ def partitions_record(items: list[str]) -> bytes:
 
 
 def parse_partitions_record(data: bytes, location: str) -> list[str]:
+    """The partitions a replace-by-partition commit touches; RecordFormatError otherwise
+    (strict JSON: deep nesting, NaN or bad UTF-8 are the record error too)."""
+    d = load_json(data, "partitions record", location)
     try:
-        d = json.loads(data)
         items = d["partitions"]
-        if d.get("version") != 1 or not all(isinstance(x, str) for x in items):
+        if d.get("version") != 1 or not isinstance(items, list):
             raise ValueError("bad version or entries")
+        for item in items:  # each a k=v/... directory under the destination
+            if not isinstance(item, str):
+                raise ValueError(f"entry {item!r} is not a string")
+            parse_hive_partition(check_relative_path(item))
         return list(items)
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError, PathError) as exc:
         raise RecordFormatError(f"malformed partitions record: {exc}", location=location) from None
 
 

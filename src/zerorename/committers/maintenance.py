@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from zerorename.committers.errors import PathError, RecordFormatError
-from zerorename.committers.journal import JobMarker, Journal
+from zerorename.committers.journal import CommitPlan, JobMarker, Journal
 from zerorename.committers.paths import (
+    JOB_MARKER,
+    JOURNAL_NAME,
     MAGIC_JOB_PREFIX,
     PENDING_SUFFIX,
     PENDINGSET_SUFFIX,
+    PLAN_NAME,
     SUCCESS_NAME,
     Destination,
     JobLayout,
@@ -100,7 +103,9 @@ async def inspect_record(
     engine: UploadEngine, uri: str, *, max_commits: int = 20
 ) -> dict[str, Any]:
     """Read a ``_SUCCESS``, ``.pending`` or ``.pendingset`` (streamed: only the first
-    ``max_commits`` commits are kept, all are counted) into a JSON-ready dict."""
+    ``max_commits`` commits are kept, all are counted), or a job's ``job.json``,
+    ``plan.json`` or ``journal.json``, into a JSON-ready dict (checked as the committers
+    check it: a malformed record is a RecordFormatError naming the field)."""
     d = Destination.parse(uri)
     name = d.prefix.rsplit("/", 1)[-1]
     if name.endswith(PENDINGSET_SUFFIX):
@@ -131,4 +136,21 @@ async def inspect_record(
         return {"kind": "pending", **PendingRecord.from_json(data, location=uri).to_dict()}
     if name == SUCCESS_NAME or name.endswith(SUCCESS_NAME):
         return {"kind": "success", **SuccessData.from_json(data, location=uri).to_dict()}
-    raise RecordFormatError("not a _SUCCESS, .pending or .pendingset record", location=uri)
+    parent = d.prefix.rpartition("/")[0].rpartition("/")[2]
+    reader = _JOB_RECORDS.get(name) if job_id_of_dir(parent) else None
+    if reader is not None:
+        kind, parse = reader
+        return {"kind": kind, **asdict(parse(data, location=uri))}
+    raise RecordFormatError(
+        "not a _SUCCESS, .pending, .pendingset or a job's job.json/plan.json/journal.json",
+        location=uri,
+    )
+
+
+#: a job's own records that ``inspect`` reads (name -> kind, parser); they are only
+#: recognised inside a ``__magic_job-<id>/`` directory
+_JOB_RECORDS: dict[str, tuple[str, Any]] = {
+    JOB_MARKER: ("job", JobMarker.from_json),
+    PLAN_NAME: ("plan", CommitPlan.from_json),
+    JOURNAL_NAME: ("journal", Journal.from_json),
+}

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 import pytest
-from committer_helpers import committer, dest_prefix, dest_uri, engine_for, write
+from committer_helpers import bucket_state, committer, dest_prefix, dest_uri, engine_for, write
 
 from zerorename.committers import JobCommitError, RecordFormatError, SuccessData
 from zerorename.committers.cli import main as cli_main
@@ -24,17 +24,6 @@ from zerorename.committers.records import (
 )
 from zerorename.engine.records import PartInfo, PendingUpload
 from zerorename.testing.targets import S3Target
-
-
-def bucket_state(s3: S3Target) -> tuple[dict[str, bytes], list[tuple[str, str]]]:
-    """Every object of the bucket with its bytes, every pending upload (key, id)."""
-    c = s3.boto3_client()
-    objs: dict[str, bytes] = {}
-    for page in c.get_paginator("list_objects_v2").paginate(Bucket=s3.bucket):
-        for o in page.get("Contents", []):
-            objs[o["Key"]] = c.get_object(Bucket=s3.bucket, Key=o["Key"])["Body"].read()
-    ups = c.list_multipart_uploads(Bucket=s3.bucket).get("Uploads", [])
-    return objs, sorted((u["Key"], u["UploadId"]) for u in ups)
 
 
 async def committed_job(eng: Any, s3: Any, tasks: int = 2) -> tuple[Any, list[Any]]:
@@ -271,3 +260,39 @@ async def test_succeeded_journal_whose_upload_is_gone_writes_no_success(s3: S3Ta
     assert prefix + "_SUCCESS" not in objs
     assert prefix + f"good 1-{job.job_id}.csv" in objs
     assert job.layout.journal in objs and job.layout.marker in objs
+
+
+async def test_cli_inspect_reads_the_job_records_a_refusal_points_to(
+    s3: S3Target, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """A refusal says 'inspect it with zerorename inspect': inspect reads journal.json,
+    plan.json and job.json, and names the bad field of a malformed one in one line."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", s3.access_key or "")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", s3.secret_key or "")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", s3.region)
+    opts = ["--endpoint-url", str(s3.endpoint_url), "--addressing-style", "path"]
+    async with engine_for(s3) as eng:
+        job, sums = await committed_job(eng, s3)
+        d = await journal_in_completing(eng, job, sums)
+        await eng.put_object(s3.bucket, job.layout.journal, json.dumps(d).encode())
+        await eng.put_object(
+            s3.bucket, job.layout.plan, CommitPlan(job.job_id, (), "summaries").to_json()
+        )
+    for name, kind in (("journal", "journal"), ("plan", "plan"), ("marker", "job")):
+        uri = f"s3://{s3.bucket}/{getattr(job.layout, name)}"
+        code = await asyncio.to_thread(cli_main, ["inspect", uri, *opts])
+        out = capsys.readouterr().out
+        assert code == 0 and out.startswith(f"{kind}: {uri}") and job.job_id in out, out
+    d["watermark"] = -1
+    async with engine_for(s3) as eng:
+        await eng.put_object(s3.bucket, job.layout.journal, json.dumps(d).encode())
+    uri = f"s3://{s3.bucket}/{job.layout.journal}"
+    code = await asyncio.to_thread(cli_main, ["inspect", uri, *opts])
+    err = capsys.readouterr().err
+    assert code == 1 and err.count("\n") == 1 and "watermark" in err, err
+    # outside a job's directory the names mean nothing
+    stray = f"s3://{s3.bucket}/{dest_prefix(s3)}journal.json"
+    async with engine_for(s3) as eng:
+        await eng.put_object(s3.bucket, stray.split("/", 3)[3], json.dumps(d).encode())
+    assert await asyncio.to_thread(cli_main, ["inspect", stray, *opts]) == 1
+    assert "not a _SUCCESS" in capsys.readouterr().err

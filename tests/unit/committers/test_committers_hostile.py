@@ -293,3 +293,31 @@ def test_every_parser_turns_hostile_values_into_the_record_error(value: bytes) -
             read_pendingset(data, "s3://bkt/p", expect_job_id=JOB)
         with pytest.raises(RecordFormatError):
             read_pendingset(data.replace(b"\n", b" "), "s3://bkt/p", expect_job_id=JOB)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"[" * 50_000 + b"]" * 50_000,
+        b'{"version": 1, "partitions": "a=1"}',
+        b'{"version": 1, "partitions": ["../a=1"]}',
+        b'{"version": 1, "partitions": ["a=1//b=2"]}',
+        b'{"version": 1, "partitions": ["not-a-partition"]}',
+        b'{"version": 1, "partitions": [1]}',
+        b'{"version": 2, "partitions": ["a=1"]}',
+        b'{"version": 1, "partitions": ["a=1"], "x": NaN}',
+        b"\xff",
+    ],
+)
+def test_partitions_record_refuses_anything_but_partition_directories(data: bytes) -> None:
+    from zerorename.committers.jobstorage import parse_partitions_record
+
+    with pytest.raises(RecordFormatError):
+        parse_partitions_record(data, "s3://b/d/__magic_job-x/partitions.json")
+
+
+def test_partitions_record_reads_partition_directories() -> None:
+    from zerorename.committers.jobstorage import parse_partitions_record
+
+    data = b'{"version": 1, "partitions": ["a=1", "a=2/b=x y"]}'
+    assert parse_partitions_record(data, "loc") == ["a=1", "a=2/b=x y"]
