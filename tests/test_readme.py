@@ -55,6 +55,21 @@ def test_readme_has_the_two_commands_first() -> None:
     assert "bash scripts/test.sh" in ci.strip().splitlines()[-1]
 
 
+def test_delete_rules_name_tests_that_exist() -> None:
+    """'What zerorename will and will not delete' names the tests that hold it: each file
+    exists and tests something (a renamed or emptied test file turns this red)."""
+    text = README.read_text()
+    section = text.split("<!-- delete-rules-tests:start -->")[1].split(
+        "<!-- delete-rules-tests:end -->"
+    )[0]
+    files = re.findall(r"^- `(tests/[^`]+\.py)`", section, re.M)
+    assert len(files) >= 5, section
+    for name in files:
+        path = README.parent / name
+        assert path.is_file(), f"README names {name}, which does not exist"
+        assert len(re.findall(r"^(?:async )?def test_", path.read_text(), re.M)) >= 1, name
+
+
 def test_python_examples_run(readme_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     for k, v in readme_env.items():
         monkeypatch.setenv(k, v)
