@@ -135,14 +135,6 @@ async def build(
     return w
 
 
-@pytest.fixture
-def aws_env(s3: S3Target, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", s3.access_key or "")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", s3.secret_key or "")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", s3.region)
-    return ["--endpoint-url", s3.endpoint_url, "--addressing-style", "path"]
-
-
 async def cli(*argv: str) -> int:
     """The CLI in-process, from a thread (it runs its own event loop, as in a shell)."""
     return await asyncio.to_thread(cli_main, list(argv))

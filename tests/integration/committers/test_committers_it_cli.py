@@ -13,14 +13,6 @@ from zerorename.committers.cli import main, parse_age
 from zerorename.testing.targets import S3Target
 
 
-@pytest.fixture
-def aws_env(s3: S3Target, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", s3.access_key or "")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", s3.secret_key or "")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", s3.region)
-    return ["--endpoint-url", s3.endpoint_url, "--addressing-style", "path"]
-
-
 def cli(capsys: Any, *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
     out = capsys.readouterr()
