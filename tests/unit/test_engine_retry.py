@@ -4,6 +4,7 @@ import asyncio
 
 import botocore.exceptions as bexc
 import pytest
+from botocore.parsers import ResponseParserError
 
 from zerorename.engine import errors
 from zerorename.engine.config import RetryConfig
@@ -97,3 +98,14 @@ def test_retry_config_validation() -> None:
         RetryConfig(max_attempts=0)
     with pytest.raises(errors.ConfigError):
         RetryConfig(throttle_decrease=1.5)
+
+
+def test_a_body_that_is_not_s3_xml_is_a_bad_answer_not_retried() -> None:
+    """A captive portal's HTML that is not even XML (botocore's ResponseParserError) is
+    BadAnswer naming the operation and object: fatal, one line, nothing retried."""
+    exc = ResponseParserError("Unable to parse response (not well-formed), invalid XML")
+    assert classify(exc) is FailureKind.FATAL
+    err = translate(exc, "CreateMultipartUpload", "bkt", "k")
+    assert isinstance(err, errors.BadAnswer)
+    assert "CreateMultipartUpload s3://bkt/k" in str(err) and "endpoint_url" in str(err)
+    assert "\n" not in str(err)

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 import botocore.exceptions as bexc
+from botocore.parsers import ResponseParserError
 from tenacity import (
     AsyncRetrying,
     retry_if_exception,
@@ -213,6 +214,13 @@ def translate(
                 **ctx,
             )
         return errors.S3Error(base, code=code, status=status, **ctx)
+    if isinstance(exc, ResponseParserError):
+        return errors.BadAnswer(
+            f"{operation} {where}: the endpoint answered with a body that is not S3's XML "
+            "(a proxy, a captive portal or a wrong endpoint_url?). Check endpoint_url.",
+            code="BadAnswer",
+            **ctx,
+        )
     cert = certificate_failure(exc)
     if cert is not None:
         reason = getattr(cert, "verify_message", "") or getattr(
