@@ -4,8 +4,18 @@ Fixtures (names fixed by the project's test contract):
   s3         function scope, parametrized over "moto", "rgw" (+ "external" when
              ZR_TEST_ENDPOINT_URL is set): an S3Target with a fresh bucket and unique prefix
   moto_s3    the same on moto only            rgw_s3   the same on RGW only
-  fault_proxy  factory: fault_proxy(upstream_url) -> running FaultProxy (stopped at teardown)
+  s3_tls     the same over HTTPS: "moto-https", "rgw-https" (target.ca_bundle verifies them)
+  fault_proxy  factory: fault_proxy(upstream_url) -> running FaultProxy (stopped at teardown);
+             given an HTTPS endpoint of these servers it speaks TLS to its clients
   moto_server / rgw_server  the session-scoped servers themselves
+  tls_files  the session's CA and certificates (zerorename.testing.tls)
+
+HTTPS: one CA per session (zerorename.testing.tls.session_tls). RGW serves HTTPS natively
+(beast ssl_endpoint, same gateway as HTTP); moto is reached through a FaultProxy in TLS mode
+with no rules. Mark a test (or module: pytestmark) with ``also_https`` to run it over HTTP and
+HTTPS: its ``s3`` becomes moto, rgw, moto-https, rgw-https; its ``moto_s3`` moto, moto-https;
+its ``rgw_s3`` rgw, rgw-https. Every HTTPS instance carries the ``https`` marker
+(``-m "not https"`` skips them all).
 
 RGW policy: missing binaries skip the rgw tests with a reason, unless CI=true or
 ZR_REQUIRE_RGW=1 (then the run stops with what to install). ZR_SKIP_RGW=1 skips them on purpose.
@@ -25,8 +35,10 @@ from typing import Any
 
 import pytest
 
+from zerorename.testing.faultproxy import FaultProxy
 from zerorename.testing.servers import RGW_PACKAGES, MotoServer, RgwServer
 from zerorename.testing.targets import S3Target, purge, unique_bucket_name, unique_prefix
+from zerorename.testing.tls import TlsFiles, session_tls
 
 
 def _flag(name: str) -> bool:
@@ -51,20 +63,50 @@ def rgw_skip_reason() -> str | None:
 
 
 EXTERNAL_URL = os.environ.get("ZR_TEST_ENDPOINT_URL") or None
+_MOTO_HTTPS = pytest.param("moto-https", marks=pytest.mark.https)
+_RGW_HTTPS = pytest.param("rgw-https", marks=[pytest.mark.rgw, pytest.mark.https])
 _TARGETS: list[Any] = ["moto", pytest.param("rgw", marks=pytest.mark.rgw)]
 if EXTERNAL_URL:
     _TARGETS.append(pytest.param("external", marks=pytest.mark.external))
+_TLS_TARGETS: list[Any] = [_MOTO_HTTPS, _RGW_HTTPS]
+#: what ``also_https`` makes of each target fixture's parameters
+_ALSO_HTTPS: dict[str, list[Any]] = {
+    "s3": [*_TARGETS, *_TLS_TARGETS],
+    "moto_s3": ["moto", _MOTO_HTTPS],
+    "rgw_s3": [pytest.param("rgw", marks=pytest.mark.rgw), _RGW_HTTPS],
+}
+_RGW_KINDS = ("rgw", "rgw-https")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "external: runs against ZR_TEST_ENDPOINT_URL")
+    config.addinivalue_line(
+        "markers", "also_https: run the test over HTTP and HTTPS (its s3/moto_s3/rgw_s3 targets)"
+    )
+    config.addinivalue_line("markers", "https: a test instance that talks HTTPS to its store")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """``also_https``: parametrize the test's target fixture over the HTTPS kinds too (as a
+    parametrize mark, so it takes precedence over the fixture's own params)."""
+    if metafunc.definition.get_closest_marker("also_https") is None:
+        return
+    for name, params in _ALSO_HTTPS.items():
+        if name in metafunc.fixturenames:
+            metafunc.definition.add_marker(pytest.mark.parametrize(name, params, indirect=True))
+            return  # one target fixture per test
 
 
 def _needs_rgw(item: pytest.Item) -> bool:
     names = getattr(item, "fixturenames", ())
     callspec = getattr(item, "callspec", None)
-    param = callspec.params.get("s3") if callspec is not None else None
-    return "rgw_s3" in names or "rgw_server" in names or param == "rgw"
+    params = callspec.params if callspec is not None else {}
+    return (
+        "rgw_s3" in names
+        or "rgw_server" in names
+        or any(params.get(n) in _RGW_KINDS for n in ("s3", "s3_tls"))
+    )
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -108,6 +150,16 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 # ---------------------------------------------------------------- servers (session scope)
 
 
+#: HTTPS endpoint of a session server -> its plain HTTP endpoint (what fault_proxy forwards to)
+_PLAIN_OF: dict[str, str] = {}
+
+
+@pytest.fixture(scope="session")
+def tls_files() -> TlsFiles:
+    """The session's CA (``.ca_bundle``) and server certificates (valid, expired, ...)."""
+    return session_tls()
+
+
 @pytest.fixture(scope="session")
 def moto_server() -> Iterator[MotoServer]:
     with MotoServer() as server:
@@ -115,11 +167,19 @@ def moto_server() -> Iterator[MotoServer]:
 
 
 @pytest.fixture(scope="session")
+def moto_https_url(moto_server: MotoServer, tls_files: TlsFiles) -> Iterator[str]:
+    """moto over HTTPS: a FaultProxy without rules terminating TLS in front of it."""
+    with FaultProxy(moto_server.endpoint_url, tls=tls_files.server.server_context()) as front:
+        _PLAIN_OF[front.url] = moto_server.endpoint_url
+        yield front.url
+
+
+@pytest.fixture(scope="session")
 def rgw_server(request: pytest.FixtureRequest) -> Iterator[RgwServer]:
     reason = rgw_skip_reason()
     if reason is not None:
         pytest.skip(reason)
-    server = RgwServer()
+    server = RgwServer(tls=session_tls().server)
     try:
         server.start()
     except Exception as exc:
@@ -127,9 +187,10 @@ def rgw_server(request: pytest.FixtureRequest) -> Iterator[RgwServer]:
             pytest.exit(f"Ceph RGW is required but did not start: {exc}", returncode=4)
         raise
     _SUMMARY.append(
-        f"Ceph RGW (memstore) up in {server.start_seconds:.1f}s at {server.endpoint_url}, "
-        f"logs in {server.log_dir}"
+        f"Ceph RGW (memstore) up in {server.start_seconds:.1f}s at {server.endpoint_url} "
+        f"and {server.https_endpoint_url}, logs in {server.log_dir}"
     )
+    _PLAIN_OF[server.https_endpoint_url] = server.endpoint_url
     try:
         yield server
     finally:
@@ -147,15 +208,26 @@ def _test_hint(request: pytest.FixtureRequest) -> str:
 def _fresh_bucket_target(
     name: str, server: MotoServer | RgwServer, request: pytest.FixtureRequest
 ) -> Iterator[S3Target]:
+    """A target with a fresh bucket; ``name`` is a server kind, "-https" for its HTTPS
+    endpoint (the target's name is the server kind either way)."""
+    kind, https, _ = name.partition("-https")
+    url = server.endpoint_url
+    if https:
+        url = (
+            server.https_endpoint_url
+            if isinstance(server, RgwServer)
+            else request.getfixturevalue("moto_https_url")
+        )
     target = S3Target(
-        name=name,
-        endpoint_url=server.endpoint_url,
+        name=kind,
+        endpoint_url=url,
         region=server.region,
         access_key=server.access_key,
         secret_key=server.secret_key,
         bucket=unique_bucket_name(_test_hint(request)),
         prefix=unique_prefix(_test_hint(request)),
         addressing_style="path",
+        ca_bundle=str(session_tls().ca_bundle) if https else None,
     )
     client = target.boto3_client()
     client.create_bucket(Bucket=target.bucket)
@@ -198,28 +270,38 @@ def _external_target(request: pytest.FixtureRequest) -> Iterator[S3Target]:
             sys.stderr.write(f"\n[zerorename] cleanup of external prefix {target.prefix}: {exc}\n")
 
 
+def _target(
+    kind: str, request: pytest.FixtureRequest
+) -> contextlib.AbstractContextManager[S3Target]:
+    if kind == "external":
+        return _external_target(request)
+    server = request.getfixturevalue("rgw_server" if kind in _RGW_KINDS else "moto_server")
+    return _fresh_bucket_target(kind, server, request)
+
+
 @pytest.fixture(params=_TARGETS)
 def s3(request: pytest.FixtureRequest) -> Iterator[S3Target]:
     """An S3Target on each server in turn: fresh bucket (moto/rgw), unique prefix."""
-    kind = request.param
-    if kind == "external":
-        with _external_target(request) as target:
-            yield target
-        return
-    server = request.getfixturevalue("moto_server" if kind == "moto" else "rgw_server")
-    with _fresh_bucket_target(kind, server, request) as target:
+    with _target(request.param, request) as target:
+        yield target
+
+
+@pytest.fixture(params=_TLS_TARGETS)
+def s3_tls(request: pytest.FixtureRequest) -> Iterator[S3Target]:
+    """An S3Target over HTTPS on each server in turn (``ca_bundle`` verifies it)."""
+    with _target(request.param, request) as target:
         yield target
 
 
 @pytest.fixture
-def moto_s3(moto_server: MotoServer, request: pytest.FixtureRequest) -> Iterator[S3Target]:
-    with _fresh_bucket_target("moto", moto_server, request) as target:
+def moto_s3(request: pytest.FixtureRequest) -> Iterator[S3Target]:
+    with _target(getattr(request, "param", "moto"), request) as target:
         yield target
 
 
 @pytest.fixture
-def rgw_s3(rgw_server: RgwServer, request: pytest.FixtureRequest) -> Iterator[S3Target]:
-    with _fresh_bucket_target("rgw", rgw_server, request) as target:
+def rgw_s3(request: pytest.FixtureRequest) -> Iterator[S3Target]:
+    with _target(getattr(request, "param", "rgw"), request) as target:
         yield target
 
 
@@ -228,12 +310,19 @@ def rgw_s3(rgw_server: RgwServer, request: pytest.FixtureRequest) -> Iterator[S3
 
 @pytest.fixture
 def fault_proxy() -> Iterator[Callable[..., Any]]:
-    """Factory: ``proxy = fault_proxy(upstream_url, **kwargs)`` -> a started FaultProxy."""
-    from zerorename.testing.faultproxy import FaultProxy
+    """Factory: ``proxy = fault_proxy(upstream_url, **kwargs)`` -> a started FaultProxy.
 
+    Given the HTTPS endpoint of a session server (an ``s3_tls`` or HTTPS ``s3`` target's
+    ``endpoint_url``), the proxy speaks TLS with the session certificate to its clients and
+    forwards to that server's plain HTTP endpoint, so ``target.with_endpoint(proxy.url)``
+    is HTTPS too."""
     proxies: list[FaultProxy] = []
 
     def make(upstream_url: str, **kwargs: Any) -> FaultProxy:
+        plain = _PLAIN_OF.get(upstream_url)
+        if plain is not None:
+            kwargs.setdefault("tls", session_tls().server.server_context())
+            upstream_url = plain
         proxy = FaultProxy(upstream_url, **kwargs)
         proxy.start()
         proxies.append(proxy)

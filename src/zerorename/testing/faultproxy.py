@@ -15,6 +15,12 @@ lost); ``html_200`` (read the request, answer ``200 OK`` with an HTML page itsel
 captive portal would: nothing is forwarded); ``strip_etag`` (forward, then relay the answer
 without its ETag header). The Host header is forwarded unchanged, so SigV4 signatures stay
 valid.
+
+With ``tls=`` (a server :class:`ssl.SSLContext`, e.g. ``session_tls().server.server_context()``)
+the proxy speaks HTTPS to its clients and plain HTTP upstream (a TLS terminator): every fault
+above then happens inside TLS (a reset is a TCP RST under the TLS session). Handshakes are
+counted in ``stats.tls_handshakes`` / ``stats.tls_failures``; a client that refuses the
+certificate never reaches the rules.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import ssl
 import struct
 import threading
 from collections.abc import Awaitable, Callable, Collection
@@ -60,6 +67,7 @@ __all__ = [
 ]
 
 _CHUNK = 64 * 1024
+_HANDSHAKE_TIMEOUT = 30.0
 _HEADER_LIMIT = 1 << 20
 _NO_BODY_STATUS = (204, 304)
 
@@ -164,6 +172,7 @@ class FaultProxy(Service):
         rules: Collection[FaultRule] = (),
         host: str = "127.0.0.1",
         port: int = 0,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         up = urlsplit(upstream_url)
         if up.scheme != "http" or not up.hostname:
@@ -175,6 +184,7 @@ class FaultProxy(Service):
         self._up_port = up.port or 80
         self._host = host
         self._port = port
+        self._tls = tls
         self._rules: list[FaultRule] = list(rules)
         self._lock = threading.Lock()
         self.stats = ProxyStats()
@@ -191,7 +201,13 @@ class FaultProxy(Service):
     def url(self) -> str:
         if not self._ready.is_set() or self._error is not None:
             raise TestingError("FaultProxy is not running; call start() first")
-        return f"http://{self._host}:{self._port}"
+        scheme = "https" if self._tls is not None else "http"
+        return f"{scheme}://{self._host}:{self._port}"
+
+    @property
+    def tls(self) -> bool:
+        """True when clients reach the proxy over HTTPS."""
+        return self._tls is not None
 
     @property
     def port(self) -> int:
@@ -241,7 +257,8 @@ class FaultProxy(Service):
 
     def __repr__(self) -> str:
         return (
-            f"FaultProxy({self._host}:{self._port} -> {self.upstream_url}, {len(self.rules)} rules)"
+            f"FaultProxy({'https' if self._tls else 'http'}://{self._host}:{self._port} -> "
+            f"{self.upstream_url}, {len(self.rules)} rules)"
         )
 
     # ------------------------------------------------------------ loop thread
@@ -289,6 +306,8 @@ class FaultProxy(Service):
         self.stats._connection()
         upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
         try:
+            if self._tls is not None and not await self._handshake(writer):
+                return
             while True:
                 keep, upstream = await self._one_request(reader, writer, upstream)
                 if not keep:
@@ -308,6 +327,22 @@ class FaultProxy(Service):
             if upstream is not None:
                 upstream[1].transport.abort()
             self._conns.discard(task)
+
+    async def _handshake(self, writer: asyncio.StreamWriter) -> bool:
+        """TLS toward the client on this connection; False (connection dropped) when the
+        handshake fails, e.g. because the client refused the certificate."""
+        assert self._tls is not None
+        try:
+            await writer.start_tls(self._tls, ssl_handshake_timeout=_HANDSHAKE_TIMEOUT)
+        except (ssl.SSLError, ConnectionError, OSError, TimeoutError):
+            self.stats._handshake(None)
+            writer.transport.abort()
+            return False
+        obj = writer.get_extra_info("ssl_object")
+        cipher = obj.cipher() if obj is not None else None
+        version = obj.version() if obj is not None else None
+        self.stats._handshake((str(version), str(cipher[0] if cipher else None)))
+        return True
 
     async def _one_request(
         self,

@@ -214,6 +214,9 @@ class ProxyStats:
         self._log: collections.deque[RequestRecord] = collections.deque(maxlen=history)
         self._connections = 0
         self._upstream_connections = 0
+        self._tls_handshakes = 0
+        self._tls_failures = 0
+        self._tls_sessions: collections.Counter[tuple[str, str]] = collections.Counter()
 
     def _record(self, op: str, method: str, path: str, fault: str | None) -> None:
         with self._lock:
@@ -229,6 +232,15 @@ class ProxyStats:
                 self._upstream_connections += 1
             else:
                 self._connections += 1
+
+    def _handshake(self, session: tuple[str, str] | None) -> None:
+        """A TLS handshake ended: ``(version, cipher)`` when it succeeded, None when not."""
+        with self._lock:
+            if session is None:
+                self._tls_failures += 1
+            else:
+                self._tls_handshakes += 1
+                self._tls_sessions[session] += 1
 
     def requests(self, operation: str | None = None) -> int:
         """Requests seen (for one operation, or all)."""
@@ -259,19 +271,38 @@ class ProxyStats:
         with self._lock:
             return self._upstream_connections
 
+    @property
+    def tls_handshakes(self) -> int:
+        """TLS handshakes with clients that succeeded (a TLS proxy only)."""
+        with self._lock:
+            return self._tls_handshakes
+
+    @property
+    def tls_failures(self) -> int:
+        """TLS handshakes with clients that failed, e.g. the client refused the certificate."""
+        with self._lock:
+            return self._tls_failures
+
+    def tls_sessions(self) -> dict[tuple[str, str], int]:
+        """Successful handshakes per negotiated (TLS version, cipher)."""
+        with self._lock:
+            return dict(self._tls_sessions)
+
     def log(self) -> list[RequestRecord]:
         """The recent requests in arrival order (a copy)."""
         with self._lock:
             return list(self._log)
 
     def snapshot(self) -> dict[str, Any]:
-        """{"requests": {op: n}, "faults": {op: {kind: n}}, "connections": n}."""
+        """{"requests": {op: n}, "faults": {op: {kind: n}}, "connections": n, ...}."""
         with self._lock:
             return {
                 "requests": dict(self._requests),
                 "faults": {op: dict(k) for op, k in self._faults.items()},
                 "connections": self._connections,
                 "upstream_connections": self._upstream_connections,
+                "tls_handshakes": self._tls_handshakes,
+                "tls_failures": self._tls_failures,
             }
 
     def reset(self) -> None:
@@ -280,6 +311,8 @@ class ProxyStats:
             self._faults.clear()
             self._log.clear()
             self._connections = self._upstream_connections = 0
+            self._tls_handshakes = self._tls_failures = 0
+            self._tls_sessions.clear()
 
     def __repr__(self) -> str:
         return f"ProxyStats({self.snapshot()!r})"

@@ -11,6 +11,8 @@
 # Environment (defaults in brackets):
 #   BASE        state, logs, pid files [${TMPDIR:-/tmp}/zerorename-rgw]
 #   RGW_PORT    S3 port [7480]     MON_PORT  mon msgr v1 port [6789]     MON2_PORT  mon msgr v2 port [3300]
+#   RGW_SSL_PORT  also serve HTTPS on this port (beast ssl_endpoint) [unset: HTTP only]; needs
+#               RGW_SSL_CERT (PEM: certificate, then its chain) and RGW_SSL_KEY (PEM private key)
 #   STORE       memstore (RAM, fastest start) | bluestore (sparse file $BASE/osd.0.block) [memstore]
 #   OSD_SIZE    memstore capacity / bluestore file size [4G / 20G]
 #   AK, SK      S3 access key / secret key of the created user
@@ -27,6 +29,9 @@ BASE=${BASE:-${TMPDIR:-/tmp}/zerorename-rgw}
 PORT=${RGW_PORT:-7480}
 MON_PORT=${MON_PORT:-6789}
 MON2_PORT=${MON2_PORT:-3300}
+SSL_PORT=${RGW_SSL_PORT:-}
+SSL_CERT=${RGW_SSL_CERT:-}
+SSL_KEY=${RGW_SSL_KEY:-}
 STORE=${STORE:-memstore}
 if [ "$STORE" = memstore ]; then SIZE=${OSD_SIZE:-4G}; else SIZE=${OSD_SIZE:-20G}; fi
 AK=${AK:-ZRTESTACCESSKEY00001}
@@ -113,9 +118,18 @@ do_start() {
         log "$BASE has running daemons (pids: $(pids_of | tr '\n' ' ')); run: BASE=$BASE $0 stop"
         exit 1
     fi
-    for b in "$PORT" "$MON_PORT" "$MON2_PORT"; do
+    local frontend="beast endpoint=127.0.0.1:$PORT tcp_nodelay=1"
+    if [ -n "$SSL_PORT" ]; then
+        if [ ! -r "$SSL_CERT" ] || [ ! -r "$SSL_KEY" ]; then
+            log "RGW_SSL_PORT=$SSL_PORT needs readable RGW_SSL_CERT and RGW_SSL_KEY files" \
+                "(got '${SSL_CERT}' and '${SSL_KEY}')"
+            exit 2
+        fi
+        frontend="$frontend ssl_endpoint=127.0.0.1:$SSL_PORT ssl_certificate=$SSL_CERT ssl_private_key=$SSL_KEY"
+    fi
+    for b in "$PORT" "$MON_PORT" "$MON2_PORT" $SSL_PORT; do
         if port_busy "$b"; then
-            log "port $b on 127.0.0.1 is already in use (RGW_PORT=$PORT MON_PORT=$MON_PORT MON2_PORT=$MON2_PORT)"
+            log "port $b on 127.0.0.1 is already in use (RGW_PORT=$PORT MON_PORT=$MON_PORT MON2_PORT=$MON2_PORT RGW_SSL_PORT=$SSL_PORT)"
             exit 1
         fi
     done
@@ -177,7 +191,7 @@ ms mon client mode = crc
 admin socket = $BASE/run/\$name.asok
 # tcp_nodelay: without it a small response on a reused connection waits ~40 ms for the
 # client's delayed ACK (Nagle), so small GET/LIST/HEAD take 45-50 ms instead of ~4 ms
-rgw frontends = beast endpoint=127.0.0.1:$PORT tcp_nodelay=1
+rgw frontends = $frontend
 rgw data = $BASE/rgw
 # reclaim deleted/overwritten multipart data quickly (matters for memstore capacity)
 rgw gc obj min wait = 30
@@ -227,6 +241,9 @@ CONF
     if ! kill -0 "$(cat "$BASE/run/client.rgw.pid" 2>/dev/null || echo 0)" 2>/dev/null; then
         fail "radosgw is not running although 127.0.0.1:$PORT answers (port taken by another process?)"
     fi
+    if [ -n "$SSL_PORT" ] && ! port_busy "$SSL_PORT"; then
+        fail "radosgw does not listen on its HTTPS port 127.0.0.1:$SSL_PORT (certificate or key rejected?)"
+    fi
     timeout "$START_TIMEOUT" radosgw-admin -c "$CONF" user create --uid=test --display-name=test \
         --access-key="$AK" --secret-key="$SK" >"$BASE/user.json" 2>>"$BASE/log/radosgw-admin.log" ||
         fail "radosgw-admin user create"
@@ -250,6 +267,7 @@ JSON
     secs=$(awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $t0}")
     echo "ceph $(ceph-mon --version | awk '{print $3}') radosgw up in ${secs}s (store=$STORE, base=$BASE, pids: $(tr '\n' ' ' <"$BASE/pids"))"
     echo "endpoint:   http://127.0.0.1:$PORT   (path-style; region us-east-1)"
+    if [ -n "$SSL_PORT" ]; then echo "https:      https://127.0.0.1:$SSL_PORT   (CA: the issuer of $SSL_CERT)"; fi
     echo "access key: $AK"
     echo "secret key: $SK"
     echo "env file:   $BASE/env   json: $BASE/s3.json"

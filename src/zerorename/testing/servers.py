@@ -22,6 +22,7 @@ from typing import Any, Self
 
 from zerorename.testing.errors import RgwNotInstalled, ServerStartError
 from zerorename.testing.service import Service
+from zerorename.testing.tls import CertPair
 
 #: one credential pair that both servers accept (20 / 40 characters, like AWS keys).
 TEST_ACCESS_KEY = "ZRTESTACCESSKEY00001"
@@ -115,6 +116,8 @@ class RgwServer(Service):
     ``with RgwServer() as r: r.endpoint_url``. Picks free ports and a fresh base directory
     (under ``parent_dir`` or the system temp dir); stops the daemons and deletes the
     directory on exit (``keep=True`` keeps it for inspection). Startup takes ~3-5 s.
+    With ``tls`` (a certificate and key, e.g. ``session_tls().server``) the same gateway
+    also serves HTTPS natively (beast ``ssl_endpoint``) at :attr:`https_endpoint_url`.
     """
 
     def __init__(
@@ -126,8 +129,11 @@ class RgwServer(Service):
         start_timeout: float = 60.0,
         attempts: int = 3,
         keep: bool = False,
+        tls: CertPair | None = None,
     ) -> None:
         self._parent_dir = parent_dir
+        self.tls = tls
+        self.https_port: int | None = None
         self.store = store
         self.osd_size = osd_size
         self.start_timeout = start_timeout
@@ -158,6 +164,14 @@ class RgwServer(Service):
         return f"http://{_HOST}:{self.port}"
 
     @property
+    def https_endpoint_url(self) -> str:
+        """The gateway's HTTPS endpoint (only when started with ``tls``)."""
+        if self.https_port is None:
+            what = "not running" if self.port is None else "started without tls"
+            raise ServerStartError(f"RgwServer has no HTTPS endpoint: {what}")
+        return f"https://{_HOST}:{self.https_port}"
+
+    @property
     def log_dir(self) -> Path | None:
         return None if self.base_dir is None else self.base_dir / "log"
 
@@ -176,6 +190,12 @@ class RgwServer(Service):
             # the launcher's watchdog stops the daemons if this process dies without stop()
             env["OWNER_PID"] = str(os.getpid())
             env.update(RGW_PORT=str(ports[0]), MON_PORT=str(ports[1]), MON2_PORT=str(ports[2]))
+            if self.tls is not None:
+                env.update(
+                    RGW_SSL_PORT=str(ports[3]),
+                    RGW_SSL_CERT=str(self.tls.cert),
+                    RGW_SSL_KEY=str(self.tls.key),
+                )
         return env
 
     def start(self) -> Self:
@@ -193,7 +213,7 @@ class RgwServer(Service):
         last = ""
         for attempt in range(1, self.attempts + 1):
             base = Path(tempfile.mkdtemp(prefix="zr-rgw-", dir=self._parent_dir))
-            ports = free_ports(3)
+            ports = free_ports(4 if self.tls is not None else 3)
             t0 = time.monotonic()
             try:
                 proc = subprocess.run(
@@ -210,6 +230,7 @@ class RgwServer(Service):
                 rc, out = -1, f"launcher timed out after {exc.timeout:.0f}s"
             if rc == 0:
                 self.base_dir, self.port = base, ports[0]
+                self.https_port = ports[3] if self.tls is not None else None
                 self.start_seconds = time.monotonic() - t0
                 self.start_output = out
                 return self
@@ -238,6 +259,7 @@ class RgwServer(Service):
     def stop(self) -> None:
         """Stop the daemons (by their pids) and delete the base directory unless ``keep``."""
         base, self.base_dir, self.port = self.base_dir, None, None
+        self.https_port = None
         if base is None:
             return
         self._run_stop(base)

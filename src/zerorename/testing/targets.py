@@ -43,12 +43,16 @@ class _Endpoint(Protocol):
 
 def endpoint_engine_config(target: _Endpoint, **overrides: Any) -> EngineConfig:
     """An EngineConfig that talks to ``target``'s endpoint (its credentials when it has
-    both keys, else the AWS chain); keyword arguments override any field."""
+    both keys, else the AWS chain; its CA bundle when it has one); keyword arguments
+    override any field."""
     kwargs: dict[str, Any] = {
         "endpoint_url": target.endpoint_url,
         "region": target.region,
         "addressing_style": target.addressing_style,
     }
+    ca_bundle = getattr(target, "ca_bundle", None)
+    if ca_bundle is not None:
+        kwargs["ca_bundle"] = ca_bundle
     if target.access_key is not None and target.secret_key is not None:
         kwargs["aws_access_key_id"] = target.access_key
         kwargs["aws_secret_access_key"] = target.secret_key
@@ -58,7 +62,11 @@ def endpoint_engine_config(target: _Endpoint, **overrides: Any) -> EngineConfig:
 
 @dataclass(frozen=True)
 class S3Target:
-    """Where a test writes: endpoint, region, credentials (None = AWS chain), bucket, prefix."""
+    """Where a test writes: endpoint, region, credentials (None = AWS chain), bucket, prefix,
+    and for an HTTPS endpoint with a private CA the CA bundle (PEM path) that verifies it.
+
+    ``name`` is the server kind ("moto", "rgw", "external"), the same over HTTP and HTTPS.
+    """
 
     name: str
     endpoint_url: str | None
@@ -68,6 +76,20 @@ class S3Target:
     bucket: str
     prefix: str
     addressing_style: AddressingStyle = "path"
+    ca_bundle: str | None = None
+
+    @property
+    def tls(self) -> bool:
+        """True when the endpoint is HTTPS."""
+        return (self.endpoint_url or "https:").startswith("https:")
+
+    def env(self) -> dict[str, str]:
+        """Environment variables a subprocess (a CLI, boto3) needs to reach this target the
+        way this process does: the endpoint, and ``AWS_CA_BUNDLE`` when there is one."""
+        out = {"AWS_ENDPOINT_URL": self.endpoint_url} if self.endpoint_url else {}
+        if self.ca_bundle is not None:
+            out["AWS_CA_BUNDLE"] = self.ca_bundle
+        return out
 
     def key(self, name: str) -> str:
         """``prefix + name``: a key inside this test's prefix."""
@@ -80,7 +102,10 @@ class S3Target:
     def boto3_client(self, **config: Any) -> Any:
         """A plain boto3 S3 client for checking state in tests (never used by the library).
 
-        Keyword arguments go to ``botocore.config.Config`` (e.g. ``retries=...``).
+        Keyword arguments go to ``botocore.config.Config`` (e.g. ``retries=...``). Over
+        HTTPS the client verifies with the target's CA bundle and adds checksums only where
+        S3 requires them: boto3 >= 1.36 would otherwise send trailing checksums
+        (``aws-chunked``) over TLS, which Ceph RGW pacific refuses (MissingContentLength).
         """
         import boto3
         from botocore.config import Config
@@ -91,6 +116,8 @@ class S3Target:
             "connect_timeout": 10,
             "read_timeout": 60,
         }
+        if self.tls:
+            cfg["request_checksum_calculation"] = "when_required"
         cfg.update(config)
         return boto3.client(
             "s3",
@@ -98,12 +125,14 @@ class S3Target:
             region_name=self.region,
             aws_access_key_id=self.access_key,
             aws_secret_access_key=self.secret_key,
+            verify=self.ca_bundle,
             config=Config(**cfg),
         )
 
     def with_endpoint(self, url: str) -> S3Target:
-        """The same target (credentials, bucket, prefix) reached through another endpoint,
-        e.g. a :class:`~zerorename.testing.faultproxy.FaultProxy` in front of the server."""
+        """The same target (credentials, bucket, prefix, CA bundle) reached through another
+        endpoint, e.g. a :class:`~zerorename.testing.faultproxy.FaultProxy` in front of the
+        server."""
         return dataclasses.replace(self, endpoint_url=url)
 
     def with_prefix(self, prefix: str) -> S3Target:
