@@ -58,3 +58,31 @@ def require(resp: Any, operation: str, *, endpoint: str, bucket: str, key: str) 
         bucket=bucket,
         key=key,
     )
+
+
+def require_checksum(
+    resp: Any,
+    operation: str,
+    field: str,
+    expected: str,
+    *,
+    endpoint: str,
+    bucket: str,
+    key: str,
+) -> None:
+    """:class:`BadAnswer` when the answer confirms a checksum (``field``, botocore's name:
+    ``ChecksumCRC32C``...) other than the one computed over the bytes sent: the store
+    holds something else than what the record would say. No checksum in the answer is
+    no confirmation and no contradiction (Ceph RGW pacific ignores checksums)."""
+    got = resp.get(field) if isinstance(resp, Mapping) else None
+    if got is None or got == expected:
+        return
+    raise BadAnswer(
+        f"{operation} {f's3://{bucket}/{key}'!r}: {endpoint} confirmed checksum {got!r}, "
+        f"but the bytes sent have {expected!r}: the store did not keep what was sent; "
+        "nothing was recorded as written",
+        code="BadAnswer",
+        operation=operation,
+        bucket=bucket,
+        key=key,
+    )

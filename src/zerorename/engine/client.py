@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import enum
 import inspect
 import socket
 import ssl
@@ -16,6 +17,8 @@ from aiobotocore.config import AioConfig
 from aiobotocore.session import AioSession, get_session
 from yarl import URL
 
+from zerorename.engine import trailer
+from zerorename.engine.checksums import PARAM
 from zerorename.engine.config import EngineConfig
 from zerorename.engine.errors import ConfigError
 from zerorename.engine.fastpath import (
@@ -38,9 +41,14 @@ from zerorename.engine.fastpath import (
 )
 from zerorename.engine.filebody import SENDFILE_AVAILABLE, FilePayload, FileRange
 from zerorename.engine.planning import key_problem
+from zerorename.engine.retry import EngineStats
+from zerorename.engine.trailer import TrailerBody, TrailerPayload
 
 # like aiobotocore's default: under the 20 s idle timeout of AWS front ends
 _KEEPALIVE_TIMEOUT = 12.0
+#: seconds a part waits for the first trailer request to an endpoint to decide whether
+#: the store takes trailers, before it goes the two-pass way
+_PROBE_WAIT = 10.0
 
 
 def _check_object_key(params: Any, model: Any, **_: Any) -> None:
@@ -129,6 +137,14 @@ class _Redirected(Exception):
     """The bucket answered from another region or endpoint: botocore knows what to do."""
 
 
+class TrailerState(enum.Enum):
+    """What an endpoint does with trailing checksums (none yet: unknown)."""
+
+    PROBING = "probing"  # one trailer request in flight decides; others go two-pass
+    ON = "on"  # the store confirmed a trailing checksum
+    OFF = "off"  # the store refused one, or did not confirm it
+
+
 # -- the fast path's I/O -----------------------------------------------------------------
 def _keepalive_socket(addr_info: Any) -> socket.socket:
     """Sockets with SO_KEEPALIVE on (the botocore client asks for tcp_keepalive too)."""
@@ -152,9 +168,10 @@ class FastClient:
     exactly what botocore would; everything else -- and those calls when it cannot --
     goes to the wrapped aiobotocore client. Any other attribute is the client's."""
 
-    def __init__(self, client: Any, config: EngineConfig) -> None:
+    def __init__(self, client: Any, config: EngineConfig, stats: EngineStats | None = None) -> None:
         self._client = client
         self._config = config
+        self._stats = stats if stats is not None else EngineStats()
         self._session: aiohttp.ClientSession | None = None
         self._credentials: Any = None
         self._ssl: ssl.SSLContext | None = None
@@ -172,6 +189,10 @@ class FastClient:
         self.zero_copy = SENDFILE_AVAILABLE
         #: bytes of file parts that went out with sendfile (all attempts).
         self.zero_copy_bytes = 0
+        #: trailing checksums per endpoint (origin), and why the last refusal was one
+        self.trailer_states: dict[str, TrailerState] = {}
+        self.trailer_refusal: str | None = None
+        self._probes: dict[str, asyncio.Event] = {}
 
     def __getattr__(self, name: str) -> Any:
         if name == "_client":  # not set yet: no recursion
@@ -359,6 +380,99 @@ class FastClient:
         self.handed_over[operation] = self.handed_over.get(operation, 0) + 1
         return await getattr(self._client, HOT_OPERATIONS[operation])(**params)
 
+    # -- trailing checksums --------------------------------------------------------------
+    async def send_trailer(
+        self, operation: str, body: TrailerBody, params: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """Send an UploadPart or PutObject with its checksum in a trailer (``params``
+        without Body and without a checksum value); the answer, whose checksum the store
+        confirmed to be ``body.checksum``, or None: the body is to be sent the two-pass
+        way (trailers not wanted here, a call the fast path cannot make, or the store
+        refused or did not confirm the trailer: then remembered for the endpoint and
+        counted in the engine's stats)."""
+        session = self._session
+        bucket = params.get("Bucket")
+        if session is None or not isinstance(bucket, str):
+            return None
+        targets = self._targets
+        target = targets.get(bucket) if bucket in targets else await self._target(bucket)
+        if target is None:
+            return None
+        origin = target.origin
+        cfg = self._config
+        scheme = origin.partition(":")[0]
+        if not trailer.wanted(cfg.trailer_checksum, scheme, body.algorithm, body.length):
+            return None
+        state = await self._trailer_claim(origin)
+        if state is TrailerState.OFF:
+            return None
+        request = build_request(self._specs[operation], target, {**params, "Body": body})
+        outcome: TrailerState | None = None  # None: nothing learnt
+        try:
+            if request is None:
+                return None
+            self.sent[operation] = self.sent.get(operation, 0) + 1
+            answer = await self._send(session, operation, target, request)
+            if answer.get(PARAM[body.algorithm]) != body.checksum or body.checksum is None:
+                outcome = self._trailer_off("the answer did not confirm the checksum")
+                return None
+            outcome = TrailerState.ON
+            self._stats.trailer_bodies += 1
+            if self._stats.trailer_checksums is None:
+                self._stats.trailer_checksums = True
+            return answer
+        except _Redirected:
+            targets[bucket] = None  # botocore follows it from now on
+            return None
+        except bexc.ClientError as exc:
+            status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+            code = str(exc.response.get("Error", {}).get("Code") or "")
+            if not trailer.refused(status, code, confirmed=state is TrailerState.ON):
+                raise
+            outcome = self._trailer_off(f"{status} {code}".strip())
+            return None
+        finally:
+            self._trailer_settle(origin, state, outcome)
+
+    async def _trailer_claim(self, origin: str) -> TrailerState:
+        """The endpoint's state for a new trailer request: ON, OFF, or PROBING when this
+        request is the one that decides (others wait for it, at most
+        :data:`_PROBE_WAIT` seconds, then go the two-pass way: OFF)."""
+        while True:
+            state = self.trailer_states.get(origin)
+            if state is None:
+                self.trailer_states[origin] = TrailerState.PROBING
+                return TrailerState.PROBING
+            if state is not TrailerState.PROBING:
+                return state
+            event = self._probes.setdefault(origin, asyncio.Event())
+            try:
+                async with asyncio.timeout(_PROBE_WAIT):
+                    await event.wait()
+            except TimeoutError:
+                return TrailerState.OFF
+
+    def _trailer_settle(
+        self, origin: str, claimed: TrailerState, outcome: TrailerState | None
+    ) -> None:
+        """Record what a trailer request taught (``outcome``, None: nothing, so a probe
+        leaves the endpoint undecided) and wake the requests waiting for a probe."""
+        if outcome is not None:
+            self.trailer_states[origin] = outcome
+        elif claimed is TrailerState.PROBING:
+            self.trailer_states.pop(origin, None)
+        if claimed is TrailerState.PROBING:
+            event = self._probes.pop(origin, None)
+            if event is not None:
+                event.set()
+
+    def _trailer_off(self, why: str) -> TrailerState:
+        """The endpoint takes no trailers (the caller re-sends two-pass): counted."""
+        self.trailer_refusal = why
+        self._stats.trailer_checksums = False
+        self._stats.trailer_fallbacks += 1
+        return TrailerState.OFF
+
     def _now(self) -> str:
         now = int(time.time())
         if now != self._second:
@@ -378,6 +492,8 @@ class FastClient:
         if isinstance(data, FileRange):  # sendfile on plain TCP only (never under TLS)
             zero_copy = self.zero_copy and target.origin.startswith("http:")
             data = FilePayload(data, zero_copy=zero_copy, timeout=self._config.read_timeout)
+        elif isinstance(data, TrailerBody):  # aws-chunked: checksummed as it is written
+            data = TrailerPayload(data)
         failure: Exception | None = None
         try:
             async with session.request(

@@ -14,6 +14,8 @@ MiB = 1024 * 1024
 
 ChecksumAlgorithm = Literal["none", "CRC32", "CRC32C", "SHA256"]
 AddressingStyle = Literal["auto", "path", "virtual"]
+TrailerChecksum = Literal["auto", "always", "never"]
+_TRAILER_MODES = frozenset({"auto", "always", "never"})
 _CHECKSUMS = frozenset({"none", "CRC32", "CRC32C", "SHA256"})
 _STYLES = frozenset({"auto", "path", "virtual"})
 # botocore's rule for region names (validate_region_name)
@@ -136,6 +138,13 @@ class EngineConfig:
     read_timeout: float = 60.0
     retry: RetryConfig = field(default_factory=RetryConfig)
     checksum: ChecksumAlgorithm = "CRC32C"
+    #: send file and stream parts ``aws-chunked`` with the checksum in a trailer, computed
+    #: over the very blocks being sent (one read per byte; the fast path only). Default
+    #: "auto": over HTTPS only (plain HTTP keeps sendfile); "always" (also plain HTTP:
+    #: tests) or "never" (checksum pass, then send pass). A store that refuses trailers
+    #: is detected on its first refusal and gets parts the two-pass way from then on
+    #: (EngineStats.trailer_checksums says which).
+    trailer_checksum: TrailerChecksum = "auto"
     #: sign request bodies with SHA-256 (costs CPU over plain HTTP; checksums cover
     #: integrity, so it is off by default).
     payload_signing: bool = False
@@ -170,6 +179,13 @@ class EngineConfig:
         if not isinstance(self.checksum, str) or self.checksum not in _CHECKSUMS:
             raise ConfigError(
                 f"checksum must be one of none, CRC32, CRC32C, SHA256; got {self.checksum!r}"
+            )
+        if (
+            not isinstance(self.trailer_checksum, str)
+            or self.trailer_checksum not in _TRAILER_MODES
+        ):
+            raise ConfigError(
+                f"trailer_checksum must be auto, always or never; got {self.trailer_checksum!r}"
             )
         if not isinstance(self.addressing_style, str) or self.addressing_style not in _STYLES:
             raise ConfigError(

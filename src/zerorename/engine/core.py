@@ -45,6 +45,7 @@ from zerorename.engine.records import (
 from zerorename.engine.retry import AdaptiveLimiter, EngineStats, Retrier
 from zerorename.engine.sources import Part, chunks_of, file_parts, part_stream, source_size
 from zerorename.engine.store import ObjectOps
+from zerorename.engine.trailer import TrailerBody
 from zerorename.engine.writers import AsyncUploadWriter, SyncUploadWriter
 
 # checksums of parts at least this large are computed off the event loop
@@ -153,7 +154,7 @@ class UploadEngine(CompletionOps, ObjectOps):
             await _register_resolved_credentials(client)
             guard_object_keys(client)
             # the hot calls through the fast path when it can be exact (else all botocore)
-            fast = FastClient(client, self.config)
+            fast = FastClient(client, self.config, self.stats)
             await fast.open()
             stack.push_async_callback(fast.close)
         except BaseException as exc:
@@ -375,27 +376,44 @@ class UploadEngine(CompletionOps, ObjectOps):
         **args: Any,
     ) -> tuple[str, str | None]:
         """Send one body (a part, or a whole small object) holding the limiter slot taken
-        in ``window``: checksum, sliced body, retries; returns (ETag, checksum). An answer
-        without an ETag is :class:`BadAnswer` (not retried; nothing is recorded)."""
-        try:
-            checksum = await self._checksum(part.body)
-            body = await _request_body(part.body, self.config.payload_signing)
-            args.update(self._checksum_args(checksum))
+        in ``window``, with retries; returns (ETag, checksum). Where the fast path sends a
+        trailing checksum (trailer.py) the body is read once, checksummed as it is sent;
+        else (or when the store refuses trailers) a checksum pass, then the send. An
+        answer without an ETag, or confirming another checksum, is :class:`BadAnswer`
+        (not retried; nothing is recorded)."""
+        alg = self.config.checksum
+        send_trailer = getattr(self._client, "send_trailer", None)
+        two_pass: list[Any] = []  # [checksum, body] once computed
 
-            async def call(attempt: int) -> str:
-                try:
-                    resp = await request(
-                        Bucket=up.bucket, Key=up.key, Body=body, ContentLength=part.size, **args
-                    )
-                except Exception:
-                    if isinstance(part.body, FileRange):
-                        part.body.check()  # a file that shrank: fatal, not a network error
-                    raise
-                return answers.require(
-                    resp, operation, endpoint=self.endpoint, bucket=up.bucket, key=up.key
+        async def call(attempt: int) -> tuple[str, str | None]:
+            try:
+                if send_trailer is not None and alg != "none" and part.size:
+                    sent = TrailerBody(part.body, alg)
+                    params = dict(Bucket=up.bucket, Key=up.key, ContentLength=part.size, **args)
+                    resp = await send_trailer(operation, sent, params)
+                    if resp is not None:
+                        return self._confirmed(resp, operation, up, sent.checksum)
+                if not two_pass:
+                    checksum = await self._checksum(part.body)
+                    body = await _request_body(part.body, self.config.payload_signing)
+                    two_pass[:] = [checksum, body]
+                checksum, body = two_pass
+                resp = await request(
+                    Bucket=up.bucket,
+                    Key=up.key,
+                    Body=body,
+                    ContentLength=part.size,
+                    **args,
+                    **self._checksum_args(checksum),
                 )
+            except Exception:
+                if isinstance(part.body, FileRange):
+                    part.body.check()  # a file that shrank: fatal, not a network error
+                raise
+            return self._confirmed(resp, operation, up, checksum)
 
-            etag = await self._retrier.call(
+        try:
+            etag, checksum = await self._retrier.call(
                 operation,
                 call,
                 bucket=up.bucket,
@@ -408,6 +426,26 @@ class UploadEngine(CompletionOps, ObjectOps):
         finally:
             self._limiter.release()
         self.stats.bytes_uploaded += part.size
+        return etag, checksum
+
+    def _confirmed(
+        self, resp: Any, operation: str, up: _Upload, checksum: str | None
+    ) -> tuple[str, str | None]:
+        """(ETag, checksum) of a body's answer: it must carry an ETag, and a checksum it
+        confirms must be the one computed over what was sent (:mod:`answers`)."""
+        etag = answers.require(
+            resp, operation, endpoint=self.endpoint, bucket=up.bucket, key=up.key
+        )
+        if checksum is not None:
+            answers.require_checksum(
+                resp,
+                operation,
+                checksums.PARAM[self.config.checksum],
+                checksum,
+                endpoint=self.endpoint,
+                bucket=up.bucket,
+                key=up.key,
+            )
         return etag, checksum
 
     async def _put_single(

@@ -30,6 +30,8 @@ import aiohttp
 import botocore.exceptions as bexc
 from botocore.parsers import RestXMLParser
 
+from zerorename.engine import trailer
+from zerorename.engine.checksums import PARAM
 from zerorename.engine.errors import ConfigError
 from zerorename.engine.planning import key_problem
 
@@ -97,7 +99,7 @@ def amz_date(now: float) -> str:
 
 
 class SigV4Signer:
-    """SigV4 for one (region, service) with an unsigned payload. The derived signing key
+    """SigV4 for one (region, service), payload unsigned (or a trailer). The derived key
     is cached per (date, secret), so a request costs one SHA-256 and one HMAC."""
 
     __slots__ = ("_cache", "_scope_tail", "region", "service")
@@ -133,10 +135,12 @@ class SigV4Signer:
         access_key: str,
         secret_key: str,
         date_time: str,
+        payload_hash: str = UNSIGNED_PAYLOAD,
     ) -> str:
         """The Authorization header for a request. ``path`` and ``query`` are already
         encoded (as sent; the query's names sorted); ``headers`` are the signed headers as
-        (lower-case name, canonical value), sorted by name."""
+        (lower-case name, canonical value), sorted by name; ``payload_hash`` is what
+        x-amz-content-sha256 says."""
         signed = ";".join(name for name, _ in headers)
         canonical = "".join(
             [
@@ -150,7 +154,7 @@ class SigV4Signer:
                 "\n",
                 signed,
                 "\n",
-                UNSIGNED_PAYLOAD,
+                payload_hash,
             ]
         )
         date = date_time[:8]
@@ -236,8 +240,10 @@ class Request:
     query: str  # canonical: encoded, names sorted, every name with '='
     wire_query: str  # as sent: like botocore, a bare name (``?uploads``) has no '='
     headers: dict[str, str]  # extra headers to send and sign (lower-case names)
-    body: Any  # None, bytes-like, or a sized async iterable (memoryview slices, a FileRange)
-    length: int
+    body: Any  # None, bytes-like, a sized async iterable (memoryview slices, a FileRange),
+    # or a TrailerBody (sent aws-chunked)
+    length: int  # Content-Length: the encoded length of a TrailerBody
+    payload_hash: str = UNSIGNED_PAYLOAD
 
 
 def _printable(value: str) -> bool:
@@ -325,7 +331,7 @@ def build_request(spec: OpSpec, target: Target, params: Mapping[str, Any]) -> Re
     if spec.static_query:
         query_items.append((spec.static_query, "", True))
     body: Any = None
-    length = 0
+    length = decoded = 0
     declared_length: int | None = None
     for name, value in params.items():
         if name in ("Bucket", "Key") or value is None:
@@ -336,11 +342,17 @@ def build_request(spec: OpSpec, target: Target, params: Mapping[str, Any]) -> Re
                 if body is None:
                     return None
                 length = len(body)
+            elif isinstance(value, trailer.TrailerBody):  # checksum in a trailer: no header
+                if any(p in params for p in PARAM.values()):
+                    return None
+                body, length, decoded = value, value.encoded_length, value.length
+                headers.update(trailer.request_headers(value.algorithm, decoded))
             else:
                 measured = _body_length(value)
                 if measured is None:
                     return None
                 body, length = measured
+                decoded = length
         elif name == "ContentLength":
             if not isinstance(value, int) or isinstance(value, bool):
                 return None
@@ -369,16 +381,19 @@ def build_request(spec: OpSpec, target: Target, params: Mapping[str, Any]) -> Re
                 headers[header] = meta_value
         else:
             return None
-    if declared_length is not None and declared_length != length:
+    if declared_length is not None and declared_length != decoded:
         return None
     query_items.sort()
     query = "&".join(f"{quote_value(n)}={v}" for n, v, _ in query_items)
     wire = "&".join(
         quote_value(n) if bare else f"{quote_value(n)}={v}" for n, v, bare in query_items
     )
-    return Request(
-        spec.method, target.path_prefix + quote_key(key), query, wire, headers, body, length
-    )
+    path = target.path_prefix + quote_key(key)
+    if isinstance(body, trailer.TrailerBody):
+        return Request(
+            spec.method, path, query, wire, headers, body, length, trailer.STREAMING_TRAILER
+        )
+    return Request(spec.method, path, query, wire, headers, body, length)
 
 
 def signed_headers(
@@ -391,15 +406,16 @@ def signed_headers(
 ) -> dict[str, str]:
     """Every header the request is sent with: Host, the SigV4 ones, the request's own,
     the session token, Content-Length, and the Authorization over all but the last."""
+    payload_hash = request.payload_hash
     signed = [
         ("host", target.host),
-        ("x-amz-content-sha256", UNSIGNED_PAYLOAD),
+        ("x-amz-content-sha256", payload_hash),
         ("x-amz-date", date_time),
     ]
     headers = {
         "Host": target.host,
         "X-Amz-Date": date_time,
-        "X-Amz-Content-SHA256": UNSIGNED_PAYLOAD,
+        "X-Amz-Content-SHA256": payload_hash,
         "Content-Length": str(request.length),
     }
     if token:
@@ -411,7 +427,14 @@ def signed_headers(
     if len(signed) > 3:
         signed.sort()
     headers["Authorization"] = target.signer.authorization(
-        request.method, request.path, request.query, signed, access_key, secret_key, date_time
+        request.method,
+        request.path,
+        request.query,
+        signed,
+        access_key,
+        secret_key,
+        date_time,
+        payload_hash,
     )
     return headers
 
@@ -495,6 +518,10 @@ def parse_success(operation: str, headers: Mapping[str, str], body: bytes) -> di
         etag = headers.get("ETag")
         if etag is not None:
             out["ETag"] = etag
+        for algorithm, field in PARAM.items():  # a checksum the store confirms
+            value = headers.get(f"x-amz-checksum-{algorithm.lower()}")
+            if value is not None:
+                out[field] = value
     elif operation == "CreateMultipartUpload":
         upload_id = xml_text(body, "UploadId")
         if upload_id is not None:

@@ -173,6 +173,22 @@ class FileRange:
             pos += len(block)
             yield block
 
+    def exact_blocks(self, size: int) -> Iterator[bytes]:
+        """The range as fresh ``pread`` blocks of exactly ``size`` bytes (the last may be
+        shorter): a short read is completed, so the blocks match a framing planned ahead."""
+        fd = self.file.fd
+        pos, end = self.offset, self.offset + self.length
+        while pos < end:
+            want = min(size, end - pos)
+            block = os.pread(fd, want, pos)
+            while len(block) < want:  # rare: a read cut short
+                more = os.pread(fd, want - len(block), pos + len(block))
+                if not more:
+                    raise self._shrunk()
+                block += more
+            pos += want
+            yield block
+
     async def __aiter__(self) -> AsyncIterator[bytes]:
         for block in self.blocks():
             yield block

@@ -352,6 +352,12 @@ class EngineStats:
     concurrency_changes: int = 0
     lowest_concurrency: int = 0
     by_operation: dict[str, int] = field(default_factory=dict)
+    #: trailing checksums (a part read once over HTTPS, trailer.py): None = not tried,
+    #: True = the store confirms them, False = it refused one (parts go the two-pass way)
+    trailer_checksums: bool | None = None
+    #: bodies the store confirmed with a trailing checksum / re-sent the two-pass way
+    trailer_bodies: int = 0
+    trailer_fallbacks: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {k: (dict(v) if isinstance(v, dict) else v) for k, v in self.__dict__.items()}
