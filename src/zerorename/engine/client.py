@@ -413,6 +413,8 @@ class FastClient:
                 return None
             self.sent[operation] = self.sent.get(operation, 0) + 1
             answer = await self._send(session, operation, target, request)
+            if not answer.get("ETag"):  # not an S3 answer: BadAnswer, whatever the trailer
+                return answer
             if answer.get(PARAM[body.algorithm]) != body.checksum or body.checksum is None:
                 outcome = self._trailer_off("the answer did not confirm the checksum")
                 return None

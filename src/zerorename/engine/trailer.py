@@ -184,9 +184,9 @@ class TrailerPayload(aiohttp.payload.Payload):
         await self.write_with_length(writer, None)
 
     async def write_with_length(self, writer: Any, content_length: int | None) -> None:
-        for piece in self._body.frames():
-            # framing pieces are tiny: drained with the data that follows them
-            await writer.write(piece, drain=len(piece) > 64)
+        for n, piece in enumerate(self._body.frames()):
+            # framing (even pieces) is tiny: drained with the chunk data after it
+            await writer.write(piece, drain=n % 2 == 1)
 
 
 __all__ = [
