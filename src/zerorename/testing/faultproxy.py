@@ -194,6 +194,8 @@ class FaultProxy(Service):
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self._conns: set[asyncio.Task[Any]] = set()
+        self._markers: dict[int, threading.Event] = {}  # settle(): local port -> accepted
+        self._handshaking = 0
 
     # ------------------------------------------------------------ public API
 
@@ -230,6 +232,28 @@ class FaultProxy(Service):
     def rules(self) -> list[FaultRule]:
         with self._lock:
             return list(self._rules)
+
+    def settle(self, timeout: float = 30.0) -> None:
+        """Wait until every client connection opened before this call was accepted and has
+        finished its TLS handshake, so the stats count it (a client may have given up before
+        the proxy's side of a failed handshake ended). Uses a marker connection that is
+        accepted after them (the listen queue is FIFO) and is not counted."""
+        done = threading.Event()
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as marker:
+            marker.bind((self._host, 0))  # known before the proxy can see it
+            with self._lock:
+                self._markers[marker.getsockname()[1]] = done
+            marker.settimeout(timeout)
+            marker.connect((self._host, self._port))
+            if not done.wait(timeout):
+                raise TestingError(f"FaultProxy did not accept a connection in {timeout}s")
+        deadline = threading.Event()
+        for _ in range(int(timeout * 100)):
+            with self._lock:
+                if self._handshaking == 0:
+                    return
+            deadline.wait(0.01)
+        raise TestingError(f"FaultProxy TLS handshakes still running after {timeout}s")
 
     def start(self) -> Self:
         if self._thread is not None:
@@ -302,6 +326,13 @@ class FaultProxy(Service):
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
+        peer = writer.get_extra_info("peername")
+        with self._lock:
+            marker = self._markers.pop(peer[1], None) if peer else None
+        if marker is not None:  # settle()'s connection: not a client's
+            writer.transport.abort()
+            marker.set()
+            return
         self._conns.add(task)
         self.stats._connection()
         upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
@@ -332,12 +363,17 @@ class FaultProxy(Service):
         """TLS toward the client on this connection; False (connection dropped) when the
         handshake fails, e.g. because the client refused the certificate."""
         assert self._tls is not None
+        with self._lock:
+            self._handshaking += 1
         try:
             await writer.start_tls(self._tls, ssl_handshake_timeout=_HANDSHAKE_TIMEOUT)
         except (ssl.SSLError, ConnectionError, OSError, TimeoutError):
             self.stats._handshake(None)
             writer.transport.abort()
             return False
+        finally:
+            with self._lock:
+                self._handshaking -= 1
         obj = writer.get_extra_info("ssl_object")
         cipher = obj.cipher() if obj is not None else None
         version = obj.version() if obj is not None else None
