@@ -1,0 +1,118 @@
+"""Trailing checksums under faults on the wire, over HTTPS (the TLS fault proxy in front of
+moto and Ceph RGW; the engine's default ``trailer_checksum="auto"``). A reset or a 5xx of
+the first trailer request -- the one that decides for the endpoint while the other parts
+wait -- decides nothing: it is retried with a trailer, and the store's real answer decides
+(moto takes trailers, RGW pacific refuses them once). A success that is not an S3 answer
+stays :class:`BadAnswer`, never a reason to re-send. The object and every part's ETag
+and CRC32C are the file's."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine_helpers import data_file, get, open_engine, pending_keys
+from zerorename.engine import PendingUpload, RetryConfig, errors
+from zerorename.engine.checksums import compute
+from zerorename.engine.client import FastClient, TrailerState
+from zerorename.engine.planning import MiB
+from zerorename.testing.faultproxy import FaultRule
+from zerorename.testing.targets import S3Target
+
+PART = 5 * MiB
+FAST_RETRY = RetryConfig(max_attempts=8, base_delay=0.02, max_delay=0.3, max_elapsed=120)
+
+
+def check(s3: S3Target, key: str, record: PendingUpload, data: bytes) -> None:
+    for p in record.parts:
+        piece = data[(p.number - 1) * PART : p.number * PART]
+        assert p.etag.strip('"') == hashlib.md5(piece).hexdigest(), f"part {p.number}"
+        assert p.checksum == compute("CRC32C", piece), f"part {p.number}"
+    assert get(s3, key) == data
+
+
+@pytest.mark.parametrize(
+    ("fault", "reset_after"),
+    [("reset", 0), ("reset", 256 << 10), ("reset", 3 * MiB + 1), ("internal_error", None)],
+    ids=["reset-0", "reset-256K", "reset-3M+1", "500"],
+)
+async def test_a_failed_first_trailer_request_decides_nothing(
+    s3_tls: S3Target,
+    fault_proxy: Callable[..., Any],
+    tmp_path: Path,
+    fault: str,
+    reset_after: int | None,
+) -> None:
+    """The first UploadPart (the trailer probe) is cut or answered 500 twice: retried, with
+    a trailer again; then moto confirms trailers (every part carries one) and RGW refuses
+    its first (one fallback, every part two-pass). Nothing lost either way."""
+    s3 = s3_tls
+    assert s3.endpoint_url is not None
+    proxy = fault_proxy(s3.endpoint_url)
+    proxy.add_rule(
+        FaultRule(
+            operation="UploadPart",
+            fault=fault,  # type: ignore[arg-type]
+            reset_after_bytes=reset_after,
+            schedule={1, 2},
+        )
+    )
+    config = s3.with_endpoint(proxy.url).engine_config(
+        part_size=PART, max_concurrency=3, retry=FAST_RETRY
+    )
+    assert config.trailer_checksum == "auto" and proxy.url.startswith("https:")
+    path, data = data_file(tmp_path, 4 * PART + 4321)
+    key = s3.key(f"probe-{fault}-{reset_after}.bin")
+    engine = await open_engine(config, "writes")
+    async with engine:
+        record = await engine.upload(s3.bucket, key, path, defer=True)
+        await engine.complete(record)
+        stats = engine.stats
+        client = engine._client
+        assert isinstance(client, FastClient)
+        states = list(client.trailer_states.values())
+    assert proxy.stats.faults("UploadPart", fault) == 2
+    assert stats.fatal_errors == 0
+    if s3.name.startswith("moto"):
+        assert (stats.trailer_checksums, stats.trailer_bodies) == (True, 5)
+        assert stats.trailer_fallbacks == 0 and states == [TrailerState.ON]
+        assert proxy.stats.requests("UploadPart") == 5 + 2
+    else:
+        assert (stats.trailer_checksums, stats.trailer_bodies) == (False, 0)
+        assert stats.trailer_fallbacks == 1 and states == [TrailerState.OFF]
+        assert proxy.stats.requests("UploadPart") == 5 + 2 + 1
+    check(s3, key, record, data)
+    assert pending_keys(s3) == []
+
+
+@pytest.mark.parametrize(
+    "moto_s3", [pytest.param("moto-https", marks=pytest.mark.https)], indirect=True
+)
+@pytest.mark.parametrize("fault", ["html_200", "strip_etag"])
+async def test_a_success_that_is_not_s3s_is_bad_answer_not_a_refusal(
+    moto_s3: S3Target, fault_proxy: Callable[..., Any], tmp_path: Path, fault: str
+) -> None:
+    """A 200 HTML page, or moto's answer stripped of its ETag, to the trailer probe:
+    BadAnswer naming the endpoint, not retried and not re-sent two-pass; the upload is
+    aborted. (RGW refuses the probe itself: its 400 is a refusal, tested above.)"""
+    s3 = moto_s3
+    assert s3.endpoint_url is not None
+    proxy = fault_proxy(s3.endpoint_url)
+    proxy.add_rule(FaultRule(operation="UploadPart", fault=fault, schedule={1}))  # type: ignore[arg-type]
+    config = s3.with_endpoint(proxy.url).engine_config(
+        part_size=PART, max_concurrency=2, retry=FAST_RETRY
+    )
+    path, _ = data_file(tmp_path, 2 * PART + 1)
+    engine = await open_engine(config, "writes")
+    async with engine:
+        with pytest.raises(errors.BadAnswer) as info:
+            await engine.upload(s3.bucket, s3.key("bad.bin"), path, defer=True)
+        stats = engine.stats
+    assert proxy.url in str(info.value)
+    assert stats.trailer_fallbacks == 0 and stats.retries == 0
+    assert stats.trailer_checksums is None  # nothing learnt about trailers
+    assert pending_keys(s3) == []
