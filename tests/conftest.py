@@ -12,10 +12,11 @@ Fixtures (names fixed by the project's test contract):
 
 HTTPS: one CA per session (zerorename.testing.tls.session_tls). RGW serves HTTPS natively
 (beast ssl_endpoint, same gateway as HTTP); moto is reached through a FaultProxy in TLS mode
-with no rules. Mark a test (or module: pytestmark) with ``also_https`` to run it over HTTP and
-HTTPS: its ``s3`` becomes moto, rgw, moto-https, rgw-https; its ``moto_s3`` moto, moto-https;
-its ``rgw_s3`` rgw, rgw-https. Every HTTPS instance carries the ``https`` marker
-(``-m "not https"`` skips them all).
+with no rules. An HTTPS target's ``ca_bundle`` is also in AWS_CA_BUNDLE while its test runs
+(subprocesses, CLIs and engines made without the target verify with it). Mark a test (or a
+module: pytestmark) with ``also_https`` to run it over HTTP and HTTPS: its ``s3`` becomes
+moto, rgw, moto-https, rgw-https; its ``moto_s3`` moto, moto-https; its ``rgw_s3`` rgw,
+rgw-https. Every HTTPS instance carries the ``https`` marker (``-m "not https"`` skips them).
 
 RGW policy: missing binaries skip the rgw tests with a reason, unless CI=true or
 ZR_REQUIRE_RGW=1 (then the run stops with what to install). ZR_SKIP_RGW=1 skips them on purpose.
@@ -229,6 +230,8 @@ def _fresh_bucket_target(
         addressing_style="path",
         ca_bundle=str(session_tls().ca_bundle) if https else None,
     )
+    if target.ca_bundle is not None:  # for subprocesses and clients made without the target
+        request.getfixturevalue("monkeypatch").setenv("AWS_CA_BUNDLE", target.ca_bundle)
     client = target.boto3_client()
     client.create_bucket(Bucket=target.bucket)
     try:

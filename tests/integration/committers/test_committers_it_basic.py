@@ -20,6 +20,7 @@ from zerorename.committers import CommitProgress, SuccessData, TaskCommitSummary
 from zerorename.testing.targets import S3Target
 
 
+@pytest.mark.also_https
 @pytest.mark.parametrize("kind", ["magic", "staging", "partitioned"])
 async def test_commit_is_complete_and_nothing_visible_before(
     s3: S3Target, kind: str, tmp_path

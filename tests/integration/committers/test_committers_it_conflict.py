@@ -43,6 +43,7 @@ async def run_job(s3: S3Target, kind: str, conflict: str, tmp, files: dict[str, 
         return job
 
 
+@pytest.mark.also_https
 @pytest.mark.parametrize("kind", ["magic", "staging"])
 async def test_fail_refuses_before_completing_anything(s3: S3Target, kind: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
     prefix = dest_prefix(s3)
@@ -84,6 +85,7 @@ async def test_append_keeps_old_files(s3: S3Target, tmp_path) -> None:  # type: 
     }
 
 
+@pytest.mark.also_https
 async def test_replace_destination(s3: S3Target, tmp_path) -> None:  # type: ignore[no-untyped-def]
     prefix = dest_prefix(s3)
     seed(s3, prefix)

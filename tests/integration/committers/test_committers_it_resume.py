@@ -113,6 +113,7 @@ def kill_half_way(s3: S3Target, job_id: str, summaries: Path) -> None:
         proc.wait()
 
 
+@pytest.mark.also_https
 async def test_sigkilled_commit_then_resume(s3: S3Target, tmp_path: Path) -> None:
     prefix = dest_prefix(s3)
     job_id, summaries, expected = await prepare(s3, tmp_path)
