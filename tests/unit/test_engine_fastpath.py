@@ -21,23 +21,25 @@ from botocore.awsrequest import AWSRequest, AWSResponse
 from botocore.config import Config
 from botocore.credentials import Credentials
 
+from zerorename.engine.fastanswers import (
+    client_error,
+    connection_error,
+    is_error_200,
+    is_redirect,
+    parse_success,
+    xml_text,
+)
 from zerorename.engine.fastpath import (
     PROBE_KEY,
     SigV4Signer,
     Target,
     build_request,
-    client_error,
     complete_body,
-    connection_error,
     host_header,
-    is_error_200,
-    is_redirect,
     op_spec,
-    parse_success,
     quote_key,
     signed_headers,
     target_for,
-    xml_text,
 )
 
 AK, SK = "AKIDEXAMPLEFASTPATH1", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"

@@ -20,13 +20,13 @@ from hypothesis import strategies as st
 from zerorename.engine.answers import endpoint_of, require
 from zerorename.engine.config import EngineConfig, RetryConfig
 from zerorename.engine.errors import BadAnswer, CertificateError, ConfigError, RecordError
+from zerorename.engine.fastanswers import connection_error
 from zerorename.engine.fastpath import (
     HOT_OPERATIONS,
     OpSpec,
     SigV4Signer,
     Target,
     build_request,
-    connection_error,
 )
 from zerorename.engine.records import PartInfo, PendingUpload
 from zerorename.engine.retry import FailureKind, certificate_failure, classify, translate

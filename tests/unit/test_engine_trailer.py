@@ -21,7 +21,9 @@ from botocore.httpchecksum import AwsChunkedWrapper, Crc32Checksum, Sha256Checks
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from zerorename.engine.answers import require_checksum
 from zerorename.engine.checksums import PARAM, compute
+from zerorename.engine.errors import BadAnswer
 from zerorename.engine.fastpath import (
     UNSIGNED_PAYLOAD,
     build_request,
@@ -35,6 +37,7 @@ from zerorename.engine.trailer import (
     STREAMING_TRAILER,
     TrailerBody,
     TrailerPayload,
+    confirms,
     encoded_length,
     header_name,
     refused,
@@ -296,3 +299,31 @@ def test_which_answers_refuse_trailers(
     status: int, code: str, confirmed: bool, expected: bool
 ) -> None:
     assert refused(status, code, confirmed=confirmed) is expected
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        ({"ETag": '"e"', "ChecksumCRC32C": "AAAAAA=="}, True),
+        ({"ETag": '"e"'}, False),  # no echo: not known to have decoded aws-chunked
+        ({"ETag": '"e"', "ChecksumCRC32C": "BBBBBB=="}, False),
+        ({"ETag": '"e"', "ChecksumCRC32": "AAAAAA=="}, False),  # another algorithm's
+    ],
+)
+def test_what_confirms_a_trailing_checksum(answer: dict[str, str], expected: bool) -> None:
+    assert confirms(answer, "CRC32C", "AAAAAA==") is expected
+    assert confirms(answer, "CRC32C", None) is False  # nothing was sent whole
+
+
+def test_an_answer_confirming_another_checksum_is_bad_answer() -> None:
+    """Either send path: a checksum the store confirms must be the one computed over the
+    bytes sent; none confirmed is no contradiction (RGW pacific ignores checksums)."""
+    where = {"endpoint": "https://s3.example", "bucket": "bkt", "key": "k"}
+    require_checksum({"ETag": '"e"'}, "UploadPart", "ChecksumCRC32C", "AAAAAA==", **where)
+    require_checksum(
+        {"ChecksumCRC32C": "AAAAAA=="}, "UploadPart", "ChecksumCRC32C", "AAAAAA==", **where
+    )
+    with pytest.raises(BadAnswer, match=r"https://s3\.example confirmed checksum 'BBBBBB=='"):
+        require_checksum(
+            {"ChecksumCRC32C": "BBBBBB=="}, "UploadPart", "ChecksumCRC32C", "AAAAAA==", **where
+        )

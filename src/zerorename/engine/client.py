@@ -18,11 +18,17 @@ from aiobotocore.session import AioSession, get_session
 from yarl import URL
 
 from zerorename.engine import trailer
-from zerorename.engine.checksums import PARAM
 from zerorename.engine.config import EngineConfig
 from zerorename.engine.errors import ConfigError
-from zerorename.engine.fastpath import (
+from zerorename.engine.fastanswers import (
     CLOSING_TAGS,
+    client_error,
+    connection_error,
+    is_error_200,
+    is_redirect,
+    parse_success,
+)
+from zerorename.engine.fastpath import (
     HOT_OPERATIONS,
     PROBE_KEY,
     OpSpec,
@@ -30,12 +36,7 @@ from zerorename.engine.fastpath import (
     Target,
     amz_date,
     build_request,
-    client_error,
-    connection_error,
-    is_error_200,
-    is_redirect,
     op_spec,
-    parse_success,
     signed_headers,
     target_for,
 )
@@ -415,7 +416,7 @@ class FastClient:
             answer = await self._send(session, operation, target, request)
             if not answer.get("ETag"):  # not an S3 answer: BadAnswer, whatever the trailer
                 return answer
-            if answer.get(PARAM[body.algorithm]) != body.checksum or body.checksum is None:
+            if not trailer.confirms(answer, body.algorithm, body.checksum):
                 outcome = self._trailer_off("the answer did not confirm the checksum")
                 return None
             outcome = TrailerState.ON

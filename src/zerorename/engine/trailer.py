@@ -15,7 +15,7 @@ not confirm the checksum in its answer gets the part again the two-pass way; the
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import aiohttp.payload
@@ -101,6 +101,13 @@ def refused(status: int, code: str, *, confirmed: bool) -> bool:
     if code in REFUSAL_CODES or status == 501:
         return True
     return not confirmed and 400 <= status < 500 and status not in _NOT_REFUSALS
+
+
+def confirms(answer: Mapping[str, Any], algorithm: str, checksum: str | None) -> bool:
+    """Whether a store's answer to a trailer request confirms the checksum of the bytes
+    sent (AWS and moto echo it). One that does not may not have decoded aws-chunked at
+    all (it would hold the framing as data): such a store gets parts the two-pass way."""
+    return checksum is not None and answer.get(PARAM[algorithm]) == checksum
 
 
 # -- the body ----------------------------------------------------------------------------
@@ -197,6 +204,7 @@ __all__ = [
     "TrailerPayload",
     "chunk_head",
     "chunk_sizes",
+    "confirms",
     "encoded_length",
     "final_chunk",
     "header_name",
