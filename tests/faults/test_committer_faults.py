@@ -321,6 +321,7 @@ async def test_failed_commit_kept_for_resume_finishes_exactly_once(
 # ---------------------------------------------------------------- 4. lost answers
 
 
+@pytest.mark.also_https
 @pytest.mark.parametrize("conflict", ["append", "fail"])
 async def test_lost_answers_still_give_exactly_once_results(
     s3: S3Target, fault_proxy: Callable[..., Any], tmp_path: Path, conflict: str

@@ -132,6 +132,7 @@ async def test_connection_reset_mid_body_is_retried(
     assert md5_of(s3, key) == hashlib.md5(data).hexdigest()
 
 
+@pytest.mark.also_https
 async def test_stall_hits_read_timeout_and_is_retried(
     moto_s3: S3Target, fault_proxy: Callable[..., Any]
 ) -> None:
@@ -156,6 +157,7 @@ async def test_latency_is_survived(moto_s3: S3Target, fault_proxy: Callable[...,
     assert proxy.stats.faults(kind="latency") >= 3
 
 
+@pytest.mark.also_https
 async def test_lost_complete_response_is_recognised(
     s3: S3Target, fault_proxy: Callable[..., Any]
 ) -> None:
@@ -234,6 +236,7 @@ async def test_same_size_racer_during_a_retried_complete_is_not_taken_for_ours(
     assert proxy.stats.faults("CompleteMultipartUpload", "reset") == 1
 
 
+@pytest.mark.also_https
 @pytest.mark.parametrize("fast", [True, False], ids=["fast_path", "botocore"])
 async def test_every_hot_call_is_retried_the_same_either_way(
     s3: S3Target, fault_proxy: Callable[..., Any], fast: bool
