@@ -20,6 +20,7 @@ from yarl import URL
 from zerorename.engine import trailer
 from zerorename.engine.config import EngineConfig
 from zerorename.engine.errors import ConfigError
+from zerorename.engine.events import log
 from zerorename.engine.fastanswers import (
     CLOSING_TAGS,
     client_error,
@@ -417,7 +418,7 @@ class FastClient:
             if not answer.get("ETag"):  # not an S3 answer: BadAnswer, whatever the trailer
                 return answer
             if not trailer.confirms(answer, body.algorithm, body.checksum):
-                outcome = self._trailer_off("the answer did not confirm the checksum")
+                outcome = self._trailer_off(origin, "the answer did not confirm the checksum")
                 return None
             outcome = TrailerState.ON
             self._stats.trailer_bodies += 1
@@ -432,7 +433,7 @@ class FastClient:
             code = str(exc.response.get("Error", {}).get("Code") or "")
             if not trailer.refused(status, code, confirmed=state is TrailerState.ON):
                 raise
-            outcome = self._trailer_off(f"{status} {code}".strip())
+            outcome = self._trailer_off(origin, f"{status} {code}".strip())
             return None
         finally:
             self._trailer_settle(origin, state, outcome)
@@ -469,8 +470,16 @@ class FastClient:
             if event is not None:
                 event.set()
 
-    def _trailer_off(self, why: str) -> TrailerState:
-        """The endpoint takes no trailers (the caller re-sends two-pass): counted."""
+    def _trailer_off(self, origin: str, why: str) -> TrailerState:
+        """The endpoint takes no trailers (the caller re-sends two-pass): counted, and
+        said once per endpoint in the log (its origin and the store's answer only)."""
+        if self.trailer_states.get(origin) is not TrailerState.OFF:
+            log.info(
+                "%s takes no trailing checksums (%s): parts go the two-pass way "
+                "(a checksum pass, then the send)",
+                origin,
+                why,
+            )
         self.trailer_refusal = why
         self._stats.trailer_checksums = False
         self._stats.trailer_fallbacks += 1
