@@ -4,6 +4,12 @@ Executors (Python workers forked by Spark) get credentials the way production do
 from the standard AWS chain: a shared credentials file written here, set through
 AWS_SHARED_CREDENTIALS_FILE before the JVM starts, with one profile per server
 (``zr-moto``, ``zr-rgw``) selected by the ``profile`` option.
+
+HTTPS endpoints with a private CA: the executors' Python workers (the data source's writers
+and its commit) find the CA through AWS_CA_BUNDLE in their environment, set with the Spark
+option ``spark.executorEnv.AWS_CA_BUNDLE`` (pyspark hands ``spark.executorEnv.*`` to every
+Python worker it starts); the bundle is the session's test CA plus the default CA bundle,
+so public endpoints still verify.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ pyspark = pytest.importorskip("pyspark", reason="pyspark not installed (pip inst
 pytest.importorskip("pyarrow")
 
 from zerorename.testing.targets import S3Target  # noqa: E402
+from zerorename.testing.tls import session_tls  # noqa: E402
 
 SPARK_MASTER = "local[2,3]"  # 2 task slots; a task may fail 3 times (retry tests)
 
@@ -57,6 +64,7 @@ def spark_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, st
     _CREDS_FILE.write_text("")
     (aws_dir / "config").write_text("")
     env = {
+        "ZR_SPARK_CA_BUNDLE": str(_ca_bundle(aws_dir)),
         "SPARK_LOCAL_IP": "127.0.0.1",
         "AWS_SHARED_CREDENTIALS_FILE": str(_CREDS_FILE),
         "AWS_CONFIG_FILE": str(aws_dir / "config"),
@@ -73,6 +81,16 @@ def spark_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, st
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def _ca_bundle(directory: Path) -> Path:
+    """The session's test CA followed by the default bundle (botocore's), in one PEM."""
+    from botocore.httpsession import get_cert_path
+
+    bundle = directory / "ca-bundle.pem"
+    default = Path(get_cert_path(True)).read_text()
+    bundle.write_text(session_tls().ca_bundle.read_text() + "\n" + default)
+    return bundle
 
 
 @pytest.fixture(scope="session")
@@ -94,6 +112,7 @@ def spark(spark_env: dict[str, str]) -> Iterator[Any]:
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
+        .config("spark.executorEnv.AWS_CA_BUNDLE", spark_env["ZR_SPARK_CA_BUNDLE"])
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

@@ -35,6 +35,7 @@ def _save(df: Any, zr: Any, mode: str = "append", sub: str = "out", **opts: Any)
     df.write.format("zerorename").mode(mode).options(**zr.options(**opts)).save(zr.uri(sub))
 
 
+@pytest.mark.also_https
 def test_write_parquet_reads_back(spark: Any, zr_any: Any) -> None:
     _save(_df(spark), zr_any)
     keys = zr_any.data_keys()
