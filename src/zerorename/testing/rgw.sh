@@ -260,8 +260,10 @@ export AWS_ACCESS_KEY_ID=$AK
 export AWS_SECRET_ACCESS_KEY=$SK
 export AWS_DEFAULT_REGION=us-east-1
 ENV
+    local https_json=""
+    if [ -n "$SSL_PORT" ]; then https_json=", \"https_endpoint_url\": \"https://127.0.0.1:$SSL_PORT\""; fi
     cat >"$BASE/s3.json" <<JSON
-{"endpoint_url": "http://127.0.0.1:$PORT", "region": "us-east-1", "access_key": "$AK", "secret_key": "$SK", "addressing_style": "path", "base": "$BASE"}
+{"endpoint_url": "http://127.0.0.1:$PORT"$https_json, "region": "us-east-1", "access_key": "$AK", "secret_key": "$SK", "addressing_style": "path", "base": "$BASE"}
 JSON
     local secs
     secs=$(awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $t0}")
