@@ -128,3 +128,28 @@ def test_no_engine_option_turns_verification_off() -> None:
     for bad in (False, "", 0):
         with pytest.raises(ConfigError, match="ca_bundle"):
             EngineConfig(ca_bundle=bad)  # type: ignore[arg-type]
+
+
+def test_no_cli_or_spark_option_turns_verification_off() -> None:
+    """Neither the `zerorename` command (any subcommand) nor the Spark writer has an option
+    named like a verification switch: the CA bundle is the only TLS knob (AWS_CA_BUNDLE)."""
+    import argparse
+
+    from zerorename import cli
+    from zerorename.spark_adapter.options import OPTION_DOCS
+
+    words = ("verify", "insecure", "no-ssl", "nossl", "ssl", "tls", "cert")
+
+    def options(parser: argparse.ArgumentParser) -> set[str]:
+        found: set[str] = set()
+        for action in parser._actions:
+            found.update(action.option_strings)
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    found |= options(sub)
+        return found
+
+    flags = options(cli.build_parser())
+    assert "--endpoint-url" in flags  # the walk reaches the subcommands
+    assert {f for f in flags if any(w in f.lower() for w in words)} == set()
+    assert {k for k in OPTION_DOCS if any(w in k.lower() for w in words)} == set()
