@@ -39,6 +39,7 @@ from zerorename.engine.trailer import (
     TrailerPayload,
     confirms,
     encoded_length,
+    final_chunk,
     header_name,
     refused,
     wanted,
@@ -327,3 +328,15 @@ def test_an_answer_confirming_another_checksum_is_bad_answer() -> None:
         require_checksum(
             {"ChecksumCRC32C": "BBBBBB=="}, "UploadPart", "ChecksumCRC32C", "AAAAAA==", **where
         )
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "check"),
+    [("CRC32C", 0xE3069283), ("CRC32", 0xCBF43926)],  # the standard check values
+)
+def test_checksums_of_the_check_string(algorithm: str, check: int) -> None:
+    expected = base64.b64encode(check.to_bytes(4, "big")).decode()
+    assert compute(algorithm, b"123456789") == expected
+    body = TrailerBody(b"123456789", algorithm, chunk=4)
+    assert final_chunk(header_name(algorithm), expected) in ours(body)
+    assert body.checksum == expected

@@ -50,17 +50,7 @@ def compute_blocks(algorithm: str, blocks: Iterable[Data]) -> str | None:
     """Checksum of the concatenation of ``blocks`` for ``algorithm`` (None for 'none')."""
     if algorithm == "none":
         return None
-    if algorithm in ("CRC32C", "CRC32"):
-        update = _crc32c.crc32c if algorithm == "CRC32C" else zlib.crc32
-        crc = 0
-        for block in blocks:
-            crc = update(block, crc)
-        raw = (crc & 0xFFFFFFFF).to_bytes(4, "big")
-    elif algorithm == "SHA256":
-        digest = hashlib.sha256()
-        for block in blocks:
-            digest.update(block)
-        raw = digest.digest()
-    else:
-        raise ValueError(f"unknown checksum algorithm {algorithm!r}")
-    return base64.b64encode(raw).decode("ascii")
+    running = Running(algorithm)
+    for block in blocks:
+        running.update(block)
+    return running.b64digest()
