@@ -90,13 +90,21 @@ def test_python_examples_run(readme_env: dict[str, str], monkeypatch: pytest.Mon
     assert reports == [f"reports/2026/region=2/report-{job_id}.csv"]
 
 
-def test_cli_examples_run(readme_env: dict[str, str]) -> None:
+def test_cli_examples_run(readme_env: dict[str, str], tmp_path: Path) -> None:
+    """Line by line in a fresh directory, as a user would type them (put --defer refuses
+    to overwrite a record file, so a second run in the same place would be refused)."""
     env = {**os.environ, **readme_env}
     lines = [ln for b in blocks("bash cli-example") for ln in b.splitlines() if ln.strip()]
     assert any(ln.startswith("zerorename perf") for ln in lines)
     for line in lines:
         out = subprocess.run(
-            ["bash", "-c", line], env=env, capture_output=True, text=True, timeout=300, check=False
+            ["bash", "-c", line],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
         )
         assert out.returncode == 0, f"{line}\n{out.stdout}\n{out.stderr}"
 
