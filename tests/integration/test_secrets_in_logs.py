@@ -69,6 +69,7 @@ def _secrets(s3: S3Target) -> list[str]:
     return out
 
 
+@pytest.mark.also_https
 @pytest.mark.parametrize("fast_path", [True, False], ids=["fast", "botocore"])
 async def test_no_secret_in_any_log_line(
     s3: S3Target, captured: _Capture, fast_path: bool, monkeypatch: pytest.MonkeyPatch
