@@ -55,6 +55,27 @@ def test_readme_has_the_two_commands_first() -> None:
     assert "bash scripts/test.sh" in ci.strip().splitlines()[-1]
 
 
+@pytest.mark.parametrize(
+    "cls",
+    [
+        "zerorename.engine:EngineConfig",
+        "zerorename.engine.config:RetryConfig",
+        "zerorename.committers:CommitOptions",
+    ],
+)
+def test_every_option_is_documented(cls: str) -> None:
+    """Every field of the configuration classes users build appears in the README
+    (as `name`, in the tables that give its default)."""
+    import dataclasses
+    import importlib
+
+    module, _, name = cls.partition(":")
+    fields = dataclasses.fields(getattr(importlib.import_module(module), name))
+    text = README.read_text()
+    missing = [f.name for f in fields if f"`{f.name}`" not in text]
+    assert not missing, f"{name} fields missing from README.md: {missing}"
+
+
 def test_delete_rules_name_tests_that_exist() -> None:
     """'What zerorename will and will not delete' names the tests that hold it: each file
     exists and tests something (a renamed or emptied test file turns this red)."""
