@@ -16,6 +16,10 @@ what arrived and deletes it (untimed). Clients:
   compute it).
 - ``obstore``: the Rust object_store client (obstore) with the same part size and
   concurrency, where it is installed (no checksums).
+
+Over HTTPS every client verifies the endpoint with the target's CA bundle: the engine
+(``EngineConfig.ca_bundle``), boto3 (``verify=``), obstore (``client_options
+root_certificate``, added to the system roots).
 """
 
 from __future__ import annotations
@@ -26,9 +30,12 @@ import io
 import os
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zerorename.perf.model import GiB, Meter, Target
+
+if TYPE_CHECKING:
+    from obstore.store import ClientConfig  # a type only: not importable at run time
 
 MB = 1_000_000
 _BLOCK = 1 << 20
@@ -133,9 +140,21 @@ def upload_zerorename(target: Target, params: dict[str, Any]) -> dict[str, float
             if info is None or info.size != size:
                 raise RuntimeError(f"uploaded object is {info}, expected {size} bytes")
             await engine.delete_object(target.bucket, key)
-            return _metrics(m, size, verified=1.0)
+            return _metrics(m, size, verified=1.0, **_trailer_metrics(target, engine))
 
     return run(main())
+
+
+def _trailer_metrics(target: Target, engine: Any) -> dict[str, float]:
+    """Over HTTPS: the bodies sent read-once with a trailing checksum and those re-sent the
+    two-pass way (a store refusing trailers), from the engine's stats."""
+    if not target.tls:
+        return {}
+    st = engine.stats
+    return {
+        "trailer_bodies": float(st.trailer_bodies),
+        "trailer_fallbacks": float(st.trailer_fallbacks),
+    }
 
 
 def _transfer_config(params: dict[str, Any]) -> Any:
@@ -207,7 +226,12 @@ def _obstore(target: Target) -> Any:
         kwargs["access_key_id"] = target.access_key
         kwargs["secret_access_key"] = target.secret_key
     kwargs["virtual_hosted_style_request"] = target.addressing_style == "virtual"
-    return S3Store(target.bucket, client_options={"allow_http": True}, **kwargs)
+    options: ClientConfig = {"allow_http": not target.tls}
+    if target.ca_bundle:
+        from pathlib import Path
+
+        options["root_certificate"] = Path(target.ca_bundle).read_text(encoding="ascii")
+    return S3Store(target.bucket, client_options=options, **kwargs)
 
 
 def upload_obstore(target: Target, params: dict[str, Any]) -> dict[str, float]:
@@ -273,7 +297,7 @@ def many_zerorename(target: Target, params: dict[str, Any]) -> dict[str, float]:
             if len(listed) != count or any(o.size != size for o in listed):
                 raise RuntimeError(f"{len(listed)} objects listed, expected {count} of {size} B")
             await engine.delete_objects(target.bucket, keys)
-            return _many_metrics(m, count, size)
+            return {**_many_metrics(m, count, size), **_trailer_metrics(target, engine)}
 
     return run(main())
 

@@ -5,7 +5,9 @@ target, runs every planned run ``--reps`` times (clients alternated, order rotat
 repetition) each in a fresh child process, then prints the median and min-max of every
 metric, the ratios of our clients against the baselines of the same group, and the
 scenario's notes; ``--json`` writes everything (machine, versions, settings, samples,
-summaries, ratios) and ``--plot`` a PNG.
+summaries, ratios) and ``--plot`` a PNG. Over HTTPS (``--tls`` or an https:// URL) the run
+also records the negotiated TLS version and cipher and prints what the cipher costs on
+this CPU next to the clients' CPU per GiB (perf/tlsinfo.py).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol, cast
 
-from zerorename.perf import report
+from zerorename.perf import report, tlsinfo
 from zerorename.perf.model import (
     ChildFailed,
     Run,
@@ -72,6 +74,20 @@ def add_common(p: argparse.ArgumentParser) -> None:
         "--bucket", help="bucket for aws/URL targets (embedded ones use zerorename-bench)"
     )
     g.add_argument("--create-bucket", action="store_true", help="create --bucket first")
+    g.add_argument(
+        "--tls",
+        action="store_true",
+        help="embedded targets over HTTPS, verified with a CA made for the run: the sink "
+        "serves HTTPS itself, RGW natively, moto behind a TLS front; every client is given "
+        "the CA. The JSON records the negotiated TLS version and cipher, and the report "
+        "prints the cipher's cost on this CPU as the floor of CPU s/GiB (default: off)",
+    )
+    g.add_argument(
+        "--ca-bundle",
+        metavar="FILE",
+        help="CA bundle (PEM) verifying an https:// URL target, for every client "
+        "(default: AWS_CA_BUNDLE, else the system's roots)",
+    )
     g.add_argument(
         "--region", help="region (default: AWS_REGION, else us-east-1 for embedded targets)"
     )
@@ -301,14 +317,17 @@ def main_args(args: argparse.Namespace) -> int:
             addressing_style=args.addressing_style,
             create_bucket=args.create_bucket,
             rgw_store=args.rgw_store,
+            tls=args.tls,
+            ca_bundle=args.ca_bundle,
         ) as target:
+            tls = tlsinfo.measure(target)
             plan: list[Run] = scenario.plan(args, target)
             progress = _Progress(len(plan) * max(1, int(args.reps)), args.quiet)
             try:
                 samples = execute(scenario, args, target, progress, failures, plan)
             finally:
                 progress.close()
-    except (TargetError, ChildFailed) as exc:
+    except (TargetError, ChildFailed, tlsinfo.TlsProbeError) as exc:
         print(f"zerorename perf {args.scenario}: {exc}", file=sys.stderr)
         return 1
 
@@ -322,6 +341,11 @@ def main_args(args: argparse.Namespace) -> int:
 
     print(f"\n== zerorename perf {args.scenario} on {target.name} ({target.endpoint_url}) ==")
     print(f"reps: {args.reps}; figures: median [min-max]\n")
+    if tls is not None:
+        print("\n".join(tlsinfo.describe(tls)) + "\n")
+        floors = tlsinfo.floor_notes(tls, stats)
+        if floors:
+            notes += ["client CPU over TLS against the floors (medians):", *floors]
     print(report.stats_table(stats))
     if rs:
         print("\nratios (ours / baseline, medians of the same run):\n")
@@ -352,6 +376,7 @@ def main_args(args: argparse.Namespace) -> int:
             "machine": report.machine(),
             "versions": report.versions(),
             "target": target.describe(),
+            "tls": tls,
             "settings": _settings(args),
             "samples": [s.to_json() for s in samples],
             "summary": [s.to_json() for s in stats],

@@ -36,7 +36,8 @@ DEFAULT_BUCKET = "zerorename-bench"
 class Target:
     """Where a benchmark sends its requests. Credentials: given for embedded servers,
     else None (the AWS chain: env, profile, instance role). Secrets never leave here:
-    ``describe()`` and ``repr`` leave them out."""
+    ``describe()`` and ``repr`` leave them out. ``ca_bundle``: the PEM file that verifies an
+    HTTPS endpoint with a private CA (every client is given it), else None (the defaults)."""
 
     name: str  # moto | rgw | sink | url
     endpoint_url: str | None
@@ -47,6 +48,12 @@ class Target:
     secret_key: str | None = field(default=None, repr=False)
     #: prefix under which every benchmark writes (a run id: runs never collide)
     prefix: str = "zerorename-perf"
+    ca_bundle: str | None = None
+
+    @property
+    def tls(self) -> bool:
+        """True when the endpoint is HTTPS (AWS's default endpoint is)."""
+        return (self.endpoint_url or "https:").startswith("https:")
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -55,6 +62,8 @@ class Target:
             "bucket": self.bucket,
             "region": self.region,
             "addressing_style": self.addressing_style,
+            "tls": self.tls,
+            "ca_bundle": self.ca_bundle,
         }
 
     def key(self, *parts: str) -> str:
@@ -65,8 +74,8 @@ class Target:
         return endpoint_engine_config(self, **overrides)
 
     def boto3_client(self, **config: Any) -> Any:
-        """A boto3 S3 client for this target; ``config`` goes to botocore's Config (its
-        ``s3`` addressing style is filled in unless given)."""
+        """A boto3 S3 client for this target, verifying with its CA bundle; ``config`` goes
+        to botocore's Config (its ``s3`` addressing style is filled in unless given)."""
         import boto3
         from botocore.config import Config
 
@@ -78,6 +87,7 @@ class Target:
             region_name=self.region,
             aws_access_key_id=self.access_key,
             aws_secret_access_key=self.secret_key,
+            verify=self.ca_bundle,
             config=Config(s3=s3, **config),
         )
 

@@ -6,6 +6,12 @@
 - ``aws`` or an ``http(s)://`` URL: AWS S3 or any S3-compatible store (MinIO, Ceph);
   credentials come from the AWS chain (env, profile, role); ``--bucket`` must exist
   unless ``--create-bucket`` is given.
+
+With ``tls`` an embedded target is reached over HTTPS, verified with a CA made for this run
+(``make_tls_files`` in a temp dir): the sink serves HTTPS itself, RGW natively (beast
+``ssl_endpoint``), moto behind a TLS-terminating :class:`FaultProxy` in this process (no
+faults: a front only). An ``https://`` URL is verified with ``ca_bundle`` (``--ca-bundle``),
+else ``AWS_CA_BUNDLE``, else the system's roots.
 """
 
 from __future__ import annotations
@@ -15,12 +21,18 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, suppress
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from zerorename.perf.model import DEFAULT_BUCKET, Target
+
+if TYPE_CHECKING:
+    from zerorename.testing.tls import TlsFiles
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +96,29 @@ def _moto_process() -> Iterator[str]:
             proc.wait()
 
 
+def _tls_files(stack: ExitStack) -> TlsFiles:
+    """A fresh CA and server certificate for this run, removed when the target closes."""
+    from zerorename.testing.tls import make_tls_files
+
+    directory = stack.enter_context(tempfile.TemporaryDirectory(prefix="zr-perf-tls-"))
+    return make_tls_files(directory)
+
+
+def url_ca_bundle(spec: str, ca_bundle: str | None) -> str | None:
+    """The CA bundle that verifies the URL target ``spec``: ``ca_bundle``, else
+    ``AWS_CA_BUNDLE``, else None (the system's roots). Raises TargetError for a bundle that
+    is not a readable file, or one given for a plain-HTTP endpoint."""
+    given = ca_bundle or os.environ.get("AWS_CA_BUNDLE") or None
+    if given is None:
+        return None
+    where = "--ca-bundle" if ca_bundle else "AWS_CA_BUNDLE"
+    if ca_bundle and spec.startswith("http://"):
+        raise TargetError(f"--ca-bundle is for https:// endpoints; {spec} is plain HTTP")
+    if not Path(given).is_file() or not os.access(given, os.R_OK):
+        raise TargetError(f"{where} {given} is not a readable file: give the CA bundle (PEM)")
+    return given
+
+
 def _create_bucket(target: Target) -> None:
     client = target.boto3_client()
     with suppress(client.exceptions.BucketAlreadyOwnedByYou):
@@ -99,13 +134,33 @@ def open_target(
     addressing_style: str | None = None,
     create_bucket: bool = False,
     rgw_store: str = "bluestore",
+    tls: bool = False,
+    ca_bundle: str | None = None,
 ) -> Iterator[Target]:
     """Yield a :class:`Target` for ``spec`` (moto, rgw, sink, aws or a URL); embedded
-    servers are stopped on exit. Each call gets its own run prefix."""
+    servers are stopped on exit. Each call gets its own run prefix. ``tls``: an embedded
+    server over HTTPS with this run's own CA; ``ca_bundle``: verifies an https:// URL."""
     prefix = f"zerorename-perf/{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
+    embedded = spec in EMBEDDED
+    if tls and not embedded:
+        raise TargetError(
+            f"--tls is for the embedded targets ({', '.join(EMBEDDED)}); for {spec} give an "
+            "https:// endpoint URL (and --ca-bundle FILE for a private CA)"
+        )
+    if ca_bundle and embedded:
+        raise TargetError(
+            f"--ca-bundle is for aws and URL targets; {spec} --tls makes its own CA per run"
+        )
     with ExitStack() as stack:
+        files = _tls_files(stack) if tls else None
+        bundle = str(files.ca_bundle) if files is not None else None
         if spec == "moto":
             url = stack.enter_context(_moto_process())
+            if files is not None:
+                from zerorename.testing.faultproxy import FaultProxy
+
+                front = FaultProxy(url, tls=files.server.server_context())
+                url = stack.enter_context(front).url
             target = Target(
                 "moto",
                 url,
@@ -115,13 +170,15 @@ def open_target(
                 _BENCH_KEY,
                 _BENCH_SECRET,
                 prefix,
+                bundle,
             )
             _create_bucket(target)
         elif spec == "sink":
             from zerorename.perf.sink import SinkServer
 
             b = bucket or DEFAULT_BUCKET
-            sink = stack.enter_context(SinkServer(buckets=(b,)))
+            cert = files.server if files is not None else None
+            sink = stack.enter_context(SinkServer(buckets=(b,), tls=cert))
             target = Target(
                 "sink",
                 sink.endpoint_url,
@@ -131,6 +188,7 @@ def open_target(
                 _BENCH_KEY,
                 _BENCH_SECRET,
                 prefix,
+                bundle,
             )
         elif spec == "rgw":
             from zerorename.testing.servers import RgwServer
@@ -140,16 +198,18 @@ def open_target(
                     "Ceph RGW is not installed here (needs radosgw, ceph-mon, ceph-osd): "
                     "run scripts/test.sh once, or apt-get install radosgw ceph-mon ceph-osd"
                 )
-            rgw = stack.enter_context(RgwServer(store=rgw_store))
+            cert = files.server if files is not None else None
+            rgw = stack.enter_context(RgwServer(store=rgw_store, tls=cert))
             target = Target(
                 "rgw",
-                rgw.endpoint_url,
+                rgw.https_endpoint_url if cert is not None else rgw.endpoint_url,
                 bucket or DEFAULT_BUCKET,
                 region or "us-east-1",
                 addressing_style or "path",
                 rgw.access_key,
                 rgw.secret_key,
                 prefix,
+                bundle,
             )
             _create_bucket(target)
         elif spec == "aws" or spec.startswith(("http://", "https://")):
@@ -172,6 +232,7 @@ def open_target(
                 None,
                 None,
                 prefix,
+                url_ca_bundle(spec, ca_bundle),
             )
             if create_bucket:
                 _create_bucket(target)

@@ -142,6 +142,7 @@ class _Req:
         "path",
         "q",
         "size",
+        "tail",
         "zeros",
     )
 
@@ -149,6 +150,8 @@ class _Req:
         self.method, self.path, self.q, self.h, self.op = method, path, q, h, op
         self.bucket, _, self.key = path[1:].partition("/")
         self.body: bytes | None = None
+        #: the last bytes of a discarded aws-chunked body: its trailers are in them
+        self.tail = b""
         self.size = 0
         self.zeros = 0  # set by GetObject of a discarded object: stream this many zeros
         self.close = "\r\nconnection:" in h.low and h.get("connection").lower() == "close"
@@ -207,6 +210,27 @@ def _decode_aws_chunked(raw: bytes) -> tuple[bytes, dict[str, str]]:
         if sep:
             trailers[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
     return b"".join(out), trailers
+
+
+#: bytes kept from the end of a discarded aws-chunked body (the final chunk and trailers)
+TAIL_MAX = 512
+
+
+def _tail_trailers(tail: bytes) -> dict[str, str]:
+    """The trailers of an ``aws-chunked`` body from its last bytes (the data before them
+    discarded): what follows the last final-chunk line. Empty when none is found."""
+    if not tail.endswith(b"\r\n"):
+        return {}
+    end = max(tail.rfind(b"\r\n0\r\n"), tail.rfind(b"\r\n0;"))
+    if end < 0:
+        return {}
+    eol = tail.find(b"\r\n", end + 2)
+    trailers: dict[str, str] = {}
+    for line in tail[eol + 2 :].split(b"\r\n"):
+        name, sep, value = line.partition(b":")
+        if sep:
+            trailers[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
+    return trailers
 
 
 def _parse_parts(body: bytes | None) -> list[tuple[int, str]]:

@@ -38,6 +38,7 @@ from zerorename.perf.sink.model import (
     _precondition,
     _Req,
     _S3Error,
+    _tail_trailers,
     _Upload,
 )
 
@@ -124,8 +125,8 @@ class _Sink:
         aws = "aws-chunked" in h.get("content-encoding") or "x-amz-decoded-content-length" in h
         if not aws:
             return r.body, r.size, {}
-        if r.body is None:
-            return None, int(h.get("x-amz-decoded-content-length") or 0), {}
+        if r.body is None:  # discarded: its trailers (a checksum to echo) are in its tail
+            return None, int(h.get("x-amz-decoded-content-length") or 0), _tail_trailers(r.tail)
         try:
             data, trailers = _decode_aws_chunked(r.body)
         except ValueError as exc:

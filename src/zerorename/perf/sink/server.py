@@ -1,5 +1,9 @@
 """The sink's HTTP/1.1 protocol (one asyncio BufferedProtocol per connection), its process
-entry point, and :class:`SinkServer`, which runs it as a child process."""
+entry point, and :class:`SinkServer`, which runs it as a child process.
+
+With a certificate and key (``--cert``/``--key``, ``SinkServer(tls=CertPair)``) the sink serves
+HTTPS itself (the event loop's TLS transport: no terminator in between), so a client's TLS
+cost is measured against a server that only decrypts and counts."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import json
 import os
 import selectors
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -27,6 +32,7 @@ from zerorename.perf.sink.model import (
     _RECORD_MAX,
     _ZEROS,
     KEEP_MAX,
+    TAIL_MAX,
     MiB,
     _classify,
     _Headers,
@@ -34,6 +40,7 @@ from zerorename.perf.sink.model import (
 )
 from zerorename.perf.sink.ops import _Sink
 from zerorename.testing.service import Service
+from zerorename.testing.tls import CertPair
 
 # connection states
 _HEAD, _BODY, _CSIZE, _CDATA, _CEND, _CTRAIL, _STREAM, _DEAD = range(8)
@@ -54,6 +61,7 @@ class _Conn(asyncio.BufferedProtocol):
         self.got = 0
         self.keep: bytearray | None = None
         self.keep_max = 0
+        self.tail: bytes | None = None  # the last bytes of a discarded aws-chunked body
         self.zeros = 0
         self.paused = False
         self.stash = b""
@@ -108,6 +116,10 @@ class _Conn(asyncio.BufferedProtocol):
                         self.keep = None  # too large to keep after all: only count it
                     else:
                         self.keep += view[pos : pos + k]
+                if self.tail is not None:
+                    self.tail = (self.tail + bytes(view[max(pos, pos + k - TAIL_MAX) : pos + k]))[
+                        -TAIL_MAX:
+                    ]
                 self.got += k
                 self.left -= k
                 pos += k
@@ -193,6 +205,10 @@ class _Conn(asyncio.BufferedProtocol):
             self.keep = None
         else:
             self.keep, self.keep_max = bytearray(), max(length, keep + MiB)
+        aws = "\r\nx-amz-decoded-content-length:" in h.low or "aws-chunked" in h.get(
+            "content-encoding"
+        )
+        self.tail = b"" if self.keep is None and aws and "chunked" not in te else None
         self.got = 0
         assert self.t is not None
         if length or "chunked" in te:
@@ -207,7 +223,9 @@ class _Conn(asyncio.BufferedProtocol):
         assert r is not None and t is not None
         r.size = self.got
         r.body = bytes(self.keep) if self.keep is not None else None
-        self.keep, self.req, self.state = None, None, _HEAD
+        if r.body is None and self.tail:
+            r.tail = self.tail
+        self.keep, self.tail, self.req, self.state = None, None, None, _HEAD
         t.write(self.sink.handle(r))
         if r.zeros:
             self.zeros, self.state = r.zeros, _STREAM
@@ -240,13 +258,16 @@ class _Conn(asyncio.BufferedProtocol):
 
 
 # -- process entry point ----------------------------------------------------------------------
-async def serve(host: str, port: int, buckets: Sequence[str]) -> None:
-    """Serve until SIGTERM/SIGINT or until the parent process dies; prints SINK READY <port>."""
+async def serve(
+    host: str, port: int, buckets: Sequence[str], tls: ssl.SSLContext | None = None
+) -> None:
+    """Serve (HTTPS with ``tls``) until SIGTERM/SIGINT or until the parent process dies;
+    prints SINK READY <port>."""
     loop = asyncio.get_running_loop()
     sink = _Sink(buckets)
     rbuf = memoryview(bytearray(MiB))
     server = await loop.create_server(
-        lambda: _Conn(sink, rbuf), host, port, backlog=4096, reuse_address=True
+        lambda: _Conn(sink, rbuf), host, port, backlog=4096, reuse_address=True, ssl=tls
     )
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -273,7 +294,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--bucket", action="append", default=[], help="pre-create (repeatable)")
+    parser.add_argument("--cert", help="serve HTTPS: the certificate chain (PEM)")
+    parser.add_argument("--key", help="the certificate's private key (PEM), with --cert")
     args = parser.parse_args(argv)
+    if bool(args.cert) != bool(args.key):
+        parser.error("--cert and --key go together")
+    tls = CertPair(Path(args.cert), Path(args.key)).server_context() if args.cert else None
     factory: Callable[[], asyncio.AbstractEventLoop] | None = None
     try:
         import uvloop
@@ -282,23 +308,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ImportError:
         pass
     with asyncio.Runner(loop_factory=factory) as runner:
-        runner.run(serve(args.host, args.port, args.bucket))
+        runner.run(serve(args.host, args.port, args.bucket, tls))
     return 0
 
 
 class SinkServer(Service):
-    """Runs the sink as a child process: ``with SinkServer() as s: s.endpoint_url``."""
+    """Runs the sink as a child process: ``with SinkServer() as s: s.endpoint_url``.
 
-    def __init__(self, host: str = "127.0.0.1", buckets: Sequence[str] = ("bench",)) -> None:
+    With ``tls`` (a certificate and key, e.g. ``make_tls_files(d).server``) it serves HTTPS;
+    :meth:`stats` then verifies it with the CA carried in the certificate's chain file."""
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        buckets: Sequence[str] = ("bench",),
+        tls: CertPair | None = None,
+    ) -> None:
         self.host = host
         self.buckets = tuple(buckets)
+        self.tls = tls
         self.port = 0
         self._proc: subprocess.Popen[bytes] | None = None
         self._stderr: IO[bytes] | None = None
 
     @property
     def endpoint_url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.tls is not None else 'http'}://{self.host}:{self.port}"
 
     @property
     def pid(self) -> int:
@@ -313,6 +348,8 @@ class SinkServer(Service):
         cmd = [sys.executable, "-m", "zerorename.perf.sink", "--host", self.host, "--port", "0"]
         for b in self.buckets:
             cmd += ["--bucket", b]
+        if self.tls is not None:
+            cmd += ["--cert", str(self.tls.cert), "--key", str(self.tls.key)]
         env = dict(os.environ)
         src = str(Path(__file__).resolve().parents[2])  # importable even when not installed
         env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
@@ -371,7 +408,9 @@ class SinkServer(Service):
 
     def _call(self, method: str, path: str) -> bytes:
         req = urllib.request.Request(self.endpoint_url + path, method=method)
-        with urllib.request.urlopen(req, timeout=30) as resp:
+        # the chain file ends with the CA that signed the certificate: it verifies the sink
+        ctx = ssl.create_default_context(cafile=str(self.tls.cert)) if self.tls else None
+        with urllib.request.urlopen(req, timeout=30, context=ctx) as resp:
             body: bytes = resp.read()
             return body
 
