@@ -31,6 +31,7 @@ from zerorename.committers.sync import SyncCommitter
 from zerorename.engine import EngineConfig, PendingUpload, UploadEngine
 from zerorename.engine.records import multipart_etag
 from zerorename.perf.sink import SinkServer
+from zerorename.testing.tls import make_tls_files
 
 MiB = 1024 * 1024
 BUCKET = "bench"
@@ -141,6 +142,38 @@ def test_aws_chunked_body_is_decoded(sink: SinkServer, prefix: str) -> None:
     assert resp.status == 200 and resp.getheader("x-amz-checksum-crc32") == crc
     got = client(sink).get_object(Bucket=BUCKET, Key=prefix + "chunked.json")
     assert got["Body"].read() == payload and got["ContentLength"] == len(payload)
+
+
+@pytest.mark.parametrize("chunk", [1 * MiB, 65536, 999_983])
+def test_upload_part_trailer_is_echoed_though_the_part_is_discarded(
+    sink: SinkServer, prefix: str, chunk: int
+) -> None:
+    """Part data is only counted, never kept; the trailing checksum (read from the body's
+    last bytes) is still answered, as S3 does, so a client's trailer is confirmed."""
+    c = client(sink)
+    key = prefix + "trailer"
+    upload_id = c.create_multipart_upload(Bucket=BUCKET, Key=key)["UploadId"]
+    payload = os.urandom(6 * MiB + 7)
+    crc = b64encode(zlib.crc32(payload).to_bytes(4, "big")).decode()
+    pieces = [payload[i : i + chunk] for i in range(0, len(payload), chunk)]
+    framed = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces)
+    framed += b"0\r\nx-amz-checksum-crc32:%s\r\n\r\n" % crc.encode()
+    resp = raw(
+        sink,
+        "PUT",
+        f"/{BUCKET}/{key}?partNumber=1&uploadId={upload_id}",
+        framed,
+        **{
+            "Content-Encoding": "aws-chunked",
+            "x-amz-decoded-content-length": str(len(payload)),
+            "x-amz-trailer": "x-amz-checksum-crc32",
+            "x-amz-content-sha256": "STREAMING-UNSIGNED-PAYLOAD-TRAILER",
+        },
+    )
+    assert resp.status == 200 and resp.getheader("x-amz-checksum-crc32") == crc
+    parts = c.list_parts(Bucket=BUCKET, Key=key, UploadId=upload_id)["Parts"]
+    assert [(p["PartNumber"], p["Size"]) for p in parts] == [(1, len(payload))]
+    c.abort_multipart_upload(Bucket=BUCKET, Key=key, UploadId=upload_id)
 
 
 def test_transfer_encoding_chunked_body(sink: SinkServer, prefix: str) -> None:
@@ -505,3 +538,38 @@ def test_child_exits_when_its_parent_dies(tmp_path: Path) -> None:
 def test_start_failure_reports_stderr() -> None:
     with pytest.raises(RuntimeError, match="sink"):
         SinkServer(host="256.0.0.1").start()
+
+
+# -- HTTPS ---------------------------------------------------------------------------------
+async def test_the_sink_serves_https_itself(tmp_path: Path) -> None:
+    """With a certificate the sink is an HTTPS server (no terminator in front): boto3 and the
+    engine verify it with the CA, the engine's parts go read-once with a trailing checksum
+    the sink confirms, stats() works over HTTPS, and a client without the CA is refused."""
+    files = make_tls_files(tmp_path / "tls")
+    with SinkServer(buckets=(BUCKET,), tls=files.server) as tls_sink:
+        assert tls_sink.endpoint_url.startswith("https://127.0.0.1:")
+        s3 = client(tls_sink)
+        c = boto3.client(
+            "s3",
+            endpoint_url=tls_sink.endpoint_url,
+            region_name="us-east-1",
+            aws_access_key_id="x",
+            aws_secret_access_key="y",
+            verify=str(files.ca_bundle),
+            config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}),
+        )
+        c.put_object(Bucket=BUCKET, Key="a.json", Body=b"{}")
+        assert c.get_object(Bucket=BUCKET, Key="a.json")["Body"].read() == b"{}"
+        data = tmp_path / "data.bin"
+        data.write_bytes(os.urandom(11 * MiB))
+        cfg = engine_config(tls_sink, part_size=5 * MiB, ca_bundle=str(files.ca_bundle))
+        async with UploadEngine(cfg) as eng:
+            await eng.upload(BUCKET, "big", data)
+            info = await eng.head_object(BUCKET, "big")
+            assert info is not None and info.size == 11 * MiB
+            assert eng.stats.trailer_checksums is True
+            assert (eng.stats.trailer_bodies, eng.stats.trailer_fallbacks) == (3, 0)
+        stats = tls_sink.stats()
+        assert stats["requests"]["UploadPart"] == 3 and stats["bytes_received"] >= 11 * MiB
+        with pytest.raises(Exception, match=r"CERTIFICATE_VERIFY_FAILED|certificate verify"):
+            s3.list_objects_v2(Bucket=BUCKET)

@@ -14,6 +14,9 @@ what arrived and deletes it (untimed). Clients:
 - ``boto3-matched``: the same with the engine's settings: unsigned payload, checksums
   only as asked, and the same checksum algorithm (or CRC32 when botocore cannot
   compute it).
+- ``boto3-when-required``: ``boto3-default`` with checksums only where S3 requires them
+  (``request_checksum_calculation="when_required"``): boto3 >= 1.36 as Ceph and MinIO users
+  run it, since stores that refuse its trailing checksums over HTTPS exist.
 - ``obstore``: the Rust object_store client (obstore) with the same part size and
   concurrency, where it is installed (no checksums).
 
@@ -169,9 +172,17 @@ def _transfer_config(params: dict[str, Any]) -> Any:
     )
 
 
-def _boto3(target: Target, params: dict[str, Any], matched: bool) -> tuple[Any, dict[str, Any]]:
-    """A boto3 client and the ExtraArgs for a boto3 run (see the module docstring)."""
+def _boto3(
+    target: Target, params: dict[str, Any], matched: bool | str
+) -> tuple[Any, dict[str, Any]]:
+    """A boto3 client and the ExtraArgs for a boto3 run (see the module docstring);
+    ``matched``: False (default), True (matched) or "when_required"."""
     pool = int(params.get("pool") or params["concurrency"])
+    if matched == "when_required":
+        client = target.boto3_client(
+            max_pool_connections=pool, request_checksum_calculation="when_required"
+        )
+        return client, {}
     if not matched:
         return target.boto3_client(max_pool_connections=pool), {}
     client = target.boto3_client(
@@ -184,7 +195,7 @@ def _boto3(target: Target, params: dict[str, Any], matched: bool) -> tuple[Any, 
     return client, ({} if algo == "none" else {"ChecksumAlgorithm": algo})
 
 
-def _upload_boto3(target: Target, params: dict[str, Any], matched: bool) -> dict[str, float]:
+def _upload_boto3(target: Target, params: dict[str, Any], matched: bool | str) -> dict[str, float]:
     client, extra = _boto3(target, params, matched)
     config = _transfer_config(params)
     size = int(params["size"])
@@ -214,6 +225,10 @@ def upload_boto3_default(target: Target, params: dict[str, Any]) -> dict[str, fl
 
 def upload_boto3_matched(target: Target, params: dict[str, Any]) -> dict[str, float]:
     return _upload_boto3(target, params, matched=True)
+
+
+def upload_boto3_when_required(target: Target, params: dict[str, Any]) -> dict[str, float]:
+    return _upload_boto3(target, params, matched="when_required")
 
 
 def _obstore(target: Target) -> Any:
@@ -302,7 +317,7 @@ def many_zerorename(target: Target, params: dict[str, Any]) -> dict[str, float]:
     return run(main())
 
 
-def _many_boto3(target: Target, params: dict[str, Any], matched: bool) -> dict[str, float]:
+def _many_boto3(target: Target, params: dict[str, Any], matched: bool | str) -> dict[str, float]:
     from s3transfer.manager import TransferManager
 
     client, extra = _boto3(target, params, matched)
@@ -339,6 +354,10 @@ def many_boto3_default(target: Target, params: dict[str, Any]) -> dict[str, floa
 
 def many_boto3_matched(target: Target, params: dict[str, Any]) -> dict[str, float]:
     return _many_boto3(target, params, matched=True)
+
+
+def many_boto3_when_required(target: Target, params: dict[str, Any]) -> dict[str, float]:
+    return _many_boto3(target, params, matched="when_required")
 
 
 def many_obstore(target: Target, params: dict[str, Any]) -> dict[str, float]:

@@ -24,6 +24,7 @@ _FUNCS = {
     "zerorename-matched": "zerorename.perf.clients:many_zerorename",
     "boto3-default": "zerorename.perf.clients:many_boto3_default",
     "boto3-matched": "zerorename.perf.clients:many_boto3_matched",
+    "boto3-when-required": "zerorename.perf.clients:many_boto3_when_required",
     "obstore": "zerorename.perf.clients:many_obstore",
 }
 
@@ -35,8 +36,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--clients",
-        default=",".join(CLIENTS),
-        help="comma-separated subset of " + ", ".join(CLIENTS) + " (default: all)",
+        default=",".join(upload_scenario.DEFAULT_CLIENTS),
+        help="comma-separated subset of " + ", ".join(CLIENTS) + " (default: all but "
+        "boto3-when-required)",
     )
 
 

@@ -1,0 +1,192 @@
+"""The perf harness over HTTPS: ``--tls`` on the sink, moto and RGW, an https:// URL with
+``--ca-bundle``, and every measured client verifying the certificate.
+
+Smoke tests at tiny sizes (no figure is compared with a time or a rate): the scenarios run
+over TLS, every client's run is verified, the JSON records the negotiated TLS and the
+floors, and a client given the wrong CA fails instead of going on unverified.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_perf_harness import TINY, check_doc
+
+from zerorename.perf.model import ChildFailed, Target, run_in_child
+from zerorename.perf.sink import SinkServer
+from zerorename.testing.servers import RgwServer
+from zerorename.testing.tls import make_tls_files
+
+COMMIT = ["--uploads", "20", "--pendingsets", "2", "--prepare-concurrency", "8"]
+ARGS = {**TINY, "commit": COMMIT}
+#: boto3's default (a trailing checksum over HTTPS) and boto3-matched (CRC32 as a trailer)
+#: are refused by RGW pacific (MissingContentLength): on RGW boto3 runs when_required
+CLIENTS = {
+    "rgw": "zerorename,boto3-when-required,obstore",
+    "sink": "zerorename,boto3-default,boto3-matched,boto3-when-required,obstore",
+    "moto": "zerorename,boto3-default,boto3-matched,boto3-when-required,obstore",
+}
+
+
+def perf(args: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "zerorename.perf", *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+
+
+def run_ok(args: list[str], tmp_path: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
+    out = tmp_path / "out.json"
+    proc = perf([*args, "--json", str(out), "--quiet"], env)
+    assert proc.returncode == 0, f"{args}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    doc: dict[str, Any] = json.loads(out.read_text())
+    doc["_stdout"] = proc.stdout
+    return doc
+
+
+def check_tls(doc: dict[str, Any]) -> None:
+    """The target was HTTPS, the probe negotiated TLS, the floors were measured and shown."""
+    assert doc["target"]["tls"] is True and doc["target"]["endpoint_url"].startswith("https://")
+    tls = doc["tls"]
+    assert tls["version"].startswith("TLSv1.") and tls["cipher"] and tls["bits"] >= 128
+    assert tls["aead"] in ("AES-128-GCM", "AES-256-GCM", "ChaCha20-Poly1305"), tls
+    assert tls["aead_s_per_gib"] > 0 and tls["ssl_seal_s_per_gib"] > 0
+    assert f"TLS: {tls['version']} {tls['cipher']}" in doc["_stdout"]
+    assert f"floor: {tls['aead']} costs" in doc["_stdout"]
+
+
+@pytest.mark.parametrize("scenario", ["upload", "many", "commit"])
+@pytest.mark.parametrize("target", ["sink", "moto", "rgw"])
+def test_scenarios_over_tls(target: str, scenario: str, tmp_path: Path) -> None:
+    if target == "rgw" and not RgwServer.available():
+        pytest.skip("Ceph RGW is not installed here")
+    args = [scenario, "--target", target, "--tls", "--reps", "1", *ARGS[scenario]]
+    if scenario != "commit":
+        args += ["--clients", CLIENTS[target]]
+    if target == "rgw":
+        args += ["--rgw-store", "memstore"]
+    doc = run_ok(args, tmp_path)
+    check_doc(doc, scenario, reps=1)
+    check_tls(doc)
+    assert doc["failures"] == []
+    clients = {s["client"] for s in doc["samples"]}
+    wanted = set(CLIENTS[target].split(",")) if scenario != "commit" else set()
+    assert clients >= wanted | {"zerorename"}
+    if scenario == "upload":
+        ours = [s["metrics"] for s in doc["samples"] if s["client"] == "zerorename"]
+        # the engine's file parts went read-once with a trailing checksum; RGW refuses it
+        # once (one fallback), then every part goes the two-pass way
+        bodies = 0 if target == "rgw" else 2
+        assert [(m["trailer_bodies"], m["trailer_fallbacks"]) for m in ours] == [
+            (bodies, int(target == "rgw"))
+        ]
+        floors = [n for n in doc["notes"] if "x the " + doc["tls"]["aead"] + " floor" in n]
+        assert {n.split()[0] for n in floors} >= wanted
+
+
+def test_an_https_url_target_is_verified_with_ca_bundle(tmp_path: Path) -> None:
+    """--ca-bundle (or AWS_CA_BUNDLE) verifies an https:// endpoint for every client; without
+    it the run refuses before measuring anything, in one line naming the fix."""
+    files = make_tls_files(tmp_path / "tls")
+    env = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "benchsecret"}
+    env["AWS_DEFAULT_REGION"] = "us-east-1"
+    with SinkServer(buckets=("urlbucket",), tls=files.server) as sink:
+        base = ["many", "--target", sink.endpoint_url, "--bucket", "urlbucket", "--reps", "1"]
+        base += [*TINY["many"], "--clients", CLIENTS["sink"]]
+        doc = run_ok([*base, "--ca-bundle", str(files.ca_bundle)], tmp_path, env)
+        check_doc(doc, "many", reps=1)
+        check_tls(doc)
+        assert doc["target"]["name"] == "url" and doc["failures"] == []
+        assert doc["target"]["ca_bundle"] == str(files.ca_bundle)
+
+        doc = run_ok(base, tmp_path, {**env, "AWS_CA_BUNDLE": str(files.ca_bundle)})
+        assert doc["target"]["ca_bundle"] == str(files.ca_bundle) and doc["failures"] == []
+
+        no_ca = {k: v for k, v in os.environ.items() if k != "AWS_CA_BUNDLE"}
+        proc = subprocess.run(
+            [sys.executable, "-m", "zerorename.perf", *base],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**no_ca, **env},
+            check=False,
+        )
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        err = proc.stderr.strip().splitlines()
+        assert len(err) == 1 and sink.endpoint_url in err[0], err
+        assert "certificate not trusted" in err[0] and "--ca-bundle" in err[0], err
+        assert "[perf" not in proc.stderr  # nothing was measured
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--target", "https://127.0.0.1:9", "--bucket", "b", "--tls"], "--tls is for the"),
+        (["--target", "sink", "--ca-bundle", "/etc/hostname"], "--ca-bundle is for aws"),
+        (
+            ["--target", "https://127.0.0.1:9", "--bucket", "b", "--ca-bundle", "/nope.pem"],
+            "not a readable file",
+        ),
+        (
+            ["--target", "http://127.0.0.1:9", "--bucket", "b", "--ca-bundle", "/etc/hostname"],
+            "plain HTTP",
+        ),
+    ],
+)
+def test_tls_options_that_cannot_apply_are_refused(args: list[str], words: str) -> None:
+    proc = perf(["many", *args, "--count", "1", "--reps", "1"])
+    assert proc.returncode == 1 and words in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+CLIENT_FUNCS = [
+    "upload_zerorename",
+    "upload_boto3_default",
+    "upload_boto3_matched",
+    "upload_boto3_when_required",
+    "upload_obstore",
+    "many_zerorename",
+    "many_boto3_default",
+    "many_obstore",
+]
+
+
+@pytest.fixture(scope="module")
+def tls_sink(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    files = make_tls_files(tmp_path_factory.mktemp("tls"))
+    with SinkServer(buckets=("bench-tls",), tls=files.server) as sink:
+        yield sink, files
+
+
+@pytest.mark.parametrize("func", CLIENT_FUNCS)
+def test_every_client_verifies_the_certificate(tls_sink: Any, func: str) -> None:
+    """Each measured client, given a CA that did not sign the sink's certificate, fails (a
+    client that skipped verification would upload); given the right one, it succeeds."""
+    sink, files = tls_sink
+    other = make_tls_files(Path(files.directory) / "other")
+    target = Target("sink", sink.endpoint_url, "bench-tls", access_key="k", secret_key="s")
+    size = 6 * 1024 * 1024
+    params = {
+        "size": size if func.startswith("upload") else 1024,
+        "count": 2,
+        "part_size": 5 * 1024 * 1024,
+        "concurrency": 2,
+        "source": "memory",
+        "checksum": "CRC32C",
+        "matched_checksum": "CRC32",
+    }
+    fn = "zerorename.perf.clients:" + func
+    with pytest.raises(ChildFailed, match=r"(?i)certificate|UnknownIssuer|invalid peer"):
+        run_in_child(fn, Target(**{**target.to_json(), "ca_bundle": str(other.ca_bundle)}), params)
+    good = Target(**{**target.to_json(), "ca_bundle": str(files.ca_bundle)})
+    assert run_in_child(fn, good, params)["verified"] == 1.0
