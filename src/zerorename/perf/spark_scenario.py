@@ -159,8 +159,12 @@ def _spark(memory: str) -> Any:
 
 
 def _child_env(target: Target) -> None:
-    """Set before the JVM starts: Spark's Python workers inherit it."""
+    """Set before the JVM starts: Spark's Python workers inherit it (over HTTPS with a
+    private CA, ``AWS_CA_BUNDLE`` too: the writers' engines and the rename baseline's boto3
+    verify with it)."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if target.ca_bundle:
+        os.environ["AWS_CA_BUNDLE"] = target.ca_bundle
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     if target.access_key is not None and target.secret_key is not None:
