@@ -173,7 +173,8 @@ def describe(info: dict[str, Any]) -> list[str]:
     lines.append(
         f"Python's ssl ({info['openssl']}) seals {info['record_bytes'] // 1024} KiB writes "
         f"into TLS records for {info['ssl_seal_s_per_gib']:.3f} CPU s/GiB "
-        f"({info['ssl_seal_cipher']}): no Python client's TLS sends for less"
+        f"({info['ssl_seal_cipher']}): no client on Python's ssl sends for less (obstore "
+        "uses rustls)"
     )
     return lines
 
