@@ -132,13 +132,14 @@ def test_no_engine_option_turns_verification_off() -> None:
 
 def test_no_cli_or_spark_option_turns_verification_off() -> None:
     """Neither the `zerorename` command (any subcommand) nor the Spark writer has an option
-    named like a verification switch: the CA bundle is the only TLS knob (AWS_CA_BUNDLE)."""
+    named like a switch that turns verification off (``--tls`` choosing HTTPS and
+    ``--ca-bundle`` naming a CA are fine)."""
     import argparse
 
     from zerorename import cli
     from zerorename.spark_adapter.options import OPTION_DOCS
 
-    words = ("verify", "insecure", "no-ssl", "nossl", "ssl", "tls", "cert")
+    words = ("verify", "insecure", "unverified", "no-ssl", "nossl", "no-tls", "no-cert", "skip")
 
     def options(parser: argparse.ArgumentParser) -> set[str]:
         found: set[str] = set()
