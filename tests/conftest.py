@@ -180,7 +180,10 @@ def rgw_server(request: pytest.FixtureRequest) -> Iterator[RgwServer]:
     reason = rgw_skip_reason()
     if reason is not None:
         pytest.skip(reason)
-    server = RgwServer(tls=session_tls().server)
+    # memstore holds every byte the suite writes until RGW's garbage collection frees it
+    # (30 s after a delete at best): 4 GiB filled once the HTTPS variants were added, and a
+    # full OSD blocks writes (RGW then stops answering). 12 GiB is RAM only as far as used.
+    server = RgwServer(tls=session_tls().server, osd_size="12G")
     try:
         server.start()
     except Exception as exc:
