@@ -5,8 +5,6 @@ as streams, and a certificate that cannot be verified fails at once."""
 from __future__ import annotations
 
 import contextlib
-import datetime
-import ipaddress
 import os
 import random
 import socket
@@ -24,6 +22,7 @@ from zerorename.engine.client import FastClient
 from zerorename.engine.errors import CertificateError, ConfigError, RecordError, S3Error
 from zerorename.testing.faultproxy import FaultProxy
 from zerorename.testing.targets import S3Target
+from zerorename.testing.tls import CertPair, session_tls
 
 MiB = 1024 * 1024
 
@@ -171,46 +170,10 @@ async def test_a_small_pipe_is_one_put(moto_s3: S3Target) -> None:
 
 
 # -- certificates ------------------------------------------------------------------------
-def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return cert_path, key_path
-
-
 @contextlib.contextmanager
-def _tls_server(cert: Path, key: Path) -> Iterator[tuple[int, list[int]]]:
-    """A TLS listener with a self-signed certificate; counts the handshakes tried."""
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
+def _tls_server(pair: CertPair) -> Iterator[tuple[int, list[int]]]:
+    """A TLS listener presenting ``pair`` (speaking no HTTP); counts the handshakes tried."""
+    context = pair.server_context()
     sock = socket.create_server(("127.0.0.1", 0))
     sock.settimeout(0.2)
     handshakes: list[int] = []
@@ -243,8 +206,7 @@ def _tls_server(cert: Path, key: Path) -> Iterator[tuple[int, list[int]]]:
 
 @pytest.mark.parametrize("fast_path", [True, False], ids=["fastpath", "botocore"])
 async def test_an_unverifiable_certificate_fails_at_once(tmp_path: Path, fast_path: bool) -> None:
-    cert, key = _self_signed(tmp_path)
-    with _tls_server(cert, key) as (port, handshakes):
+    with _tls_server(session_tls().server) as (port, handshakes):
         config = EngineConfig(
             endpoint_url=f"https://127.0.0.1:{port}",
             region="us-east-1",
@@ -271,8 +233,8 @@ async def test_the_ca_bundle_option_verifies_the_certificate(
 ) -> None:
     """With ``ca_bundle`` the same certificate verifies: the failure that follows (the
     listener speaks no HTTP) is anything but a CertificateError."""
-    cert, key = _self_signed(tmp_path)
-    with _tls_server(cert, key) as (port, _):
+    tls = session_tls()
+    with _tls_server(tls.server) as (port, _):
         config = EngineConfig(
             endpoint_url=f"https://127.0.0.1:{port}",
             region="us-east-1",
@@ -280,7 +242,7 @@ async def test_the_ca_bundle_option_verifies_the_certificate(
             aws_access_key_id="AKIDTEST",
             aws_secret_access_key="secret-test",
             fast_path=fast_path,
-            ca_bundle=str(cert),
+            ca_bundle=str(tls.ca_bundle),
             retry=RetryConfig(max_attempts=1),
         )
         async with UploadEngine(config) as engine:
