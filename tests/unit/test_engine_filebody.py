@@ -7,9 +7,12 @@ import gzip
 import io
 import os
 import random
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from zerorename.engine.checksums import compute, compute_blocks
 from zerorename.engine.errors import PlanError, SourceChanged
@@ -79,6 +82,54 @@ def test_a_file_that_shrank_is_a_source_change(tmp_path: Path) -> None:
             rng.check()
         assert isinstance(SourceChanged("x"), PlanError)  # callers catching PlanError see it
         part_file.range(0, BLOCK).check()  # what is still there is fine
+
+
+def test_the_checksum_pass_refills_one_buffer(tmp_path: Path) -> None:
+    """The checksum pass reads into one reused buffer (no fresh 1 MiB block per read in a
+    worker thread); what it reads is exactly the range, and a shrunk file is refused."""
+    path, data = _file(tmp_path, 3 * BLOCK + 50)
+    with open(path, "rb") as f:
+        part_file = PartFile(f.fileno(), 0, len(data), owner=f)
+        rng = part_file.range(BLOCK - 3, 2 * BLOCK + 7)
+        want = data[BLOCK - 3 : 3 * BLOCK + 4]
+        views = []
+        pieces = []
+        for view in rng.reused_blocks():
+            views.append(view)
+            pieces.append(bytes(view))
+        assert [len(p) for p in pieces] == [BLOCK, BLOCK, 7]
+        assert b"".join(pieces) == want
+        assert len({id(v.obj) for v in views}) == 1  # one buffer, refilled in place
+        assert rng.checksum("SHA256") == compute("SHA256", want)
+        assert list(part_file.range(0, 0).reused_blocks()) == []
+        os.truncate(path, 2 * BLOCK)
+        with pytest.raises(SourceChanged, match="shrank"):
+            rng.checksum("CRC32C")
+
+
+@settings(max_examples=40, deadline=None)
+@given(offset=st.integers(0, 2 * BLOCK + 40), length=st.integers(0, BLOCK + 60))
+def test_the_checksum_pass_reads_any_range_exactly(offset: int, length: int) -> None:
+    data = _DATA[: 3 * BLOCK + 100]
+    length = min(length, len(data) - offset)
+    fd = os.open(_data_file(data), os.O_RDONLY)
+    try:
+        rng = PartFile(fd, 0, len(data)).range(offset, length)
+        assert b"".join(bytes(v) for v in rng.reused_blocks()) == data[offset : offset + length]
+        assert rng.checksum("CRC32C") == compute("CRC32C", data[offset : offset + length])
+    finally:
+        os.close(fd)
+
+
+_DATA = random.Random(7).randbytes(3 * BLOCK + 100)
+
+
+def _data_file(data: bytes) -> Path:
+    """One file of ``data`` for the property test (hypothesis runs without tmp_path)."""
+    path = Path(tempfile.gettempdir()) / f"zr-filebody-{os.getpid()}.bin"
+    if not path.exists() or path.stat().st_size != len(data):
+        path.write_bytes(data)
+    return path
 
 
 def test_a_callers_file_is_left_open_after_the_uploaded_bytes(tmp_path: Path) -> None:

@@ -34,6 +34,10 @@ from zerorename.engine.errors import PlanError, SourceChanged
 
 #: bytes per ``pread`` (checksum pass, and bodies not sent with sendfile)
 BLOCK = 1024 * 1024
+#: bytes per write through the transport: a TLS transport takes a write whole (it is
+#: encrypted at once) and asks for a drain only after, so a connection holds about two
+#: writes' worth; 1 MiB writes held ~3 MiB per connection over HTTPS
+WRITE = 256 * 1024
 # Linux moves at most 0x7ffff000 bytes per sendfile call
 _SENDFILE_MAX = 1 << 30
 # errors that mean "this file or socket cannot sendfile": write the rest instead
@@ -202,9 +206,27 @@ class FileRange:
             raise self._shrunk()
         return data
 
+    def reused_blocks(self) -> Iterator[memoryview]:
+        """The range as views of one :data:`BLOCK` buffer, refilled in place with
+        ``preadv``: for a pass that only reads the bytes (the checksum). Each view is
+        valid until the next is asked for. Fresh 1 MiB blocks read in worker threads
+        grew the peak RSS by about 10 MiB more (16 parts in flight, HTTPS, two-pass)."""
+        fd = self.file.fd
+        buf = bytearray(min(BLOCK, self.length))
+        view = memoryview(buf)
+        pos, end = self.offset, self.offset + self.length
+        while pos < end:
+            n = os.preadv(fd, [view[: min(BLOCK, end - pos)]], pos)
+            if n <= 0:
+                raise self._shrunk()
+            pos += n
+            yield view[:n]
+
     def checksum(self, algorithm: str) -> str | None:
         """The range's checksum (blocking: run it in a worker thread)."""
-        return checksums.compute_blocks(algorithm, self.blocks())
+        if not hasattr(os, "preadv"):
+            return checksums.compute_blocks(algorithm, self.blocks())
+        return checksums.compute_blocks(algorithm, self.reused_blocks())
 
     def prefetch(self) -> None:
         """Ask the kernel to start reading the range into the page cache (a hint, for a
@@ -241,8 +263,9 @@ class FilePayload(aiohttp.payload.Payload):
     range goes to the socket with ``os.sendfile`` on a duplicate of its descriptor (the
     duplicate keeps the socket, and so the descriptor number, ours while we write, even
     if the connection is closed meanwhile); whatever sendfile cannot send is written as
-    fresh ``pread`` blocks through the transport, behind what was sent. Writing can be
-    repeated (aiohttp may resend a request on a broken keep-alive connection)."""
+    fresh ``pread`` blocks through the transport, behind what was sent, in writes of
+    :data:`WRITE` bytes (a TLS transport holds about two writes per connection). Writing
+    can be repeated: each pass reads the range again."""
 
     _autoclose = True  # nothing to close: the file belongs to the upload
 
@@ -264,7 +287,10 @@ class FilePayload(aiohttp.payload.Payload):
     async def write_with_length(self, writer: Any, content_length: int | None) -> None:
         sent = await self._sendfile(writer) if self._zero_copy else 0
         for block in self._range.blocks(sent):
-            await writer.write(block)
+            view = memoryview(block)
+            for start in range(0, len(block), WRITE):
+                await writer.write(view[start : start + WRITE])
+            await asyncio.sleep(0)  # a reset closes the transport before the next block
 
     async def _sendfile(self, writer: Any) -> int:
         """Send what sendfile can; returns how many bytes of the range it sent."""

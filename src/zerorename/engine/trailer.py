@@ -15,13 +15,14 @@ not confirm the checksum in its answer gets the part again the two-pass way; the
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import aiohttp.payload
 
 from zerorename.engine.checksums import PARAM, Running
-from zerorename.engine.filebody import BLOCK, FileRange
+from zerorename.engine.filebody import BLOCK, WRITE, FileRange
 
 #: the payload hash (x-amz-content-sha256) that announces an unsigned body with a trailer
 STREAMING_TRAILER = "STREAMING-UNSIGNED-PAYLOAD-TRAILER"
@@ -174,8 +175,9 @@ class TrailerBody:
 
 class TrailerPayload(aiohttp.payload.Payload):
     """A :class:`TrailerBody` as an aiohttp request body: each chunk written as it is
-    read and checksummed (large writes: the TLS layer cuts them into records), the
-    framing as small writes beside it. Writing can be repeated (a fresh pass)."""
+    read and checksummed, in writes of :data:`WRITE <zerorename.engine.filebody.WRITE>`
+    bytes (the TLS layer cuts them into records), the framing as small writes beside it.
+    Writing can be repeated (a fresh pass)."""
 
     _autoclose = True  # nothing to close: the file belongs to the upload
 
@@ -192,8 +194,16 @@ class TrailerPayload(aiohttp.payload.Payload):
 
     async def write_with_length(self, writer: Any, content_length: int | None) -> None:
         for n, piece in enumerate(self._body.frames()):
-            # framing (even pieces) is tiny: drained with the chunk data after it
-            await writer.write(piece, drain=n % 2 == 1)
+            if n % 2 == 0:  # framing is tiny: drained with the chunk data after it
+                await writer.write(piece, drain=False)
+                continue
+            view = memoryview(piece)
+            for start in range(0, len(view), WRITE):  # a TLS connection holds ~2 writes
+                await writer.write(view[start : start + WRITE])
+            # a drain returns at once while the transport is not paused: a turn of the loop
+            # lets a reset close the transport before the next chunk is written (else the
+            # rest of the part is written into a dead connection)
+            await asyncio.sleep(0)
 
 
 __all__ = [
