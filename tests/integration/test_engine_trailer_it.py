@@ -1,7 +1,7 @@
 """Trailing checksums on real servers (engine/trailer.py): with the checksum in an
-aws-chunked trailer a file part is read once -- counted at the source: every ``pread`` of
-the file goes through a counting wrapper of ``os.pread`` -- and each part's ETag and
-CRC32C are what the store confirms and reads back (moto takes trailers). Ceph RGW
+aws-chunked trailer a file part is read once -- counted at the source: every read of the
+file goes through counting wrappers of ``os.pread`` and ``os.preadv`` -- and each part's
+ETag and CRC32C are what the store confirms and reads back (moto takes trailers). Ceph RGW
 pacific refuses them (400 XAmzContentSHA256Mismatch): the engine finds that out on its
 first trailer request, says so in its stats, and sends every part the two-pass way with
 nothing lost. Every test runs over HTTP and HTTPS (``also_https``): over HTTPS with the
@@ -37,19 +37,29 @@ def https(s3: S3Target) -> bool:
 
 @pytest.fixture
 def file_reads(monkeypatch: pytest.MonkeyPatch) -> Callable[[Path], int]:
-    """Counts the bytes ``os.pread`` returns per file (by inode): ``reads(path)``."""
-    real = os.pread
+    """Counts the bytes ``os.pread`` and ``os.preadv`` (the checksum pass) read per file
+    (by inode): ``reads(path)``."""
+    real, real_v = os.pread, os.preadv
     lock = threading.Lock()
     counts: dict[int, int] = {}
 
-    def pread(fd: int, length: int, offset: int) -> bytes:
-        data = real(fd, length, offset)
+    def count(fd: int, n: int) -> None:
         inode = os.fstat(fd).st_ino
         with lock:
-            counts[inode] = counts.get(inode, 0) + len(data)
+            counts[inode] = counts.get(inode, 0) + n
+
+    def pread(fd: int, length: int, offset: int) -> bytes:
+        data = real(fd, length, offset)
+        count(fd, len(data))
         return data
 
+    def preadv(fd: int, buffers: Any, offset: int, flags: int = 0) -> int:
+        n = real_v(fd, buffers, offset, flags)
+        count(fd, n)
+        return n
+
     monkeypatch.setattr(os, "pread", pread)
+    monkeypatch.setattr(os, "preadv", preadv)
     return lambda path: counts.get(os.stat(path).st_ino, 0)
 
 
