@@ -4,11 +4,13 @@ a file part can be sent. (tests/ is on sys.path: pytest puts the conftest's dire
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections.abc import Callable
 from pathlib import Path
 
-from zerorename.engine import EngineConfig, Event, UploadEngine
+from zerorename.engine import EngineConfig, Event, PendingUpload, UploadEngine
+from zerorename.engine.checksums import compute
 from zerorename.engine.client import FastClient
 from zerorename.testing.targets import S3Target
 
@@ -21,6 +23,16 @@ def get(s3: S3Target, key: str) -> bytes:
     """The whole object at ``key``."""
     body: bytes = s3.boto3_client().get_object(Bucket=s3.bucket, Key=key)["Body"].read()
     return body
+
+
+def check_parts(s3: S3Target, key: str, record: PendingUpload, data: bytes, part: int) -> None:
+    """The object at ``key`` is ``data`` byte for byte, and every part of ``record`` (cut
+    every ``part`` bytes) has its bytes' MD5 ETag and CRC32C."""
+    for p in record.parts:
+        piece = data[(p.number - 1) * part : p.number * part]
+        assert p.etag.strip('"') == hashlib.md5(piece).hexdigest(), f"part {p.number}"
+        assert p.checksum == compute("CRC32C", piece), f"part {p.number}"
+    assert get(s3, key) == data
 
 
 def pending_keys(s3: S3Target) -> list[str]:

@@ -7,7 +7,6 @@ mid-body is given up on after the read timeout (not waited for forever)."""
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -15,25 +14,14 @@ from typing import Any
 
 import pytest
 
-from engine_helpers import SEND_MODES, data_file, open_engine, zero_copy_bytes
-from zerorename.engine import EngineConfig, PendingUpload, RetryConfig, UploadEngine, errors
-from zerorename.engine.checksums import compute
+from engine_helpers import SEND_MODES, check_parts, data_file, open_engine, zero_copy_bytes
+from zerorename.engine import EngineConfig, RetryConfig, UploadEngine, errors
 from zerorename.engine.planning import MiB
 from zerorename.testing.faultproxy import FaultRule
 from zerorename.testing.targets import S3Target
 
 PART = 5 * MiB
 FAST_RETRY = RetryConfig(max_attempts=8, base_delay=0.02, max_delay=0.3, max_elapsed=120)
-
-
-def check(s3: S3Target, key: str, record: PendingUpload, data: bytes) -> None:
-    """The object is the file byte for byte; every part's ETag and CRC32C are its bytes'."""
-    for p in record.parts:
-        piece = data[(p.number - 1) * PART : p.number * PART]
-        assert p.etag.strip('"') == hashlib.md5(piece).hexdigest(), f"part {p.number}"
-        assert p.checksum == compute("CRC32C", piece), f"part {p.number}"
-    body = s3.boto3_client().get_object(Bucket=s3.bucket, Key=key)["Body"].read()
-    assert body == data
 
 
 def pending(s3: S3Target) -> list[str]:
@@ -76,7 +64,7 @@ async def test_resets_mid_body_leave_the_files_bytes(
         assert len(data) + 2 * reset_after <= sent <= len(data) + 2 * PART
     else:
         assert sent == 0
-    check(s3, key, record, data)
+    check_parts(s3, key, record, data, PART)
     assert pending(s3) == []
 
 
@@ -105,7 +93,7 @@ async def test_a_slowdown_after_the_body_re_reads_the_range(
         assert len(data) + injected * (PART - 1) <= sent <= len(data) + injected * PART
     else:
         assert sent == 0
-    check(s3, key, record, data)
+    check_parts(s3, key, record, data, PART)
 
 
 @pytest.fixture

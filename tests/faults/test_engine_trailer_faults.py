@@ -8,16 +8,14 @@ and CRC32C are the file's."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from engine_helpers import data_file, get, open_engine, pending_keys
-from zerorename.engine import PendingUpload, RetryConfig, errors
-from zerorename.engine.checksums import compute
+from engine_helpers import check_parts, data_file, open_engine, pending_keys
+from zerorename.engine import RetryConfig, errors
 from zerorename.engine.client import FastClient, TrailerState
 from zerorename.engine.planning import MiB
 from zerorename.testing.faultproxy import FaultRule
@@ -25,14 +23,6 @@ from zerorename.testing.targets import S3Target
 
 PART = 5 * MiB
 FAST_RETRY = RetryConfig(max_attempts=8, base_delay=0.02, max_delay=0.3, max_elapsed=120)
-
-
-def check(s3: S3Target, key: str, record: PendingUpload, data: bytes) -> None:
-    for p in record.parts:
-        piece = data[(p.number - 1) * PART : p.number * PART]
-        assert p.etag.strip('"') == hashlib.md5(piece).hexdigest(), f"part {p.number}"
-        assert p.checksum == compute("CRC32C", piece), f"part {p.number}"
-    assert get(s3, key) == data
 
 
 @pytest.mark.parametrize(
@@ -85,7 +75,7 @@ async def test_a_failed_first_trailer_request_decides_nothing(
         assert (stats.trailer_checksums, stats.trailer_bodies) == (False, 0)
         assert stats.trailer_fallbacks == 1 and states == [TrailerState.OFF]
         assert proxy.stats.requests("UploadPart") == 5 + 2 + 1
-    check(s3, key, record, data)
+    check_parts(s3, key, record, data, PART)
     assert pending_keys(s3) == []
 
 
