@@ -5,9 +5,11 @@ a file part can be sent. (tests/ is on sys.path: pytest puts the conftest's dire
 from __future__ import annotations
 
 import hashlib
+import io
 import random
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from zerorename.engine import EngineConfig, Event, PendingUpload, UploadEngine
 from zerorename.engine.checksums import compute
@@ -74,3 +76,34 @@ def zero_copy_bytes(engine: UploadEngine) -> int:
     """Bytes the engine sent with sendfile so far."""
     client = engine._client
     return client.zero_copy_bytes if isinstance(client, FastClient) else 0
+
+
+def blocks(data: bytes, step: int) -> Iterator[bytes]:
+    """``data`` in blocks of ``step`` bytes (a sync iterable source)."""
+    for i in range(0, len(data), step):
+        yield data[i : i + step]
+
+
+async def ablocks(data: bytes, step: int) -> AsyncIterator[bytes]:
+    """``data`` in blocks of ``step`` bytes (an async iterable source)."""
+    for block in blocks(data, step):
+        yield block
+
+
+def make_source(kind: str, data: bytes, tmp: Path) -> Any:
+    """``data`` as an upload source of one kind: bytes, memoryview, path, fileobj (a
+    buffered reader over memory), sync or async (iterables of odd-sized blocks)."""
+    if kind == "bytes":
+        return data
+    if kind == "memoryview":
+        return memoryview(bytearray(data))
+    if kind == "path":
+        (tmp / "f").write_bytes(data)
+        return tmp / "f"
+    if kind == "fileobj":
+        return io.BufferedReader(io.BytesIO(data))  # type: ignore[arg-type]
+    if kind == "sync":
+        return blocks(data, 777_777)
+    if kind == "async":
+        return ablocks(data, 1 << 20)
+    raise ValueError(f"no source kind {kind!r}")

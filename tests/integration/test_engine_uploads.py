@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import io
 import itertools
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from engine_helpers import get, object_keys, pending_keys
+from engine_helpers import ablocks, blocks, get, make_source, object_keys, pending_keys
 from zerorename.engine import (
     BytesSent,
     EngineConfig,
@@ -48,32 +47,9 @@ def cfg(s3: S3Target, **kw: Any) -> EngineConfig:
 DATA = os.urandom(12 * MiB + 12345)
 
 
-async def _agen(data: bytes, step: int) -> AsyncIterator[bytes]:
-    for i in range(0, len(data), step):
-        yield data[i : i + step]
-
-
-def _gen(data: bytes, step: int) -> Iterator[bytes]:
-    for i in range(0, len(data), step):
-        yield data[i : i + step]
-
-
 @pytest.mark.parametrize("kind", ["bytes", "memoryview", "path", "fileobj", "sync", "async"])
 async def test_every_source_round_trips(s3: S3Target, kind: str, tmp_path: Path) -> None:
-    source: Any
-    if kind == "bytes":
-        source = DATA
-    elif kind == "memoryview":
-        source = memoryview(bytearray(DATA))
-    elif kind == "path":
-        (tmp_path / "f").write_bytes(DATA)
-        source = tmp_path / "f"
-    elif kind == "fileobj":
-        source = io.BufferedReader(io.BytesIO(DATA))  # type: ignore[arg-type]
-    elif kind == "sync":
-        source = _gen(DATA, 777_777)
-    else:
-        source = _agen(DATA, 1 << 20)
+    source = make_source(kind, DATA, tmp_path)
     key = s3.key(f"src-{kind}.bin")
     async with UploadEngine(cfg(s3)) as engine:
         result = await engine.upload(s3.bucket, key, source)
@@ -87,7 +63,7 @@ async def test_every_source_round_trips(s3: S3Target, kind: str, tmp_path: Path)
 async def test_tiny_zero_and_boundary_sizes(s3: S3Target, size: int) -> None:
     data = os.urandom(size)
     async with UploadEngine(cfg(s3)) as engine:
-        done = await engine.upload(s3.bucket, s3.key(f"plain-{size}"), _agen(data, 1 << 20))
+        done = await engine.upload(s3.bucket, s3.key(f"plain-{size}"), ablocks(data, 1 << 20))
         pend = await engine.upload(s3.bucket, s3.key(f"deferred-{size}"), data, defer=True)
         await engine.complete(pend)
     assert done.length == size
@@ -150,7 +126,7 @@ async def test_async_writer_streams_and_defers(s3: S3Target) -> None:
     key = s3.key("writer.bin")
     async with UploadEngine(cfg(s3)) as engine:
         async with engine.open_writer(s3.bucket, key, defer=True) as w:
-            for block in _gen(DATA, 100_003):
+            for block in blocks(DATA, 100_003):
                 await w.write(block)
         assert isinstance(w.result, PendingUpload)
         assert object_keys(s3) == []
@@ -175,7 +151,7 @@ async def test_sync_writer_from_a_thread(s3: S3Target) -> None:
 
         def produce() -> Any:
             with engine.open_sync_writer(s3.bucket, key, loop=loop, defer=True) as f:
-                for block in _gen(DATA, 65536):
+                for block in blocks(DATA, 65536):
                     f.write(block)
                 assert f.tell() == len(DATA)
             return f.result

@@ -4,18 +4,16 @@ and the CA bundle reaches the engine through EngineConfig.ca_bundle or AWS_CA_BU
 
 from __future__ import annotations
 
-import io
 import os
 import socket
 import ssl
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 
-from engine_helpers import get, object_keys, pending_keys
+from engine_helpers import blocks, get, make_source, object_keys, pending_keys
 from zerorename.engine import PendingUpload, UploadEngine, UploadResult
 from zerorename.engine.client import FastClient
 from zerorename.engine.planning import MiB
@@ -23,7 +21,7 @@ from zerorename.testing.targets import S3Target
 from zerorename.testing.tls import TlsFiles
 
 DATA = os.urandom(10 * MiB + 4321)  # 3 parts of 5 MiB at most
-SOURCES = ["bytes", "path", "fileobj", "iterable", "async_iterable", "writer"]
+SOURCES = ["bytes", "path", "fileobj", "sync", "async", "writer"]
 PATHS = pytest.mark.parametrize("fast", [True, False], ids=["fastpath", "botocore"])
 
 
@@ -54,34 +52,13 @@ def test_the_endpoint_speaks_tls_verified_by_the_session_ca(
     assert get(s3_tls, s3_tls.key("hello")) == b"hello"
 
 
-async def _agen(data: bytes, step: int) -> AsyncIterator[bytes]:
-    for i in range(0, len(data), step):
-        yield data[i : i + step]
-
-
-def _gen(data: bytes, step: int) -> Iterator[bytes]:
-    for i in range(0, len(data), step):
-        yield data[i : i + step]
-
-
 async def _upload(engine: UploadEngine, s3: S3Target, key: str, kind: str, tmp: Path) -> Any:
     if kind == "writer":
         async with engine.open_writer(s3.bucket, key, defer=True) as writer:
-            for block in _gen(DATA, 300_007):
+            for block in blocks(DATA, 300_007):
                 await writer.write(block)
         return writer.result
-    source: Any
-    if kind == "bytes":
-        source = DATA
-    elif kind == "path":
-        (tmp / "f").write_bytes(DATA)
-        source = tmp / "f"
-    elif kind == "fileobj":
-        source = io.BufferedReader(io.BytesIO(DATA))  # type: ignore[arg-type]
-    elif kind == "iterable":
-        source = _gen(DATA, 777_777)
-    else:
-        source = _agen(DATA, 1 << 20)
+    source = make_source(kind, DATA, tmp)
     return await engine.upload(s3.bucket, key, source, defer=True)
 
 
