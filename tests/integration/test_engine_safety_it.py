@@ -7,8 +7,6 @@ from __future__ import annotations
 import contextlib
 import os
 import random
-import socket
-import ssl
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,12 +15,11 @@ import anyio
 import pytest
 
 from engine_helpers import get, pending_keys
-from zerorename.engine import EngineConfig, PendingUpload, RetryConfig, UploadEngine, UploadInfo
+from zerorename.engine import EngineConfig, PendingUpload, UploadEngine, UploadInfo
 from zerorename.engine.client import FastClient
-from zerorename.engine.errors import CertificateError, ConfigError, RecordError, S3Error
+from zerorename.engine.errors import ConfigError, RecordError
 from zerorename.testing.faultproxy import FaultProxy
 from zerorename.testing.targets import S3Target
-from zerorename.testing.tls import CertPair, session_tls
 
 MiB = 1024 * 1024
 
@@ -167,86 +164,3 @@ async def test_a_small_pipe_is_one_put(moto_s3: S3Target) -> None:
             result = await engine.upload(moto_s3.bucket, moto_s3.key("hi"), source)
     assert result.parts == 1 and result.etag
     assert get(moto_s3, moto_s3.key("hi")) == b"hi\n"
-
-
-# -- certificates ------------------------------------------------------------------------
-@contextlib.contextmanager
-def _tls_server(pair: CertPair) -> Iterator[tuple[int, list[int]]]:
-    """A TLS listener presenting ``pair`` (speaking no HTTP); counts the handshakes tried."""
-    context = pair.server_context()
-    sock = socket.create_server(("127.0.0.1", 0))
-    sock.settimeout(0.2)
-    handshakes: list[int] = []
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            handshakes.append(1)
-            with contextlib.suppress(OSError, ssl.SSLError):
-                conn.settimeout(5)
-                tls = context.wrap_socket(conn, server_side=True)
-                tls.close()
-            conn.close()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield sock.getsockname()[1], handshakes
-    finally:
-        stop.set()
-        thread.join(5)
-        sock.close()
-
-
-@pytest.mark.parametrize("fast_path", [True, False], ids=["fastpath", "botocore"])
-async def test_an_unverifiable_certificate_fails_at_once(tmp_path: Path, fast_path: bool) -> None:
-    with _tls_server(session_tls().server) as (port, handshakes):
-        config = EngineConfig(
-            endpoint_url=f"https://127.0.0.1:{port}",
-            region="us-east-1",
-            addressing_style="path",
-            aws_access_key_id="AKIDTEST",
-            aws_secret_access_key="secret-test",
-            fast_path=fast_path,
-            retry=RetryConfig(max_attempts=5, base_delay=0.05, max_elapsed=60),
-        )
-        async with UploadEngine(config) as engine:
-            assert isinstance(engine._client, FastClient) == fast_path
-            with pytest.raises(CertificateError) as info:
-                await engine.put_object("zr-bucket", "k", b"x")
-            assert engine.stats.requests == 1 and engine.stats.retries == 0
-    message = str(info.value)
-    assert f"https://127.0.0.1:{port}" in message and "AWS_CA_BUNDLE" in message
-    assert "secret-test" not in message and "\n" not in message
-    assert len(handshakes) == 1  # no retry reached the server
-
-
-@pytest.mark.parametrize("fast_path", [True, False], ids=["fastpath", "botocore"])
-async def test_the_ca_bundle_option_verifies_the_certificate(
-    tmp_path: Path, fast_path: bool
-) -> None:
-    """With ``ca_bundle`` the same certificate verifies: the failure that follows (the
-    listener speaks no HTTP) is anything but a CertificateError."""
-    tls = session_tls()
-    with _tls_server(tls.server) as (port, _):
-        config = EngineConfig(
-            endpoint_url=f"https://127.0.0.1:{port}",
-            region="us-east-1",
-            addressing_style="path",
-            aws_access_key_id="AKIDTEST",
-            aws_secret_access_key="secret-test",
-            fast_path=fast_path,
-            ca_bundle=str(tls.ca_bundle),
-            retry=RetryConfig(max_attempts=1),
-        )
-        async with UploadEngine(config) as engine:
-            assert isinstance(engine._client, FastClient) == fast_path
-            with pytest.raises(S3Error) as info:
-                await engine.put_object("zr-bucket", "k", b"x")
-    assert not isinstance(info.value, CertificateError), info.value
