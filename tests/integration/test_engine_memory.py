@@ -108,23 +108,32 @@ def big_file(path: Path, size: int) -> Path:
     return path
 
 
+def file_upload_report(
+    s3: S3Target, tmp_path: Path, size: int, concurrency: int, name: str, **extra: Any
+) -> dict[str, Any]:
+    """Upload a ``size``-byte file in 16 MiB parts, ``concurrency`` in flight, in a fresh
+    child process (its own RSS); the child's report, also written to stderr."""
+    args = {
+        "endpoint_url": s3.endpoint_url,
+        "bucket": s3.bucket,
+        "key": s3.key(f"{name}.bin"),
+        "path": str(big_file(tmp_path / "big.bin", size)),
+        "part_size": 16 * MiB,
+        "concurrency": concurrency,
+        "ca_bundle": s3.ca_bundle,
+        **extra,
+    }
+    report: dict[str, Any] = run_child(s3, "-c", _FILE_UPLOAD, json.dumps(args))
+    sys.stderr.write(f"\n[zerorename] {size // MiB} MiB file upload ({name}): {report}\n")
+    return report
+
+
 def test_a_file_upload_holds_no_parts_in_memory(rgw_s3: S3Target, tmp_path: Path) -> None:
     """512 MiB from a file, 16 MiB parts, 16 in flight: parts are ranges of the file, read
     in 1 MiB blocks while they are sent (or not at all: sendfile), so the peak RSS grows
     by far less than one part per part in flight (16 x 16 MiB = 256 MiB)."""
-    s3 = rgw_s3
     size = 512 * MiB
-    path = big_file(tmp_path / "big.bin", size)
-    args = {
-        "endpoint_url": s3.endpoint_url,
-        "bucket": s3.bucket,
-        "key": s3.key("file-memory.bin"),
-        "path": str(path),
-        "part_size": 16 * MiB,
-        "concurrency": 16,
-    }
-    report = run_child(s3, "-c", _FILE_UPLOAD, json.dumps(args))
-    sys.stderr.write(f"\n[zerorename] 512 MiB file memory: {report}\n")
+    report = file_upload_report(rgw_s3, tmp_path, size, 16, "file-memory")
     assert (report["bytes"], report["parts"]) == (size, 32)
     assert report["zero_copy_bytes"] == size
     assert report["growth_mib"] < 48
@@ -140,20 +149,8 @@ def test_a_file_upload_over_https_holds_no_parts_in_memory(
     parts, all 8 in flight: each part goes aws-chunked with a trailing checksum, 1 MiB
     blocks read, checksummed and written through TLS one at a time, so the peak RSS grows
     by far less than the parts in flight (8 x 16 MiB = 128 MiB)."""
-    s3 = moto_s3
     size = 128 * MiB
-    path = big_file(tmp_path / "big.bin", size)
-    args = {
-        "endpoint_url": s3.endpoint_url,
-        "bucket": s3.bucket,
-        "key": s3.key("file-memory-tls.bin"),
-        "path": str(path),
-        "part_size": 16 * MiB,
-        "concurrency": 8,
-        "ca_bundle": s3.ca_bundle,
-    }
-    report = run_child(s3, "-c", _FILE_UPLOAD, json.dumps(args))
-    sys.stderr.write(f"\n[zerorename] 128 MiB file memory over HTTPS: {report}\n")
+    report = file_upload_report(moto_s3, tmp_path, size, 8, "file-memory-tls")
     assert (report["bytes"], report["parts"]) == (size, 8)
     assert (report["zero_copy_bytes"], report["trailer_bodies"]) == (0, 8)
     assert report["growth_mib"] < 48
@@ -170,21 +167,10 @@ def test_a_two_pass_file_upload_over_https_holds_no_parts_in_memory(
     reused buffer, then each 1 MiB block written through TLS in 256 KiB writes. The peak
     RSS grows by far less than the parts in flight (256 MiB); with 1 MiB writes and fresh
     checksum blocks it grew 74-87 MiB here (about 3 MiB queued per connection), now ~46."""
-    s3 = moto_s3
     size = 256 * MiB
-    path = big_file(tmp_path / "big.bin", size)
-    args = {
-        "endpoint_url": s3.endpoint_url,
-        "bucket": s3.bucket,
-        "key": s3.key("file-memory-tls-two-pass.bin"),
-        "path": str(path),
-        "part_size": 16 * MiB,
-        "concurrency": 16,
-        "ca_bundle": s3.ca_bundle,
-        "trailer": "never",
-    }
-    report = run_child(s3, "-c", _FILE_UPLOAD, json.dumps(args))
-    sys.stderr.write(f"\n[zerorename] 256 MiB two-pass file memory over HTTPS: {report}\n")
+    report = file_upload_report(
+        moto_s3, tmp_path, size, 16, "file-memory-tls-two-pass", trailer="never"
+    )
     assert (report["bytes"], report["parts"]) == (size, 16)
     assert (report["zero_copy_bytes"], report["trailer_bodies"]) == (0, 0)
     assert report["trailer_checksums"] is None
