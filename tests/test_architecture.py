@@ -1,0 +1,161 @@
+"""The package's import graph, read from the source with no import run: no cycle between
+modules (imports under ``if TYPE_CHECKING:`` and inside functions count too: a lazy import
+only hides a cycle) and no package importing another package's private names."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+ROOT = "zerorename"
+
+
+def module_files() -> dict[str, Path]:
+    mods: dict[str, Path] = {}
+    for path in sorted((SRC / ROOT).rglob("*.py")):
+        parts = list(path.relative_to(SRC).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        mods[".".join(parts)] = path
+    return mods
+
+
+MODULES = module_files()
+
+
+def package_of(module: str) -> str:
+    path = MODULES[module]
+    name = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    return name
+
+
+def resolve(module: str, node: ast.ImportFrom) -> str:
+    if node.level == 0:
+        return node.module or ""
+    base = package_of(module).split(".")
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def imports(module: str) -> Iterator[tuple[str, str | None, int]]:
+    """(imported module, imported name or None, line) for every import in the module."""
+    tree = ast.parse(MODULES[module].read_text(), str(MODULES[module]))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == ROOT:
+                    yield alias.name, None, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            target = resolve(module, node)
+            if target.split(".")[0] != ROOT:
+                continue
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                if sub in MODULES:
+                    yield sub, None, node.lineno
+                else:
+                    yield target, alias.name, node.lineno
+
+
+def graph() -> dict[str, set[str]]:
+    edges: dict[str, set[str]] = {m: set() for m in MODULES}
+    for module in MODULES:
+        for target, _name, _line in imports(module):
+            # Importing a.b.c runs a/__init__ and a.b/__init__ first, but a package that
+            # re-exports its modules (anyio's layout) is not a cycle with them: only what
+            # the import names counts. Packages depending on each other are checked below.
+            if target in MODULES and target != module:
+                edges[module].add(target)
+    return edges
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(edges[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def top_package(module: str) -> str:
+    parts = module.split(".")
+    return ".".join(parts[:2])
+
+
+def test_the_checker_finds_a_cycle_and_none_in_a_chain() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+
+
+def test_relative_imports_resolve_against_the_package() -> None:
+    node = ast.parse("from ..engine import core").body[0]
+    assert isinstance(node, ast.ImportFrom)
+    assert resolve("zerorename.committers.jobcommit", node) == "zerorename.engine"
+    node = ast.parse("from . import paths").body[0]
+    assert isinstance(node, ast.ImportFrom)
+    assert resolve("zerorename.committers", node) == "zerorename.committers"
+
+
+def test_no_import_cycle_between_modules() -> None:
+    found = cycles(graph())
+    assert not found, "import cycles: " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def test_no_import_cycle_between_packages() -> None:
+    edges: dict[str, set[str]] = {}
+    for module, deps in graph().items():
+        src = top_package(module)
+        edges.setdefault(src, set())
+        for dep in deps:
+            dst = top_package(dep)
+            edges.setdefault(dst, set())
+            if dst != src and dst != ROOT:
+                edges[src].add(dst)
+    found = cycles(edges)
+    assert not found, "package cycles: " + "; ".join(" <-> ".join(c) for c in found)
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_private_name_of_another_package(module: str) -> None:
+    bad = []
+    for target, name, line in imports(module):
+        if top_package(target) == top_package(module):
+            continue
+        private_module = any(p.startswith("_") for p in target.split("."))
+        private_name = name is not None and name.startswith("_") and not name.endswith("__")
+        if private_module or private_name:
+            bad.append(f"line {line}: {target}{'.' + name if name else ''}")
+    assert not bad, f"{module} imports private names of another package: {bad}"
