@@ -1,0 +1,60 @@
+"""Small asyncio helpers every layer shares: the error inside a task group's exception
+group, and async iteration over sources that may be sync or async."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from typing import TypeVar
+
+__all__ = ["aiter_any", "first_error", "unwrapped"]
+
+T = TypeVar("T")
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if not isinstance(exc, BaseExceptionGroup):
+        return [exc]
+    return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+
+
+def first_error(exc: BaseException) -> BaseException:
+    """The error inside (nested) exception groups, else ``exc`` itself: the first real
+    failure, preferred over cancellations, with a note counting the other failures.
+    A group holding an interrupt (KeyboardInterrupt, SystemExit) is returned as it is,
+    so unwrapping never hides one."""
+    if not isinstance(exc, BaseExceptionGroup):
+        return exc
+    leaves = _leaves(exc)
+    if any(not isinstance(e, (Exception, asyncio.CancelledError)) for e in leaves):
+        return exc
+    real = [e for e in leaves if not isinstance(e, asyncio.CancelledError)]
+    if not real:
+        return leaves[0]
+    first = real[0]
+    note = f"({len(real) - 1} more task(s) failed at the same time)"
+    if len(real) > 1 and note not in getattr(first, "__notes__", ()):
+        first.add_note(note)
+    return first
+
+
+@contextlib.asynccontextmanager
+async def unwrapped() -> AsyncIterator[None]:
+    """Re-raise an exception group escaping the block as its :func:`first_error` (the
+    leaf keeps its own cause and traceback)."""
+    try:
+        yield
+    except BaseExceptionGroup as eg:
+        raise first_error(eg)  # noqa: B904 - the leaf keeps its own __cause__
+
+
+async def aiter_any(source: Iterable[T] | AsyncIterable[T]) -> AsyncIterator[T]:
+    """Iterate a sync or an async iterable the same way (``async for``). A sync source is
+    read on the event loop, one item per step."""
+    if isinstance(source, AsyncIterable):
+        async for item in source:
+            yield item
+    else:
+        for item in source:
+            yield item
