@@ -100,3 +100,31 @@ def test_any_text_parses_or_raises_value_error(text: str) -> None:
         assert "what" in str(exc) and "\n" not in str(exc)
     else:
         assert 0 <= value <= 1024**5
+
+
+@pytest.mark.parametrize("text", ["16m", "16mb", "16MiB", "1g", "100MB", "4096"])
+def test_perf_and_spark_options_read_a_size_the_same_way(text: str) -> None:
+    """The bug of issue 12: ``16m`` was 16,000,000 bytes to perf and 16 MiB to Spark."""
+    from zerorename.perf.model import parse_size as perf_parse_size
+    from zerorename.perf.model import size_arg
+    from zerorename.spark_adapter.options import parse_size as option_size
+
+    assert size_arg(text) == perf_parse_size(text) == option_size(text, "partSize")
+    assert size_arg(text) == parse_size(text)
+
+
+def test_each_boundary_keeps_its_own_error_type() -> None:
+    import argparse
+
+    from zerorename.perf.model import size_arg
+    from zerorename.spark_adapter.errors import OptionError
+    from zerorename.spark_adapter.options import WriteOptions
+    from zerorename.spark_adapter.options import parse_size as option_size
+
+    with pytest.raises(argparse.ArgumentTypeError, match="'16x'"):
+        size_arg("16x")
+    with pytest.raises(OptionError, match="partSize '16x' is not a size"):
+        option_size("16x", "partSize")
+    with pytest.raises(OptionError, match="partSize"):
+        WriteOptions.parse({"path": "s3://b/p", "partsize": "lots"})
+    assert WriteOptions.parse({"path": "s3://b/p", "partsize": "16mb"}).part_size == 16 * MiB

@@ -24,9 +24,14 @@ from typing import Any
 
 from zerorename.engine import EngineConfig
 from zerorename.testing.targets import endpoint_engine_config
+from zerorename.units import GiB as GiB
+from zerorename.units import MiB as MiB
+from zerorename.units import format_size
+from zerorename.units import parse_size as parse_size
 
-MiB = 1024 * 1024
-GiB = 1024 * MiB
+#: sizes as perf prints them (``16MiB``); parse_size reads them back
+fmt_size = format_size
+
 
 #: the bucket the harness creates on embedded targets
 DEFAULT_BUCKET = "zerorename-bench"
@@ -253,45 +258,6 @@ def _child_main() -> int:
     return 0
 
 
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "k": 1000,
-    "kb": 1000,
-    "kib": 1024,
-    "m": 1000**2,
-    "mb": 1000**2,
-    "mib": 1024**2,
-    "g": 1000**3,
-    "gb": 1000**3,
-    "gib": 1024**3,
-}
-
-
-_MAX_SIZE = 1024**5
-
-
-def parse_size(text: str | int) -> int:
-    """``"16MiB"`` -> 16777216, ``"100MB"`` -> 100000000, ``"4096"`` -> 4096; an int
-    (already parsed by :func:`size_arg`) is returned as it is. Raises ValueError for
-    anything else, negative, not finite or past 1 PiB."""
-    if isinstance(text, int):
-        return text
-    t = text.strip().lower().replace("_", "")
-    num = t.rstrip("abcdefghijklmnopqrstuvwxyz")
-    unit = t[len(num) :]
-    hint = "use e.g. 4096, 256KiB, 16MiB, 1GiB, 100MB"
-    if unit not in _UNITS or not num:
-        raise ValueError(f"not a size: {text!r} ({hint})")
-    try:
-        value = float(num) * _UNITS[unit]
-    except ValueError:
-        raise ValueError(f"not a size: {text!r} ({hint})") from None
-    if not math.isfinite(value) or value < 0 or value > _MAX_SIZE:
-        raise ValueError(f"size {text!r} is out of range (0 to 1PiB)")
-    return int(value)
-
-
 def parse_list(text: str) -> list[str]:
     return [p.strip() for p in text.split(",") if p.strip()]
 
@@ -300,7 +266,7 @@ def parse_list(text: str) -> list[str]:
 
 
 def size_arg(text: str) -> int:
-    """A size >= 1 byte (``16MiB``, ``100MB``, ``4096``)."""
+    """A size >= 1 byte (``16m``, ``16MiB``, ``4096``; units are binary: 1m = 1MiB)."""
     try:
         value = parse_size(text)
     except ValueError as exc:
@@ -346,13 +312,6 @@ def size_list_arg(text: str) -> list[int]:
     if not items:
         raise argparse.ArgumentTypeError(f"need a comma-separated list of sizes, got {text!r}")
     return [size_arg(x) for x in items]
-
-
-def fmt_size(n: int) -> str:
-    for unit, size in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if n >= size and n % size == 0:
-            return f"{n // size}{unit}"
-    return f"{n}B"
 
 
 if __name__ == "__main__":

@@ -8,16 +8,15 @@ is pickled into the plan, stored in records or logged.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
 from zerorename.engine import EngineConfig
 from zerorename.engine.errors import ConfigError as EngineConfigError
-from zerorename.spark_adapter.errors import OptionError as ConfigError
-
-MiB = 1024 * 1024
+from zerorename.spark_adapter.errors import OptionError
+from zerorename.units import MiB
+from zerorename.units import parse_size as _parse_size
 
 Committer = Literal["magic", "directory", "partitioned"]
 Format = Literal["parquet", "csv", "json", "text"]
@@ -47,7 +46,7 @@ OPTION_DOCS: dict[str, tuple[str, str]] = {
         "snappy (parquet), none (others)",
         "parquet: none|snappy|gzip|zstd|lz4|brotli; csv/json/text: none|gzip|bzip2|zstd",
     ),
-    "partSize": ("16m", "multipart part size (5m..5g; k/m/g suffixes)"),
+    "partSize": ("16m", "multipart part size (5m..5g; binary k/m/g suffixes: 16m = 16 MiB)"),
     "concurrency": ("8", "parts in flight per Python worker process"),
     "poolSize": ("(concurrency-based)", "HTTP connections kept per Python worker process"),
     "endpoint": ("(AWS)", "S3 endpoint URL (MinIO, Ceph RGW, ...)"),
@@ -76,22 +75,21 @@ def options_table() -> str:
 
 
 def parse_size(text: str, what: str = "size") -> int:
-    """``"16m"``, ``"16MiB"``, ``"5242880"``, ``"1g"`` -> bytes (binary units)."""
-    m = re.fullmatch(r"\s*(\d+)\s*([kmgt]?)(i?b)?\s*", text.lower())
-    if not m:
-        raise ConfigError(f"{what} {text!r} is not a size (examples: 16m, 64MiB, 8388608)")
-    power: int = " kmgt".index(m.group(2) or " ")
-    count = int(m.group(1))
-    return count << (10 * power)
+    """``"16m"``, ``"16MiB"``, ``"5242880"``, ``"1g"`` -> bytes: :func:`zerorename.units.parse_size`
+    (binary units), refusing with :class:`OptionError`."""
+    try:
+        return _parse_size(text, what)
+    except ValueError as exc:
+        raise OptionError(str(exc)) from None
 
 
 def _int(text: str, what: str, minimum: int) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise ConfigError(f"{what} must be an integer, got {text!r}") from None
+        raise OptionError(f"{what} must be an integer, got {text!r}") from None
     if value < minimum:
-        raise ConfigError(f"{what} must be >= {minimum}, got {value}")
+        raise OptionError(f"{what} must be >= {minimum}, got {value}")
     return value
 
 
@@ -101,13 +99,13 @@ def _bool(text: str, what: str) -> bool:
         return True
     if low in ("false", "0", "no"):
         return False
-    raise ConfigError(f"{what} must be true or false, got {text!r}")
+    raise OptionError(f"{what} must be true or false, got {text!r}")
 
 
 def _choice(text: str, what: str, choices: tuple[str, ...]) -> str:
     low = text.strip().lower()
     if low not in choices:
-        raise ConfigError(f"{what} must be one of {', '.join(choices)}; got {text!r}")
+        raise OptionError(f"{what} must be one of {', '.join(choices)}; got {text!r}")
     return low
 
 
@@ -142,29 +140,29 @@ class WriteOptions:
         opts = {str(k).lower(): str(v) for k, v in options.items()}
         for key in opts:
             if any(h in key.replace("-", "").replace(".", "") for h in _SECRET_HINTS):
-                raise ConfigError(
+                raise OptionError(
                     f"option {key!r} looks like a credential: zerorename never takes "
                     "credentials as options; executors use the standard AWS chain "
                     "(environment, ~/.aws files with the 'profile' option, instance roles)"
                 )
         path = opts.get("path", "").strip()
         if not path:
-            raise ConfigError("no destination: use .save('s3://bucket/prefix')")
+            raise OptionError("no destination: use .save('s3://bucket/prefix')")
         if not path.startswith(("s3://", "s3a://")):
-            raise ConfigError(f"destination {path!r} must be an s3:// URI")
+            raise OptionError(f"destination {path!r} must be an s3:// URI")
         fmt = _choice(opts.get("format", "parquet"), "format", ("parquet", "csv", "json", "text"))
         committer = _choice(
             opts.get("committer", "magic"), "committer", ("magic", "directory", "partitioned")
         )
         part_cols = tuple(c.strip() for c in opts.get("partitionby", "").split(",") if c.strip())
         if len(set(part_cols)) != len(part_cols):
-            raise ConfigError(f"partitionBy names a column twice: {part_cols}")
+            raise OptionError(f"partitionBy names a column twice: {part_cols}")
         if committer == "partitioned" and not part_cols:
-            raise ConfigError("the partitioned committer needs partitionBy columns")
+            raise OptionError("the partitioned committer needs partitionBy columns")
         if "conflict" in opts:
             conflict = _choice(opts["conflict"], "conflict", ("fail", "append", "replace"))
             if overwrite and conflict != "replace":
-                raise ConfigError(
+                raise OptionError(
                     f"mode('overwrite') replaces the destination; conflict={conflict!r} "
                     "contradicts it (use mode('append') with that conflict mode)"
                 )
@@ -177,7 +175,7 @@ class WriteOptions:
         codec = _choice(codec, f"compression for {fmt}", codecs)
         sep = opts.get("sep", ",")
         if len(sep) != 1:
-            raise ConfigError(f"sep must be one character, got {sep!r}")
+            raise OptionError(f"sep must be one character, got {sep!r}")
         style = _choice(
             opts.get("addressingstyle", "auto"), "addressingStyle", ("auto", "path", "virtual")
         )
@@ -205,7 +203,7 @@ class WriteOptions:
         try:
             out.engine_config()  # refuse a bad part size etc. on the driver, before any task
         except EngineConfigError as exc:
-            raise ConfigError(str(exc)) from None
+            raise OptionError(str(exc)) from None
         return out
 
     def engine_config(self) -> EngineConfig:
