@@ -19,8 +19,8 @@ import pytest
 from test_perf_harness import TINY, check_doc
 
 from zerorename.perf.model import ChildFailed, Target, run_in_child
-from zerorename.perf.sink import SinkServer
 from zerorename.testing.servers import RgwServer
+from zerorename.testing.sink import SinkServer
 from zerorename.testing.tls import make_tls_files
 
 COMMIT = ["--uploads", "20", "--pendingsets", "2", "--prepare-concurrency", "8"]

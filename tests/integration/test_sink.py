@@ -30,7 +30,7 @@ from zerorename.committers import CommitOptions
 from zerorename.committers.sync import SyncCommitter
 from zerorename.engine import EngineConfig, PendingUpload, UploadEngine
 from zerorename.engine.records import multipart_etag
-from zerorename.perf.sink import SinkServer
+from zerorename.testing.sink import SinkServer
 from zerorename.testing.tls import make_tls_files
 
 MiB = 1024 * 1024
@@ -521,7 +521,7 @@ def test_child_exits_when_its_parent_dies(tmp_path: Path) -> None:
     script = textwrap.dedent(
         """
         import os
-        from zerorename.perf.sink import SinkServer
+        from zerorename.testing.sink import SinkServer
         s = SinkServer().start()
         print(s.pid, flush=True)
         os._exit(0)  # no stop(): the sink's watchdog must notice

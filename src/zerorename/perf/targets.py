@@ -174,7 +174,7 @@ def open_target(
             )
             _create_bucket(target)
         elif spec == "sink":
-            from zerorename.perf.sink import SinkServer
+            from zerorename.testing.sink import SinkServer
 
             b = bucket or DEFAULT_BUCKET
             cert = files.server if files is not None else None

@@ -1,3 +1,0 @@
-from zerorename.perf.sink.server import main
-
-raise SystemExit(main())

@@ -1,0 +1,3 @@
+from zerorename.testing.sink.server import main
+
+raise SystemExit(main())
