@@ -17,6 +17,7 @@ N, SETS = 40, 4
 
 
 def perf_target(s3: S3Target) -> Target:
+    """The perf harness's view of a test server."""
     return Target(
         name=s3.name,
         endpoint_url=s3.endpoint_url,
@@ -26,6 +27,7 @@ def perf_target(s3: S3Target) -> Target:
         access_key=s3.access_key,
         secret_key=s3.secret_key,
         prefix=s3.prefix.rstrip("/"),
+        ca_bundle=s3.ca_bundle,
     )
 
 
@@ -79,6 +81,20 @@ def check_client(s3: S3Target, client: str) -> None:
     func, params = params_for(client, target)
     assert run_in_child(func, target, params)["verified"] == 1.0
     assert listing(s3) == ([], 0)
+
+
+def test_a_commit_of_1500_uploads_in_30_pendingsets_stays_small(moto_s3: S3Target) -> None:
+    """The job commit runs in a fresh process (the scenario's measured child) whose peak
+    RSS stays far under the product goal of 200 MiB, reports its progress, and leaves no
+    object or multipart upload behind once the run cleans up."""
+    target = perf_target(moto_s3)
+    args = parse("--uploads", "1500", "--pendingsets", "30", "--clients", "zerorename")
+    (run,) = cs.plan(args, target)
+    m = run_in_child(run.func, target, run.params)
+    assert m["verified"] == 1.0 and m["uploads"] == 1500
+    assert m["peak_rss_mib"] < 200
+    assert m["progress_reports"] >= 1 and m["max_progress_gap_s"] > 0
+    assert listing(moto_s3) == ([], 0)
 
 
 @pytest.mark.parametrize("client", cs.CLIENTS)

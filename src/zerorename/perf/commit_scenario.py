@@ -19,6 +19,7 @@ commit's alone; then it measures, verifies by listing (untimed) and deletes what
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import sys
@@ -252,7 +253,7 @@ def _measure(target: Target, params: dict[str, Any], label: str, commit: Any) ->
             out = Path(tmp) / "summaries.jsonl"
             prep = prepare_in_child(target, params, dest.uri, out)
             summaries = out.read_text(encoding="utf-8").splitlines()
-            meter: Meter = commit(target, params, dest.uri, prep["job_id"], summaries)
+            meter, extra = commit(target, params, dest.uri, prep["job_id"], summaries)
         metrics = {
             "completes_s": n / meter.wall,
             "commit_s": meter.wall,
@@ -261,6 +262,7 @@ def _measure(target: Target, params: dict[str, Any], label: str, commit: Any) ->
             "base_rss_mib": meter.base_rss / MiB,
             "uploads": float(n),
             "prepare_s": float(prep["prepare_s"]),
+            **extra,
         }
         verify(
             target.boto3_client(),
@@ -284,27 +286,39 @@ def _measure(target: Target, params: dict[str, Any], label: str, commit: Any) ->
     return metrics
 
 
+#: what a commit function returns: the meter of the measured phase and extra metrics
+Measured = tuple[Meter, dict[str, float]]
+
+
 def _commit_zerorename(
     target: Target, params: dict[str, Any], dest: str, job_id: str, lines: list[str]
-) -> Meter:
+) -> Measured:
+    """``Job.commit``; also counts its progress reports and their largest gap (a long
+    commit that reports nothing looks hung to whoever runs it)."""
     from zerorename.committers import MagicCommitter, TaskCommitSummary
     from zerorename.engine import UploadEngine
     from zerorename.engine.runner import run
 
     summaries = [TaskCommitSummary.from_json(line) for line in lines]
-    n = int(params["uploads"])
+    n, sets = int(params["uploads"]), int(params["pendingsets"])
+    ticks: list[float] = []
 
     async def go() -> Meter:
         cfg = target.engine_config(batch_concurrency=int(params["batch_concurrency"]))
         async with UploadEngine(cfg) as engine:
             job = await MagicCommitter(engine, dest).open_job(job_id)
             with Meter() as meter:
-                result = await job.commit(summaries)
-        if result.files != n:
-            raise VerificationError(f"job commit reported {result.files} files, not {n}")
+                result = await job.commit(summaries, progress=lambda p: ticks.append(p.elapsed))
+        if (result.files, result.pendingsets) != (n, sets):
+            raise VerificationError(
+                f"job commit reported {result.files} files in {result.pendingsets} "
+                f"pendingsets, not {n} in {sets}"
+            )
         return meter
 
-    return run(go())
+    meter = run(go())
+    gaps = [b - a for a, b in itertools.pairwise([0.0, *ticks, meter.wall])]
+    return meter, {"progress_reports": float(len(ticks)), "max_progress_gap_s": max(gaps)}
 
 
 def load_uploads(client: Any, summaries: Iterable[str], threads: int) -> list[tuple[str, str, Any]]:
@@ -333,7 +347,7 @@ def load_uploads(client: Any, summaries: Iterable[str], threads: int) -> list[tu
 
 def _commit_boto3(
     target: Target, params: dict[str, Any], dest: str, job_id: str, lines: list[str]
-) -> Meter:
+) -> Measured:
     threads = int(params["threads"])
     client = target.boto3_client(max_pool_connections=threads)
     uploads = load_uploads(client, lines, threads)
@@ -349,7 +363,7 @@ def _commit_boto3(
     with Meter() as meter, ThreadPoolExecutor(threads) as pool:
         for _ in pool.map(complete, uploads):
             pass
-    return meter
+    return meter, {}
 
 
 # --- verification and cleanup (untimed) ----------------------------------------------------
