@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterable
 from typing import TypeVar
 
 __all__ = ["aiter_any", "first_error", "unwrapped"]
@@ -49,7 +49,7 @@ async def unwrapped() -> AsyncIterator[None]:
         raise first_error(eg)  # noqa: B904 - the leaf keeps its own __cause__
 
 
-async def aiter_any(source: Iterable[T] | AsyncIterable[T]) -> AsyncIterator[T]:
+async def aiter_any(source: Iterable[T] | AsyncIterable[T]) -> AsyncGenerator[T, None]:
     """Iterate a sync or an async iterable the same way (``async for``). A sync source is
     read on the event loop, one item per step."""
     if isinstance(source, AsyncIterable):

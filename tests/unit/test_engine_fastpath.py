@@ -520,15 +520,15 @@ def test_tasks_failing_together_surface_as_one_engine_error() -> None:
     """Parts throttled past the budget in the same instant fail together: the caller gets
     the first error (noting the others), not an ExceptionGroup; a group holding a
     KeyboardInterrupt stays a group."""
-    from zerorename.engine.completion import unwrap_group
+    from zerorename.aio import first_error
 
     first, second = ValueError("first"), ValueError("second")
     group = ExceptionGroup("parts", [ExceptionGroup("inner", [first]), second])
-    assert unwrap_group(group) is first
-    assert unwrap_group(group) is first
+    assert first_error(group) is first
+    assert first_error(group) is first
     assert first.__notes__ == ["(1 more task(s) failed at the same time)"]
     alone = ValueError("alone")
-    assert unwrap_group(ExceptionGroup("one", [alone])) is alone
+    assert first_error(ExceptionGroup("one", [alone])) is alone
     assert not hasattr(alone, "__notes__")
     interrupted = BaseExceptionGroup("x", [KeyboardInterrupt(), ValueError()])
-    assert unwrap_group(interrupted) is interrupted
+    assert first_error(interrupted) is interrupted

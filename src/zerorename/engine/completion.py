@@ -7,7 +7,6 @@ import asyncio
 import collections
 import contextlib
 from collections.abc import (
-    AsyncGenerator,
     AsyncIterable,
     AsyncIterator,
     Awaitable,
@@ -20,6 +19,7 @@ import anyio
 import botocore.exceptions as bexc
 from anyio.abc import TaskGroup
 
+from zerorename.aio import aiter_any, first_error
 from zerorename.engine import answers, checksums
 from zerorename.engine.config import EngineConfig
 from zerorename.engine.errors import RecordError, UploadNotFound
@@ -42,26 +42,6 @@ from zerorename.engine.records import (
 )
 from zerorename.engine.retry import AdaptiveLimiter, EngineStats, Retrier, error_code
 
-
-def unwrap_group(exc: BaseException) -> BaseException:
-    """The real error inside (nested) exception groups, else ``exc`` itself. When several
-    tasks failed in the same instant (parts throttled past the budget together) it is the
-    first, noting how many more there were; a group holding anything but ordinary
-    exceptions (e.g. KeyboardInterrupt) stays a group."""
-    more = 0
-    while isinstance(exc, BaseExceptionGroup):
-        inner = exc.exceptions
-        if len(inner) > 1:
-            if not all(isinstance(e, Exception) for e in inner):
-                return exc
-            more += len(inner) - 1
-        exc = inner[0]
-    note = f"({more} more task(s) failed at the same time)"
-    if more and note not in getattr(exc, "__notes__", ()):
-        exc.add_note(note)
-    return exc
-
-
 OnResult = Callable[[Any, BaseException | None], Awaitable[None] | None]
 
 
@@ -83,15 +63,6 @@ def check_target(rec: object, *, complete: bool) -> None:
 def _field(rec: object, name: str) -> str:
     value = getattr(rec, name, "")
     return value if isinstance(value, str) else repr(value)
-
-
-async def _aiter(records: Iterable[Any] | AsyncIterable[Any]) -> AsyncGenerator[Any, None]:
-    if hasattr(records, "__aiter__"):
-        async for r in records:
-            yield r
-    else:
-        for r in records:
-            yield r
 
 
 class _Gate:
@@ -385,12 +356,12 @@ class CompletionOps:
 
         try:
             async with (
-                contextlib.aclosing(_aiter(records)) as it,
+                contextlib.aclosing(aiter_any(records)) as it,
                 anyio.create_task_group() as tg,
             ):
                 tg.start_soon(worker, it, tg)
         except BaseException as exc:  # e.g. the caller's record iterator raised
-            real = unwrap_group(exc)
+            real = first_error(exc)
             if real is exc:
                 raise
             raise real from None

@@ -9,8 +9,7 @@ from urllib.parse import urlsplit
 
 from zerorename.engine.errors import ConfigError
 from zerorename.engine.planning import MAX_PART_SIZE, MIN_PART_SIZE, finite_number, is_int
-
-MiB = 1024 * 1024
+from zerorename.units import MiB
 
 ChecksumAlgorithm = Literal["none", "CRC32", "CRC32C", "SHA256"]
 AddressingStyle = Literal["auto", "path", "virtual"]

@@ -16,6 +16,7 @@ from typing import Any, Literal, overload
 import anyio
 
 from zerorename import logsafe
+from zerorename.aio import first_error
 from zerorename.engine import answers, checksums
 from zerorename.engine.client import (
     FastClient,
@@ -24,7 +25,7 @@ from zerorename.engine.client import (
     make_session,
     open_error,
 )
-from zerorename.engine.completion import CompletionOps, unwrap_group
+from zerorename.engine.completion import CompletionOps
 from zerorename.engine.config import EngineConfig
 from zerorename.engine.errors import EngineError
 from zerorename.engine.events import (
@@ -328,10 +329,10 @@ class UploadEngine(CompletionOps, ObjectOps):
                         up.bucket,
                         up.key,
                         up.upload_id,
-                        f"upload failed: {type(unwrap_group(exc)).__name__}",
+                        f"upload failed: {type(first_error(exc)).__name__}",
                         progress,
                     )
-            real = unwrap_group(exc)
+            real = first_error(exc)
             if real is exc:
                 raise
             raise real from None

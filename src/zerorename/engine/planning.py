@@ -13,11 +13,8 @@ import re
 from dataclasses import dataclass
 
 from zerorename.engine.errors import ConfigError, PlanError, StreamTooLarge
-
-KiB = 1024
-MiB = 1024 * KiB
-GiB = 1024 * MiB
-TiB = 1024 * GiB
+from zerorename.units import GiB, TiB
+from zerorename.units import MiB as MiB  # cli.py imports it from here
 
 MIN_PART_SIZE = 5 * MiB
 MAX_PART_SIZE = 5 * GiB

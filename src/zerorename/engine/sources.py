@@ -21,6 +21,7 @@ from typing import Any, BinaryIO
 
 import anyio
 
+from zerorename.aio import aiter_any
 from zerorename.engine.errors import ConfigError, PlanError
 from zerorename.engine.filebody import FileRange, PartFile
 from zerorename.engine.planning import plan_known_size, stream_part_size
@@ -123,11 +124,6 @@ class _FileChunks:
             await anyio.to_thread.run_sync(f.close)
 
 
-async def _sync_chunks(it: Iterable[bytes]) -> AsyncIterator[bytes]:
-    for block in it:
-        yield block
-
-
 def chunks_of(source: Any) -> AsyncIterator[BytesLike]:
     """Any source as an async iterator of byte blocks."""
     if isinstance(source, bytes | bytearray | memoryview):
@@ -140,10 +136,10 @@ def chunks_of(source: Any) -> AsyncIterator[BytesLike]:
         return _FileChunks(None, source)
     if hasattr(source, "read"):
         return _FileChunks(source)
-    if hasattr(source, "__aiter__"):
+    if isinstance(source, AsyncIterable):
         return aiter(source)
-    if hasattr(source, "__iter__"):
-        return _sync_chunks(source)
+    if isinstance(source, Iterable):
+        return aiter_any(source)
     raise ConfigError(
         f"cannot upload a {type(source).__name__}: give bytes, a path, a binary file object, "
         "or a (sync or async) iterable of bytes"

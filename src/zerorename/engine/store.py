@@ -3,12 +3,12 @@ like every other request. Mixed into :class:`UploadEngine`."""
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import AsyncIterable, AsyncIterator, Iterable
 from typing import TYPE_CHECKING, Any
 
 import botocore.exceptions as bexc
 
+from zerorename.aio import aiter_any
 from zerorename.engine import answers, errors
 from zerorename.engine.planning import validate_bucket, validate_key
 from zerorename.engine.records import ObjectInfo
@@ -206,16 +206,11 @@ class ObjectOps:
         validate_bucket(bucket)
         deleted = 0
         batch: list[str] = []
-        if hasattr(keys, "__aiter__"):
-            async for k in keys:
-                batch.append(k)
-                if len(batch) == DELETE_BATCH:
-                    deleted += await self._delete_batch(bucket, batch)
-                    batch = []
-        else:
-            it = iter(keys)
-            while chunk := list(itertools.islice(it, DELETE_BATCH)):
-                deleted += await self._delete_batch(bucket, chunk)
+        async for k in aiter_any(keys):
+            batch.append(k)
+            if len(batch) == DELETE_BATCH:
+                deleted += await self._delete_batch(bucket, batch)
+                batch = []
         if batch:
             deleted += await self._delete_batch(bucket, batch)
         return deleted
