@@ -8,14 +8,16 @@
             f.write(b"...")
         job.commit([ta.commit()])
 
-One event-loop thread and one engine per facade, both closed by ``close()`` (or the
-``with`` block): nothing is created per commit, so nothing leaks across many jobs.
+Every facade runs on the process portal's one loop thread
+(:func:`zerorename.portal.process_portal`); each owns one engine there, closed by
+``close()`` (or the ``with`` block, or at exit): nothing is created per commit, so
+nothing leaks across many jobs.
 """
 
 from __future__ import annotations
 
-import asyncio
-import threading
+import itertools
+import os
 from collections.abc import Coroutine, Iterable
 from typing import Any, TypeVar
 
@@ -32,13 +34,16 @@ from zerorename.committers.jobcommit import JobCommitResult, ProgressFn
 from zerorename.committers.jobstorage import AbortResult
 from zerorename.committers.tasks import TaskAttempt, TaskCommitSummary
 from zerorename.engine import EngineConfig, UploadEngine
-from zerorename.engine.runner import new_loop
+from zerorename.portal import process_portal
 
 T = TypeVar("T")
 
+_facades = itertools.count(1)
+
 
 class SyncCommitter:
-    """A committer of ``kind`` (magic, staging/directory, partitioned) run on its own loop."""
+    """A committer of ``kind`` (magic, staging/directory, partitioned) run on the process's
+    loop, for threads that block."""
 
     def __init__(
         self,
@@ -50,15 +55,14 @@ class SyncCommitter:
         options: CommitOptions | None = None,
     ) -> None:
         cls = committer_class(kind)
-        self._loop = new_loop()  # uvloop when available, like every entry point
-        self._thread = threading.Thread(
-            target=self._loop.run_forever, name="zerorename-committer", daemon=True
-        )
-        self._thread.start()
+        self._portal = process_portal()
+        self._pid = os.getpid()
+        self._key = ("SyncCommitter", next(_facades))
         self._closed = False
+        self.engine: UploadEngine = self._portal.resource(
+            self._key, lambda: UploadEngine(engine_config)
+        )
         try:
-            self.engine = UploadEngine(engine_config)
-            self.run(self.engine.open())
             self.committer: Committer = cls(
                 self.engine, destination, conflict=conflict, options=options
             )
@@ -67,27 +71,34 @@ class SyncCommitter:
             raise
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run a coroutine on the facade's loop and wait for it (not from that loop)."""
+        """Run a coroutine on the process's loop and wait for it (not from that loop)."""
         if self._closed:
             coro.close()
             raise CommitterError("the committer is closed")
-        if threading.current_thread() is self._thread:
+        if os.getpid() != self._pid:
+            coro.close()
+            raise CommitterError(
+                f"this SyncCommitter was created in process {self._pid}; its engine does not "
+                "survive a fork: create a new SyncCommitter in this process"
+            )
+        if self._portal.in_loop_thread():
             coro.close()
             raise CommitterError("SyncCommitter methods cannot be called from its own loop")
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+        if self._key not in self._portal.resource_keys():
+            coro.close()
+            raise CommitterError(
+                "the process's event loop was closed (at exit, or get_bridge().close()) "
+                "and this SyncCommitter's engine with it: create a new SyncCommitter"
+            )
+        return self._portal.run(coro)
 
     def close(self) -> None:
-        """Close the engine, stop the loop thread; safe to call twice."""
+        """Close the engine; safe to call twice (the process's loop stays for others)."""
         if self._closed:
             return
-        try:
-            if hasattr(self, "engine"):
-                asyncio.run_coroutine_threadsafe(self.engine.close(), self._loop).result()
-        finally:
-            self._closed = True
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join()
-            self._loop.close()
+        self._closed = True
+        if os.getpid() == self._pid:
+            self._portal.discard(self._key)
 
     def __enter__(self) -> SyncCommitter:
         return self

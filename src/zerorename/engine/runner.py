@@ -1,28 +1,17 @@
-"""Entry points run coroutines on uvloop when it is installed."""
+"""Entry points run coroutines on uvloop when it is installed (the loop choice is the
+portal's, :func:`zerorename.portal.loop_factory`, so every loop zerorename makes is alike)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from zerorename.portal import loop_factory, new_loop
+
+__all__ = ["loop_factory", "new_loop", "run"]
+
 T = TypeVar("T")
-
-
-def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """uvloop's loop factory when available, else None (asyncio's default)."""
-    try:
-        import uvloop
-    except ImportError:
-        return None
-    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
-    return factory
-
-
-def new_loop() -> asyncio.AbstractEventLoop:
-    """A new event loop: uvloop's when available, else asyncio's."""
-    factory = loop_factory()
-    return factory() if factory is not None else asyncio.new_event_loop()
 
 
 def run(coro: Coroutine[Any, Any, T], *, debug: bool | None = None) -> T:

@@ -4,7 +4,7 @@
 into whole parts and hands them to the upload through a one-slot channel, so a fast
 producer waits (backpressure). :class:`SyncUploadWriter` is a blocking ``io.RawIOBase``
 for another thread (pyarrow's and csv's writers write into it); it gathers whole parts
-on the caller's thread and hands each to the loop.
+on the caller's thread and hands each to the loop through a :class:`LoopPortal`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import concurrent.futures
 import contextlib
 import io
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +25,7 @@ from zerorename.engine.errors import EngineError
 from zerorename.engine.events import ProgressCallback
 from zerorename.engine.records import PendingUpload, UploadResult
 from zerorename.engine.sources import BytesLike, part_stream
+from zerorename.portal import LoopPortal
 
 if TYPE_CHECKING:
     from zerorename.engine.core import UploadEngine
@@ -170,10 +171,12 @@ class AsyncUploadWriter:
 
 
 class SyncUploadWriter(io.RawIOBase):
-    """A blocking binary file that streams into an upload run on ``loop``.
+    """A blocking binary file that streams into an upload run on ``loop`` (the engine's
+    loop, or a portal onto it).
 
     Use it from any thread but the loop's. ``close()`` completes (or defers) and sets
     ``result``; ``abort()`` aborts; leaving a ``with`` block by an exception aborts.
+    ``bytes_written``/``tell()`` count what was written: the one byte count of a file.
     """
 
     def __init__(
@@ -181,13 +184,13 @@ class SyncUploadWriter(io.RawIOBase):
         engine: UploadEngine,
         bucket: str,
         key: str,
-        loop: asyncio.AbstractEventLoop,
+        loop: asyncio.AbstractEventLoop | LoopPortal,
         defer: bool,
         progress: ProgressCallback | None,
         object_args: dict[str, Any],
     ) -> None:
         super().__init__()
-        self._loop = loop
+        self._portal = loop if isinstance(loop, LoopPortal) else LoopPortal.attach(loop)
         self.bucket, self.key = bucket, key
         self._gather = _PartGatherer(engine.config.part_size)
         self._error: BaseException | None = None
@@ -197,23 +200,19 @@ class SyncUploadWriter(io.RawIOBase):
         self.result: UploadResult | PendingUpload | None = None
         self._finished = True  # until the upload runs: close() then has nothing to finish
         self._future: concurrent.futures.Future[UploadResult | PendingUpload | None] | None = None
-        self._check_thread()
-        self._finished = False
-        self._future = asyncio.run_coroutine_threadsafe(
-            self._run(engine, defer, progress, object_args), loop
-        )
-        self._ready.wait()
-
-    def _check_thread(self) -> None:
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        if running is self._loop:
+        if self._portal.in_loop_thread():
             raise EngineError(
                 "SyncUploadWriter blocks: use it from another thread than the event loop's "
                 "(on the loop, use engine.open_writer)"
             )
+        self._finished = False
+        self._future = self._portal.start(self._run(engine, defer, progress, object_args))
+        self._ready.wait()
+
+    @property
+    def portal(self) -> LoopPortal:
+        """The portal onto the upload's loop (run a follow-up coroutine there with it)."""
+        return self._portal
 
     async def _run(
         self,
@@ -238,8 +237,8 @@ class SyncUploadWriter(io.RawIOBase):
                 raise
         return None
 
-    def _call(self, coro: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+    def _call(self, coro: Coroutine[Any, Any, None]) -> None:
+        self._portal.run(coro)
 
     async def _put(self, block: BytesLike | None) -> None:
         assert self._send is not None
