@@ -130,15 +130,16 @@ class CompletionOps:
     ) -> UploadResult:
         """Complete a deferred upload; with ``if_none_match`` the store refuses
         (:class:`PreconditionFailed`) when the key already exists."""
-        return await self._complete(p, if_none_match, progress, None, 0)
+        return await self._complete(p, if_none_match=if_none_match, progress=progress)
 
     async def _complete(
         self,
         p: PendingUpload,
-        if_none_match: bool,
-        progress: ProgressCallback | None,
-        limiter: AdaptiveLimiter | None,
-        window: int,
+        *,
+        if_none_match: bool = False,
+        progress: ProgressCallback | None = None,
+        limiter: AdaptiveLimiter | None = None,
+        window: int = 0,
     ) -> UploadResult:
         check_target(p, complete=True)
         parts = []
@@ -204,15 +205,18 @@ class CompletionOps:
         """Abort a pending upload; False when it was already gone. A record that fails
         validation is a :class:`RecordError` and sends nothing."""
         check_target(p, complete=False)
-        return await self._abort_id(p.bucket, p.key, p.upload_id, "aborted", progress)
+        return await self._abort_id(
+            p.bucket, p.key, p.upload_id, reason="aborted", progress=progress
+        )
 
     async def _abort_id(
         self,
         bucket: str,
         key: str,
         upload_id: str,
+        *,
         reason: str,
-        progress: ProgressCallback | None,
+        progress: ProgressCallback | None = None,
         limiter: AdaptiveLimiter | None = None,
         window: int = 0,
     ) -> bool:
@@ -260,10 +264,14 @@ class CompletionOps:
         (a stream cannot be checked whole before the first complete)."""
 
         async def one(rec: PendingUpload, limiter: AdaptiveLimiter, window: int) -> int:
-            await self._complete(rec, if_none_match, progress, limiter, window)
+            await self._complete(
+                rec, if_none_match=if_none_match, progress=progress, limiter=limiter, window=window
+            )
             return rec.length
 
-        return await self._batch(records, one, concurrency, fail_fast, on_result)
+        return await self._batch(
+            records, one, concurrency=concurrency, fail_fast=fail_fast, on_result=on_result
+        )
 
     async def abort_many(
         self,
@@ -282,18 +290,25 @@ class CompletionOps:
         ) -> int:
             check_target(rec, complete=False)
             await self._abort_id(
-                rec.bucket, rec.key, rec.upload_id, "aborted", progress, limiter, window
+                rec.bucket,
+                rec.key,
+                rec.upload_id,
+                reason="aborted",
+                progress=progress,
+                limiter=limiter,
+                window=window,
             )
             return rec.length if isinstance(rec, PendingUpload) else 0
 
-        return await self._batch(records, one, concurrency, False, on_result)
+        return await self._batch(records, one, concurrency=concurrency, on_result=on_result)
 
     async def _batch(
         self,
         records: Iterable[Any] | AsyncIterable[Any],
         action: Callable[[Any, AdaptiveLimiter, int], Awaitable[int]],
+        *,
         concurrency: int | None,
-        fail_fast: bool,
+        fail_fast: bool = False,
         on_result: OnResult | None,
     ) -> BatchResult:
         result = BatchResult()
@@ -305,7 +320,7 @@ class CompletionOps:
         )
         stop = anyio.Event()
         pull = _Gate()
-        pool = {"workers": 1, "exhausted": False}
+        workers, exhausted = 1, False
 
         async def run_one(rec: Any, window: int) -> None:
             error: BaseException | None = None
@@ -336,19 +351,20 @@ class CompletionOps:
             # time, so records are read lazily and in order; a new worker starts while
             # every one is busy, up to `limit` (a task per record cost more client CPU
             # than a fast-path complete).
+            nonlocal workers, exhausted
             while True:
                 window = await limiter.acquire()
                 try:
                     async with pull:
-                        if pool["exhausted"] or stop.is_set():
+                        if exhausted or stop.is_set():
                             return
                         try:
                             rec = await anext(it)
                         except StopAsyncIteration:
-                            pool["exhausted"] = True
+                            exhausted = True
                             return
-                    if pool["workers"] < limit:
-                        pool["workers"] += 1
+                    if workers < limit:
+                        workers += 1
                         tg.start_soon(worker, it, tg)
                     await run_one(rec, window)
                 finally:

@@ -261,9 +261,9 @@ class UploadEngine(CompletionOps, ObjectOps):
         if file is not None:  # a regular file: parts are ranges of it, read as they are sent
             async with file:
                 ranges = file_parts(file, part_size=self.config.part_size)
-                return await self._upload_parts(bucket, key, ranges, defer, progress, object_args)
+                return await self._upload(bucket, key, ranges, defer, progress, object_args)
         parts = part_stream(chunks_of(source), part_size=self.config.part_size, size=size)
-        return await self._upload_parts(bucket, key, parts, defer, progress, object_args)
+        return await self._upload(bucket, key, parts, defer, progress, object_args)
 
     def open_writer(
         self,
@@ -296,7 +296,39 @@ class UploadEngine(CompletionOps, ObjectOps):
         validate_key(key)
         return SyncUploadWriter(self, bucket, key, loop, defer, progress, object_args)
 
+    async def upload_parts(
+        self,
+        bucket: str,
+        key: str,
+        parts: AsyncGenerator[Part, None],
+        *,
+        defer: bool = False,
+        progress: ProgressCallback | None = None,
+        **object_args: Any,
+    ) -> UploadResult | PendingUpload:
+        """Upload ``parts`` as they come (e.g. :func:`~zerorename.engine.sources.part_stream`
+        over a writer's buffers) to ``s3://bucket/key``, as :meth:`upload` does with the
+        parts it plans; ``parts`` is closed when the upload ends. A single last part is one
+        PutObject unless ``defer``. A failure or cancellation aborts the multipart upload."""
+        validate_bucket(bucket)
+        validate_key(key)
+        return await self._upload(bucket, key, parts, defer, progress, object_args)
+
     async def _upload_parts(
+        self,
+        bucket: str,
+        key: str,
+        parts: AsyncGenerator[Part, None],
+        defer: bool,
+        progress: ProgressCallback | None,
+        object_args: dict[str, Any],
+    ) -> UploadResult | PendingUpload:
+        """The old private seam, kept until writers.py calls :meth:`upload_parts`."""
+        return await self.upload_parts(
+            bucket, key, parts, defer=defer, progress=progress, **object_args
+        )
+
+    async def _upload(
         self,
         bucket: str,
         key: str,
@@ -321,7 +353,7 @@ class UploadEngine(CompletionOps, ObjectOps):
                     window = await self._limiter.acquire()
                     tg.start_soon(self._send_part, up, part, window, progress)
             assert up.upload_id is not None
-            return await self._finish(up, defer, progress)
+            return await self._finish(up, defer=defer, progress=progress)
         except BaseException as exc:
             if up.upload_id is not None:
                 with anyio.CancelScope(shield=True):
@@ -329,8 +361,8 @@ class UploadEngine(CompletionOps, ObjectOps):
                         up.bucket,
                         up.key,
                         up.upload_id,
-                        f"upload failed: {type(first_error(exc)).__name__}",
-                        progress,
+                        reason=f"upload failed: {type(first_error(exc)).__name__}",
+                        progress=progress,
                     )
             real = first_error(exc)
             if real is exc:
@@ -371,6 +403,7 @@ class UploadEngine(CompletionOps, ObjectOps):
         operation: str,
         up: _Upload,
         part: Part,
+        *,
         window: int,
         progress: ProgressCallback | None,
         request: Callable[..., Awaitable[Any]],
@@ -384,9 +417,10 @@ class UploadEngine(CompletionOps, ObjectOps):
         (not retried; nothing is recorded)."""
         alg = self.config.checksum
         send_trailer = getattr(self._client, "send_trailer", None)
-        two_pass: list[Any] = []  # [checksum, body] once computed
+        two_pass: tuple[str | None, Any] | None = None  # (checksum, body) once computed
 
         async def call(attempt: int) -> tuple[str, str | None]:
+            nonlocal two_pass
             try:
                 if send_trailer is not None and alg != "none" and part.size:
                     sent = TrailerBody(part.body, alg)
@@ -394,10 +428,11 @@ class UploadEngine(CompletionOps, ObjectOps):
                     resp = await send_trailer(operation, sent, params)
                     if resp is not None:
                         return self._confirmed(resp, operation, up, sent.checksum)
-                if not two_pass:
-                    checksum = await self._checksum(part.body)
-                    body = await _request_body(part.body, self.config.payload_signing)
-                    two_pass[:] = [checksum, body]
+                if two_pass is None:
+                    two_pass = (
+                        await self._checksum(part.body),
+                        await _request_body(part.body, self.config.payload_signing),
+                    )
                 checksum, body = two_pass
                 resp = await request(
                     Bucket=up.bucket,
@@ -458,7 +493,13 @@ class UploadEngine(CompletionOps, ObjectOps):
     ) -> UploadResult:
         window = await self._limiter.acquire()
         etag, _ = await self._send_body(
-            "PutObject", up, part, window, progress, self._client.put_object, **object_args
+            "PutObject",
+            up,
+            part,
+            window=window,
+            progress=progress,
+            request=self._client.put_object,
+            **object_args,
         )
         self.stats.uploads_completed += 1
         await self._emit(UploadCompleted(up.bucket, up.key, part.size, 1), progress)
@@ -471,9 +512,9 @@ class UploadEngine(CompletionOps, ObjectOps):
             "UploadPart",
             up,
             part,
-            window,
-            progress,
-            self._client.upload_part,
+            window=window,
+            progress=progress,
+            request=self._client.upload_part,
             UploadId=up.upload_id,
             PartNumber=part.number,
         )
@@ -482,7 +523,7 @@ class UploadEngine(CompletionOps, ObjectOps):
         await self._emit(PartDone(up.bucket, up.key, part.number, part.size), progress)
 
     async def _finish(
-        self, up: _Upload, defer: bool, progress: ProgressCallback | None
+        self, up: _Upload, *, defer: bool, progress: ProgressCallback | None
     ) -> UploadResult | PendingUpload:
         assert up.upload_id is not None
         numbers = sorted(up.parts)
@@ -501,7 +542,7 @@ class UploadEngine(CompletionOps, ObjectOps):
                 progress,
             )
             return record
-        return await self._complete(record, False, progress, None, 0)
+        return await self._complete(record, progress=progress)
 
 
 __all__ = ["UploadEngine"]

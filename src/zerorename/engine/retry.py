@@ -18,7 +18,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -374,6 +374,21 @@ class _StopAfterElapsed(stop_base):
         return time.monotonic() - self.started >= self.limit
 
 
+@dataclass(slots=True)
+class _Call(Generic[T]):
+    """One S3 call under the retry policy: what to run, for whom, and the limiter window
+    its slot was taken in (updated when the slot is taken again after a backoff)."""
+
+    operation: str
+    fn: Callable[[int], Awaitable[T]]
+    bucket: str
+    key: str
+    limiter: AdaptiveLimiter | None
+    window: int
+    progress: ProgressCallback | None
+    sent_bytes: int
+
+
 class Retrier:
     """Runs one S3 call with the engine's retry policy, limiter and events."""
 
@@ -412,35 +427,20 @@ class Retrier:
         backoff, the attempt budget and ``max_elapsed`` (from the first attempt's start)
         are as if tenacity had run every attempt.
         """
-        state = {"window": window}
+        call = _Call(operation, fn, bucket, key, limiter, window, progress, sent_bytes)
         started = time.monotonic()
         try:
-            return await self._attempt(
-                operation, fn, 1, bucket, key, limiter, state, progress, sent_bytes
-            )
+            return await self._attempt(call, 1)
         except Exception as exc:
             if classify(exc) is FailureKind.FATAL:
                 raise translate(exc, operation, bucket, key, exhausted=False) from exc
             first: Exception = exc
-        return await self._retry(
-            operation, fn, first, started, bucket, key, limiter, state, progress, sent_bytes
-        )
+        return await self._retry(call, first, started)
 
-    async def _retry(
-        self,
-        operation: str,
-        fn: Callable[[int], Awaitable[T]],
-        first: Exception,
-        started: float,
-        bucket: str,
-        key: str,
-        limiter: AdaptiveLimiter | None,
-        state: dict[str, int],
-        progress: ProgressCallback | None,
-        sent_bytes: int,
-    ) -> T:
+    async def _retry(self, call: _Call[T], first: Exception, started: float) -> T:
         """Attempts 2.. under tenacity, after ``first`` failed retryably."""
         cfg = self.config
+        limiter, progress = call.limiter, call.progress
 
         async def sleep(seconds: float) -> None:
             if limiter is None:
@@ -450,7 +450,7 @@ class Retrier:
             try:
                 await asyncio.sleep(seconds)
             finally:
-                state["window"] = await limiter.acquire()
+                call.window = await limiter.acquire()
 
         async def before_sleep(rs: Any) -> None:
             exc = rs.outcome.exception()
@@ -459,8 +459,8 @@ class Retrier:
             delay = rs.next_action.sleep if rs.next_action else 0.0
             await self._events(
                 RetryScheduled(
-                    operation,
-                    key,
+                    call.operation,
+                    call.key,
                     rs.attempt_number,
                     delay,
                     kind.value,
@@ -490,45 +490,28 @@ class Retrier:
                     attempt_no += 1
                     if attempt_no == 1:
                         raise first  # already made: tenacity books it as attempt 1
-                    result = await self._attempt(
-                        operation,
-                        fn,
-                        attempt_no,
-                        bucket,
-                        key,
-                        limiter,
-                        state,
-                        progress,
-                        sent_bytes,
-                    )
+                    result = await self._attempt(call, attempt_no)
         except BaseException as exc:
             if isinstance(exc, asyncio.CancelledError) or not isinstance(exc, Exception):
                 raise
             exhausted = classify(exc) is not FailureKind.FATAL
             if exhausted:
                 exc.add_note(f"{attempt_no} attempts over {time.monotonic() - started:.1f}s")
-            raise translate(exc, operation, bucket, key, exhausted=exhausted) from exc
+            raise translate(
+                exc, call.operation, call.bucket, call.key, exhausted=exhausted
+            ) from exc
         return result
 
-    async def _attempt(
-        self,
-        operation: str,
-        fn: Callable[[int], Awaitable[T]],
-        attempt_no: int,
-        bucket: str,
-        key: str,
-        limiter: AdaptiveLimiter | None,
-        state: dict[str, int],
-        progress: ProgressCallback | None,
-        sent_bytes: int,
-    ) -> T:
+    async def _attempt(self, call: _Call[T], attempt_no: int) -> T:
         stats = self.stats
+        operation, bucket, key = call.operation, call.bucket, call.key
+        limiter, progress, sent_bytes = call.limiter, call.progress, call.sent_bytes
         stats.requests += 1
         stats.by_operation[operation] = stats.by_operation.get(operation, 0) + 1
         if sent_bytes:
             await self._events(BytesSent(bucket, key, sent_bytes), progress)
         try:
-            result = await fn(attempt_no)
+            result = await call.fn(attempt_no)
         except Exception as exc:
             if sent_bytes:
                 await self._events(BytesSent(bucket, key, -sent_bytes, rollback=True), progress)
@@ -537,7 +520,7 @@ class Retrier:
                 stats.throttles += 1
                 await self._events(Throttled(operation, key, error_code(exc)[0]), progress)
                 if limiter is not None:
-                    change = limiter.on_throttle(state["window"])
+                    change = limiter.on_throttle(call.window)
                     if change:
                         stats.concurrency_changes += 1
                         stats.lowest_concurrency = limiter.lowest
