@@ -12,7 +12,7 @@ import datetime as dt
 import decimal
 import json
 import math
-from typing import Any, BinaryIO, Protocol
+from typing import Any, Protocol
 
 import pyarrow as pa
 
@@ -28,10 +28,21 @@ TASK_BUFFER_BYTES = 96 * 1024 * 1024
 _STREAM_CODECS = {"gzip": "gzip", "bzip2": "bz2", "zstd": "zstd"}
 
 
+class Sink(Protocol):
+    """Where a format writer's encoded bytes go (an output file; never closed here)."""
+
+    def write(self, data: Any, /) -> Any: ...
+
+
 class FormatWriter(Protocol):
     """Encodes batches into a sink; ``close`` flushes and ends the file (not the sink)."""
 
     rows: int
+
+    @property
+    def bytes(self) -> int:
+        """Encoded bytes written into the sink so far."""
+        ...
 
     def write(self, batch: pa.RecordBatch) -> None: ...
 
@@ -47,26 +58,20 @@ class FormatWriter(Protocol):
     def close(self) -> None: ...
 
 
-class _Streaming:
-    """Formats that encode each batch as it comes hold nothing back."""
+class _SinkView:
+    """The one file adapter between pyarrow and an output file: pyarrow may 'close' it
+    without ending the upload, and it counts the bytes written (the file's size)."""
 
-    @property
-    def buffered(self) -> int:
-        return 0
-
-    def flush(self) -> None:
-        pass
-
-
-class _NonClosing:
-    """File-like view of a sink that pyarrow may 'close' without ending the upload."""
-
-    def __init__(self, sink: BinaryIO) -> None:
+    def __init__(self, sink: Sink) -> None:
         self._sink = sink
+        self.bytes = 0
         self.closed = False
 
     def write(self, data: Any) -> int:
-        return self._sink.write(data)
+        self._sink.write(data)
+        n = memoryview(data).nbytes
+        self.bytes += n
+        return n
 
     def writable(self) -> bool:
         return True
@@ -78,7 +83,7 @@ class _NonClosing:
         return False
 
     def tell(self) -> int:
-        return self._sink.tell()
+        return self.bytes
 
     def flush(self) -> None:
         pass
@@ -87,24 +92,46 @@ class _NonClosing:
         self.closed = True
 
 
-def _stream(sink: BinaryIO, codec: str) -> tuple[Any, Any]:
+class _Writer:
+    """What every format shares: the sink view, rows written, bytes encoded."""
+
+    def __init__(self, sink: Sink) -> None:
+        self._view = _SinkView(sink)
+        self.rows = 0
+
+    @property
+    def bytes(self) -> int:
+        return self._view.bytes
+
+
+class _Streaming(_Writer):
+    """Formats that encode each batch as it comes hold nothing back."""
+
+    @property
+    def buffered(self) -> int:
+        return 0
+
+    def flush(self) -> None:
+        pass
+
+
+def _stream(view: _SinkView, codec: str) -> tuple[Any, Any]:
     """(stream to write encoded bytes to, compressed stream to close or None)."""
-    view = _NonClosing(sink)
     if codec == "none":
         return view, None
     compressed = pa.CompressedOutputStream(view, _STREAM_CODECS[codec])
     return compressed, compressed
 
 
-class ParquetWriter:
-    def __init__(self, sink: BinaryIO, schema: pa.Schema, opts: WriteOptions) -> None:
+class ParquetWriter(_Writer):
+    def __init__(self, sink: Sink, schema: pa.Schema, opts: WriteOptions) -> None:
         import pyarrow.parquet as pq
 
-        self.rows = 0
+        super().__init__(sink)
         self._pending: list[pa.RecordBatch] = []
         self._pending_bytes = 0
         codec = None if opts.compression == "none" else opts.compression
-        self._writer = pq.ParquetWriter(_NonClosing(sink), schema, compression=codec)
+        self._writer = pq.ParquetWriter(self._view, schema, compression=codec)
 
     def write(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows == 0:
@@ -131,11 +158,11 @@ class ParquetWriter:
 
 
 class CsvWriter(_Streaming):
-    def __init__(self, sink: BinaryIO, schema: pa.Schema, opts: WriteOptions) -> None:
+    def __init__(self, sink: Sink, schema: pa.Schema, opts: WriteOptions) -> None:
         import pyarrow.csv as pcsv
 
-        self.rows = 0
-        self._out, self._compressed = _stream(sink, opts.compression)
+        super().__init__(sink)
+        self._out, self._compressed = _stream(self._view, opts.compression)
         wo = pcsv.WriteOptions(
             include_header=opts.csv_header, delimiter=opts.csv_sep, quoting_style="needed"
         )
@@ -175,9 +202,9 @@ def _json_value(value: Any) -> Any:
 class JsonWriter(_Streaming):
     """JSON Lines, as Spark writes them: one object per row, null fields left out."""
 
-    def __init__(self, sink: BinaryIO, schema: pa.Schema, opts: WriteOptions) -> None:
-        self.rows = 0
-        self._out, self._compressed = _stream(sink, opts.compression)
+    def __init__(self, sink: Sink, schema: pa.Schema, opts: WriteOptions) -> None:
+        super().__init__(sink)
+        self._out, self._compressed = _stream(self._view, opts.compression)
 
     def write(self, batch: pa.RecordBatch) -> None:
         if not batch.num_rows:
@@ -198,7 +225,7 @@ class JsonWriter(_Streaming):
 class TextWriter(_Streaming):
     """One line per row of the single string column (Spark's text format)."""
 
-    def __init__(self, sink: BinaryIO, schema: pa.Schema, opts: WriteOptions) -> None:
+    def __init__(self, sink: Sink, schema: pa.Schema, opts: WriteOptions) -> None:
         if len(schema) != 1 or not (
             pa.types.is_string(schema[0].type) or pa.types.is_large_string(schema[0].type)
         ):
@@ -206,8 +233,8 @@ class TextWriter(_Streaming):
                 "format text needs exactly one string column (besides partition columns); "
                 f"got {schema}"
             )
-        self.rows = 0
-        self._out, self._compressed = _stream(sink, opts.compression)
+        super().__init__(sink)
+        self._out, self._compressed = _stream(self._view, opts.compression)
 
     def write(self, batch: pa.RecordBatch) -> None:
         if not batch.num_rows:
@@ -222,7 +249,7 @@ class TextWriter(_Streaming):
             self._compressed.close()
 
 
-def open_format_writer(sink: BinaryIO, schema: pa.Schema, opts: WriteOptions) -> FormatWriter:
+def open_format_writer(sink: Sink, schema: pa.Schema, opts: WriteOptions) -> FormatWriter:
     """A writer for ``opts.format`` writing into ``sink`` (which it never closes)."""
     if opts.format == "parquet":
         return ParquetWriter(sink, schema, opts)
@@ -243,12 +270,9 @@ def check_schema(schema: pa.Schema, opts: WriteOptions) -> None:
     if not data_fields:
         raise ConfigError("every column is a partition column: no data would be written")
     if opts.format == "text":
-        TextWriter(_NullSink(), pa.schema(data_fields), opts)  # type: ignore[arg-type]
+        TextWriter(_NullSink(), pa.schema(data_fields), opts)
 
 
 class _NullSink:
     def write(self, data: Any) -> int:
         return len(data)
-
-    def tell(self) -> int:
-        return 0

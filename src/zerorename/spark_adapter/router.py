@@ -23,7 +23,8 @@ from zerorename.spark_adapter.partitioning import partition_dir, value_text
 
 
 class OutputFile(Protocol):
-    """What a task attempt's ``open_sync(rel)`` returns: a binary sink."""
+    """What a task attempt's ``open_sync(rel)`` returns: a binary sink (the format
+    writer counts what it writes; ``abort()``, when there is one, discards the file)."""
 
     def write(self, data: Any, /) -> int: ...
 
@@ -42,29 +43,10 @@ class FileStats:
     bytes: int
 
 
-class _Sink:
-    """Counts the bytes a format writer writes into an output file."""
-
-    def __init__(self, out: OutputFile) -> None:
-        self.out = out
-        self.bytes = 0
-
-    def write(self, data: Any) -> int:
-        n = self.out.write(data)
-        self.bytes += memoryview(data).nbytes
-        return n
-
-    def tell(self) -> int:
-        return self.bytes
-
-    def flush(self) -> None:
-        pass
-
-
 @dataclass
 class _Open:
     rel: str
-    sink: _Sink
+    out: OutputFile
     writer: FormatWriter
 
 
@@ -138,13 +120,12 @@ class BatchRouter:
         self._file_index += 1
         rel = f"{directory}/{name}" if directory else name
         out = self._opener(rel)
-        sink = _Sink(out)
         try:
-            writer = open_format_writer(sink, self._schema, self._opts)  # type: ignore[arg-type]
+            writer = open_format_writer(out, self._schema, self._opts)
         except BaseException:
             _abort(out)
             raise
-        entry = _Open(rel, sink, writer)
+        entry = _Open(rel, out, writer)
         self._open[directory] = entry
         self._rows_in_file[directory] = 0
         while len(self._open) > self._opts.max_open_files:
@@ -156,8 +137,8 @@ class BatchRouter:
         entry = self._open.pop(directory)
         self._rows_in_file.pop(directory, None)
         entry.writer.close()
-        entry.sink.out.close()
-        self.finished.append(FileStats(entry.rel, entry.writer.rows, entry.sink.bytes))
+        entry.out.close()
+        self.finished.append(FileStats(entry.rel, entry.writer.rows, entry.writer.bytes))
 
     def _write_group(self, directory: str, rows: pa.RecordBatch) -> None:
         limit = self._opts.max_records_per_file
@@ -205,7 +186,7 @@ class BatchRouter:
         """Abort every open file; finished files are left to the task attempt's abort."""
         while self._open:
             _, entry = self._open.popitem()
-            _abort(entry.sink.out)
+            _abort(entry.out)
         self._rows_in_file.clear()
 
 
