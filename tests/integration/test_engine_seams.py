@@ -38,7 +38,7 @@ async def test_upload_parts_completes_and_defers(s3: S3Target) -> None:
 
 async def test_upload_parts_aborts_when_the_parts_fail(s3: S3Target) -> None:
     async def broken() -> AsyncGenerator[Part, None]:
-        yield Part(1, DATA[: 5 * MiB], False)
+        yield Part(1, DATA[: 5 * MiB], last=False)
         raise LookupError("the producer broke")
 
     async with UploadEngine(s3.engine_config(part_size=5 * MiB)) as engine:

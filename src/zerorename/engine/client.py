@@ -269,9 +269,8 @@ class FastClient:
             cookie_jar=aiohttp.DummyCookieJar(),
         )
         # aiohttp re-sends an idempotent request (PUT: UploadPart) once by itself when its
-        # connection fails, below the engine's retry policy: such re-sends went uncounted
-        # (2 resets mid-body over HTTPS: 6 UploadParts on the wire, retries=0). Every
-        # re-send goes through the policy instead (counted, backed off, bounded).
+        # connection fails, below the engine's retry policy, where nothing counts it.
+        # Every re-send goes through the policy instead (counted, backed off, bounded).
         self._session._retry_connection = False
         self.disabled_reason = None
 

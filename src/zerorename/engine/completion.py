@@ -67,9 +67,9 @@ def _field(rec: object, name: str) -> str:
 
 class _Gate:
     """One holder at a time, without a queue's fairness: a coroutine that finds the gate
-    open takes it at once, even while others wait. (asyncio.Lock hands itself to its
-    oldest waiter, so after one stall of the record source every pull became a wake-up of
-    its own: a convoy that cost the batch more CPU per record than a fast-path request.)"""
+    open takes it at once, even while others wait (asyncio.Lock hands itself to its
+    oldest waiter, which after one stall of the record source makes every pull a wake-up
+    of its own: a convoy)."""
 
     def __init__(self) -> None:
         self._held = False
@@ -349,8 +349,7 @@ class CompletionOps:
         async def worker(it: AsyncIterator[Any], tg: TaskGroup) -> None:
             # Workers pull the next record only once they hold a limiter slot, one at a
             # time, so records are read lazily and in order; a new worker starts while
-            # every one is busy, up to `limit` (a task per record cost more client CPU
-            # than a fast-path complete).
+            # every one is busy, up to `limit` (workers, not a task per record).
             nonlocal workers, exhausted
             while True:
                 window = await limiter.acquire()

@@ -64,7 +64,7 @@ class _Upload:
 
 
 # bodies are written to the socket in slices of this size, so the event loop's transport
-# never buffers a second copy of a whole part (see PERF-NOTES: ~2 copies per part otherwise)
+# never buffers a second copy of a whole part
 _BODY_SLICE = 1024 * 1024
 
 
@@ -503,7 +503,7 @@ class UploadEngine(CompletionOps, ObjectOps):
         )
         self.stats.uploads_completed += 1
         await self._emit(UploadCompleted(up.bucket, up.key, part.size, 1), progress)
-        return UploadResult(up.bucket, up.key, etag, part.size, 1, None)
+        return UploadResult(up.bucket, up.key, etag, part.size, parts=1)  # no upload id
 
     async def _send_part(
         self, up: _Upload, part: Part, window: int, progress: ProgressCallback | None

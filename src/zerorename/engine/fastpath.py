@@ -1,7 +1,7 @@
 """A lean, signed aiohttp path for the engine's hot S3 calls.
 
 UploadPart, CompleteMultipartUpload, CreateMultipartUpload, AbortMultipartUpload and
-PutObject cost botocore about 1 ms of client CPU each (PERF-NOTES); here each is one
+PutObject are the calls a large job makes by the thousand; here each is one
 aiohttp request signed with SigV4 (``UNSIGNED-PAYLOAD``, or a trailing checksum:
 trailer.py; signing key cached per day).
 What botocore decides -- endpoint and addressing style per bucket, signing region,

@@ -9,8 +9,7 @@ through the transport. Over HTTPS the fast path reads it once instead: checksumm
 it is sent, the checksum in an aws-chunked trailer (trailer.py). A retry reads the
 range again. No buffer is ever reused, so a
 transport still holding unsent bytes never sees them change, and memory per part in
-flight is about one block. (Reading each 16 MiB part whole into fresh memory cost about
-0.4 client CPU s/GiB in copies and page faults, and held every part in flight.)
+flight is about one block, not one part.
 """
 
 from __future__ import annotations
@@ -36,7 +35,7 @@ from zerorename.engine.errors import PlanError, SourceChanged
 BLOCK = 1024 * 1024
 #: bytes per write through the transport: a TLS transport takes a write whole (it is
 #: encrypted at once) and asks for a drain only after, so a connection holds about two
-#: writes' worth; 1 MiB writes held ~3 MiB per connection over HTTPS
+#: writes' worth
 WRITE = 256 * 1024
 # Linux moves at most 0x7ffff000 bytes per sendfile call
 _SENDFILE_MAX = 1 << 30

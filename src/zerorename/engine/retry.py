@@ -421,11 +421,10 @@ class Retrier:
         lowered limit applies at once. ``sent_bytes`` > 0 emits BytesSent per attempt and
         rolls it back when the attempt fails.
 
-        The first attempt runs without tenacity (most calls need no other: building a
-        retry loop per call cost more client CPU than a fast-path request); after a
-        retryable failure tenacity takes over with that failure as its attempt 1, so
-        backoff, the attempt budget and ``max_elapsed`` (from the first attempt's start)
-        are as if tenacity had run every attempt.
+        The first attempt runs without tenacity (most calls need no other, and a retry
+        loop is not free to build); after a retryable failure tenacity takes over with
+        that failure as its attempt 1, so backoff, the attempt budget and ``max_elapsed``
+        (from the first attempt's start) are as if tenacity had run every attempt.
         """
         call = _Call(operation, fn, bucket, key, limiter, window, progress, sent_bytes)
         started = time.monotonic()

@@ -151,11 +151,11 @@ async def file_parts(file: PartFile, *, part_size: int) -> AsyncGenerator[Part, 
     empty part."""
     plan = plan_known_size(file.size, part_size)
     if file.size == 0:
-        yield Part(1, b"", True)
+        yield Part(1, b"", last=True)
         return
     for number in range(1, plan.count + 1):
         body = file.range((number - 1) * plan.part_size, plan.part_length(number))
-        yield Part(number, body, number == plan.count)
+        yield Part(number, body, last=number == plan.count)
 
 
 async def part_stream(
@@ -196,7 +196,7 @@ async def part_stream(
                 if buf is None and n - pos >= want:
                     # a whole part inside the block: handed over without a copy
                     whole = pos == 0 and n == want and isinstance(chunk, bytes | bytearray)
-                    yield Part(number, chunk if whole else view[pos : pos + want], False)
+                    yield Part(number, chunk if whole else view[pos : pos + want], last=False)
                     pos += want
                     number += 1
                     want = target(number)
@@ -207,16 +207,16 @@ async def part_stream(
                 buf += view[pos : pos + take]
                 pos += take
                 if len(buf) == want:
-                    yield Part(number, buf, False)
+                    yield Part(number, buf, last=False)
                     buf = None
                     number += 1
                     want = target(number)
         if size is not None and total != size:
             raise PlanError(f"source delivered {total} bytes, but {size} were declared")
         if buf is None:
-            yield Part(number, b"", True)
+            yield Part(number, b"", last=True)
         else:
-            yield Part(number, buf, True)
+            yield Part(number, buf, last=True)
     finally:
         if isinstance(chunks, _FileChunks):
             await chunks.aclose()  # also when the upload stops early
