@@ -91,6 +91,11 @@ def _loop_main(loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
         asyncio.set_event_loop(None)
 
 
+def _submit(state: _State, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+    """The one place zerorename hands a coroutine to a loop from another thread."""
+    return asyncio.run_coroutine_threadsafe(coro, state.loop)
+
+
 async def _await(aw: Awaitable[T]) -> T:
     return await aw
 
@@ -207,9 +212,7 @@ class LoopPortal:
         if state is None or state.pid != os.getpid():
             return
         if self._live(state):
-            fut = asyncio.run_coroutine_threadsafe(
-                self._shutdown(state, owned=state.thread is not None), state.loop
-            )
+            fut = _submit(state, self._shutdown(state, owned=state.thread is not None))
             try:
                 fut.result(timeout)
             except concurrent.futures.TimeoutError:
@@ -246,10 +249,8 @@ class LoopPortal:
     # -- running coroutines ----------------------------------------------------------
 
     def start(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-        """Schedule ``coro`` on the loop and return its future at once (the one place
-        zerorename crosses into a loop from another thread)."""
-        state = self._current()
-        return asyncio.run_coroutine_threadsafe(coro, state.loop)
+        """Schedule ``coro`` on the loop and return its future at once."""
+        return _submit(self._current(), coro)
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         """Run ``coro`` on the loop and return its result, or raise its very exception.

@@ -14,21 +14,38 @@ import concurrent.futures
 import contextlib
 import io
 import threading
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from zerorename.engine.config import EngineConfig
 from zerorename.engine.errors import EngineError
 from zerorename.engine.events import ProgressCallback
 from zerorename.engine.records import PendingUpload, UploadResult
-from zerorename.engine.sources import BytesLike, part_stream
+from zerorename.engine.sources import BytesLike, Part, part_stream
 from zerorename.portal import LoopPortal
 
-if TYPE_CHECKING:
-    from zerorename.engine.core import UploadEngine
+
+class PartUploader(Protocol):
+    """What a writer needs of :class:`zerorename.engine.UploadEngine` (so this module
+    does not import the engine that imports it)."""
+
+    @property
+    def config(self) -> EngineConfig: ...
+
+    async def upload_parts(
+        self,
+        bucket: str,
+        key: str,
+        parts: AsyncGenerator[Part, None],
+        *,
+        defer: bool = False,
+        progress: ProgressCallback | None = None,
+        **object_args: Any,
+    ) -> UploadResult | PendingUpload: ...
 
 
 class _PartGatherer:
@@ -78,7 +95,7 @@ class AsyncUploadWriter:
 
     def __init__(
         self,
-        engine: UploadEngine,
+        engine: PartUploader,
         bucket: str,
         key: str,
         defer: bool,
@@ -105,8 +122,13 @@ class AsyncUploadWriter:
     async def _run(self, recv: MemoryObjectReceiveStream[BytesLike]) -> None:
         parts = part_stream(_drain(recv), part_size=self._engine.config.part_size, size=None)
         try:
-            self.result = await self._engine._upload_parts(
-                self.bucket, self.key, parts, self._defer, self._progress, self._args
+            self.result = await self._engine.upload_parts(
+                self.bucket,
+                self.key,
+                parts,
+                defer=self._defer,
+                progress=self._progress,
+                **self._args,
             )
         except Exception as exc:
             self._error = exc
@@ -170,6 +192,10 @@ class AsyncUploadWriter:
         return False
 
 
+#: what ``SyncUploadWriter.after_close`` runs with the finished upload.
+AfterClose = Callable[[UploadResult | PendingUpload], Awaitable[None]]
+
+
 class SyncUploadWriter(io.RawIOBase):
     """A blocking binary file that streams into an upload run on ``loop`` (the engine's
     loop, or a portal onto it).
@@ -181,7 +207,7 @@ class SyncUploadWriter(io.RawIOBase):
 
     def __init__(
         self,
-        engine: UploadEngine,
+        engine: PartUploader,
         bucket: str,
         key: str,
         loop: asyncio.AbstractEventLoop | LoopPortal,
@@ -200,6 +226,7 @@ class SyncUploadWriter(io.RawIOBase):
         self.result: UploadResult | PendingUpload | None = None
         self._finished = True  # until the upload runs: close() then has nothing to finish
         self._future: concurrent.futures.Future[UploadResult | PendingUpload | None] | None = None
+        self._after_close: AfterClose | None = None
         if self._portal.in_loop_thread():
             raise EngineError(
                 "SyncUploadWriter blocks: use it from another thread than the event loop's "
@@ -211,12 +238,18 @@ class SyncUploadWriter(io.RawIOBase):
 
     @property
     def portal(self) -> LoopPortal:
-        """The portal onto the upload's loop (run a follow-up coroutine there with it)."""
+        """The portal onto the upload's loop."""
         return self._portal
+
+    def after_close(self, hook: AfterClose) -> None:
+        """Run ``await hook(result)`` on the loop when ``close()`` has finished the upload,
+        before ``close()`` returns (a committer records a deferred upload this way); an
+        error of the hook is raised by ``close()``. Not run on abort."""
+        self._after_close = hook
 
     async def _run(
         self,
-        engine: UploadEngine,
+        engine: PartUploader,
         defer: bool,
         progress: ProgressCallback | None,
         object_args: dict[str, Any],
@@ -228,8 +261,8 @@ class SyncUploadWriter(io.RawIOBase):
             self._ready.set()
             parts = part_stream(_drain(recv), part_size=engine.config.part_size, size=None)
             try:
-                return await engine._upload_parts(
-                    self.bucket, self.key, parts, defer, progress, object_args
+                return await engine.upload_parts(
+                    self.bucket, self.key, parts, defer=defer, progress=progress, **object_args
                 )
             except Exception as exc:
                 self._error = exc
@@ -285,7 +318,10 @@ class SyncUploadWriter(io.RawIOBase):
                     self._call(self._put(rest))
                 self._call(self._put(None))
                 assert self._future is not None
-                self.result = self._future.result()
+                result = self._future.result()
+                self.result = result
+                if self._after_close is not None and result is not None:
+                    self._portal.call(self._after_close, result)
         except BaseException:
             self.abort()
             raise
