@@ -1,15 +1,26 @@
-"""Errors raised by the committers; every one derives from :class:`CommitterError`.
+"""Errors raised by the committers; every one derives from :class:`CommitterError`,
+itself a :class:`zerorename.errors.ZeroRenameError`.
 
 Engine errors (:mod:`zerorename.engine.errors`) that escape a committer operation are
 wrapped in one of these, with the engine error as ``__cause__``, so callers can catch
-the one root and still see what S3 said.
+the one root and still see what S3 said: :func:`wrap_engine_errors` is that mapping.
 """
 
 from __future__ import annotations
 
+from zerorename.engine.errors import ConfigError as EngineConfigError
+from zerorename.engine.errors import EngineError
+from zerorename.errors import ConfigError, ZeroRenameError, map_exceptions
 
-class CommitterError(Exception):
+
+class CommitterError(ZeroRenameError):
     """Root of every error the committers raise."""
+
+
+class CommitterConfigError(CommitterError, ConfigError):
+    """Raised before any request when ``CommitOptions``, a conflict mode or a committer kind
+    is unusable, or the engine refused a setting a committer passed on; a
+    :class:`zerorename.errors.ConfigError` (and a ValueError) too."""
 
 
 class PathError(CommitterError, ValueError):
@@ -91,3 +102,13 @@ class JournalError(CommitterError):
 
 class JobNotFound(CommitterError):
     """Raised when a job id has no ``__magic_job-<id>/`` records under the destination."""
+
+
+def wrap_engine_errors(doing: str = "") -> map_exceptions:
+    """The committers' boundary: an engine error escaping the block or decorated function
+    becomes a :class:`CommitterError` (a :class:`CommitterConfigError` for an engine
+    ``ConfigError``) whose message starts with ``doing`` and whose ``__cause__`` is the
+    engine error; committer errors and everything else pass unchanged."""
+    return map_exceptions(
+        {EngineConfigError: CommitterConfigError, EngineError: CommitterError}, context=doing
+    )

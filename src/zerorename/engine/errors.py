@@ -1,18 +1,22 @@
-"""Errors raised by the engine; every one derives from :class:`EngineError`.
+"""Errors raised by the engine; every one derives from :class:`EngineError`, itself a
+:class:`zerorename.errors.ZeroRenameError`.
 
-botocore and aiohttp errors are translated here at the boundary, so callers never
-need to import botocore to handle a failure.
+botocore and aiohttp errors are translated into these at the boundary (``retry.translate``),
+so callers never need to import botocore to handle a failure.
 """
 
 from __future__ import annotations
 
+from zerorename import errors as root
 
-class EngineError(Exception):
+
+class EngineError(root.ZeroRenameError):
     """Root of every error the engine raises."""
 
 
-class ConfigError(EngineError, ValueError):
-    """Raised when an :class:`EngineConfig` or call argument is invalid (before any request)."""
+class ConfigError(EngineError, root.ConfigError):
+    """Raised when an :class:`EngineConfig` or call argument is invalid (before any request);
+    a :class:`zerorename.errors.ConfigError` (and a ValueError) too."""
 
 
 class PlanError(EngineError, ValueError):

@@ -1,4 +1,5 @@
-"""Errors raised by the Spark adapter; every one derives from :class:`SparkAdapterError`.
+"""Errors raised by the Spark adapter; every one derives from :class:`SparkAdapterError`,
+itself a :class:`zerorename.errors.ZeroRenameError`.
 
 Errors of the layers below (engine, committers) pass through unchanged: a failed job
 commit is still a :class:`zerorename.committers.JobCommitError`.
@@ -7,9 +8,10 @@ commit is still a :class:`zerorename.committers.JobCommitError`.
 from __future__ import annotations
 
 from zerorename.engine.errors import ConfigError
+from zerorename.errors import ZeroRenameError
 
 
-class SparkAdapterError(Exception):
+class SparkAdapterError(ZeroRenameError):
     """Root of every error the Spark adapter raises."""
 
 

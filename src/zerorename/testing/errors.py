@@ -1,9 +1,12 @@
-"""Errors of the test infrastructure (one root: :class:`TestingError`)."""
+"""Errors of the test infrastructure (one root: :class:`TestingError`, a
+:class:`zerorename.errors.ZeroRenameError`)."""
 
 from __future__ import annotations
 
+from zerorename.errors import ZeroRenameError
 
-class TestingError(Exception):
+
+class TestingError(ZeroRenameError):
     """Root of the errors raised by zerorename.testing."""
 
     __test__ = False  # not a pytest test class
