@@ -31,12 +31,10 @@ the listing, so no HEAD precedes a copy. This is more generous than Hadoop v1, w
 directory rename): here all files of the job are copied at once. Aborts delete the
 attempt directory (task) or ``_temporary/`` (job).
 
-What a copy costs depends on the store. AWS S3 copies the bytes either way. Ceph RGW
-apparently shares the source's data for a whole-object ``CopyObject`` within a bucket but
-copies the bytes of ``UploadPartCopy`` parts: for one 128 MiB object on bluestore, 0.1 s
-against 1.0-1.4 s in 16 MiB or 64 MiB parts (measured here). So on RGW the baseline's
-commit time depends on ``copyThreshold``: objects below it cost a request each, objects
-above it their bytes.
+What a copy costs depends on the store: AWS S3 copies the bytes either way, Ceph RGW
+shares a whole object's data for ``CopyObject`` within a bucket but copies the bytes of
+``UploadPartCopy`` parts, so on RGW the baseline's commit time depends on
+``copyThreshold`` (BENCHMARKS.md, Spark).
 
 Timing (:class:`CommitTiming`): both this writer and :class:`TimedZeroRenameWriter` (the
 ``zerorename`` writer unchanged, wrapped) time the whole driver-side
@@ -66,14 +64,10 @@ from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterComm
 from pyspark.sql.types import StructType
 
 from zerorename.committers import Destination
-from zerorename.spark_adapter.datasource import (
-    ZeroRenameCommitMessage,
-    ZeroRenameDataSource,
-    ZeroRenameWriter,
-)
-from zerorename.spark_adapter.errors import OptionError
-from zerorename.spark_adapter.options import WriteOptions, parse_size
+from zerorename.spark_adapter import OptionError, WriteOptions, ZeroRenameDataSource
+from zerorename.spark_adapter.datasource import ZeroRenameCommitMessage, ZeroRenameWriter
 from zerorename.spark_adapter.router import BatchRouter
+from zerorename.units import GiB, MiB, parse_size
 
 log = logging.getLogger("zerorename.perf.rename_baseline")
 
@@ -81,7 +75,6 @@ NAME = "zerorename_rename_baseline"
 TIMED_NAME = "zerorename_timed"
 #: option naming the local JSON file the commit writes its timing to (lower-cased by Spark)
 TIMING_OPTION = "perfTimingFile"
-MiB = 1024 * 1024
 #: keys per DeleteObjects request (the S3 maximum)
 DELETE_BATCH = 1000
 
@@ -255,11 +248,15 @@ class RenameSettings:
             if name is None:
                 continue
             text = options.pop(key)
-            values[name] = int(text) if name == "concurrency" else parse_size(text, key)
+            try:
+                values[name] = int(text) if name == "concurrency" else parse_size(text, key)
+            except ValueError as exc:
+                why = f"{key} must be an integer, got {text!r}" if name == "concurrency" else exc
+                raise OptionError(str(why)) from None
         out = cls(**values)
         if out.concurrency < 1:
             raise OptionError("renameConcurrency must be >= 1")
-        if not 5 * MiB <= out.copy_part_size <= 5 * 1024 * MiB:
+        if not 5 * MiB <= out.copy_part_size <= 5 * GiB:
             raise OptionError("copyPartSize must be between 5m and 5g")
         return out
 

@@ -41,7 +41,7 @@ HELP = (
 )
 CLIENTS = ("magic", "directory", "rename")
 FUNC = "zerorename.perf.spark_scenario:measure"
-#: Parquet bytes per generated row (snappy; measured: ~77 at 100 MB, a little less at 1 GB)
+#: Parquet bytes per generated row (snappy), to size the output
 PARQUET_ROW_BYTES = 77
 #: commit time may grow this much from the smallest to the largest size and still be "flat"
 FLAT_RATIO = 1.5
@@ -198,7 +198,7 @@ def _writer_options(target: Target, params: dict[str, Any], timing_file: str) ->
 def measure(target: Target, params: dict[str, Any]) -> dict[str, float]:
     """One write of ``params["size_mb"]`` MB through ``params["client"]``; metrics."""
     from zerorename.perf import rename_baseline
-    from zerorename.spark_adapter.demo import _dataset
+    from zerorename.spark_adapter.demo import dataset
 
     client = str(params["client"])
     if client not in CLIENTS:
@@ -221,7 +221,7 @@ def measure(target: Target, params: dict[str, Any]) -> dict[str, float]:
             spark = _spark(str(params.get("spark_memory", "2g")))
             try:
                 rename_baseline.register(spark)
-                df = _dataset(spark, rows, partitions, days)
+                df = dataset(spark, rows, partitions, days)
                 writer = (
                     df.write.format(fmt)
                     .mode("append")

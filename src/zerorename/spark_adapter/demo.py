@@ -151,8 +151,9 @@ def _spark(master: str) -> Any:
     return spark
 
 
-def _dataset(spark: Any, rows: int, tasks: int, days: int) -> Any:
-    """Deterministic rows: each column is a function of ``id`` (so it can be verified)."""
+def dataset(spark: Any, rows: int, tasks: int, days: int) -> Any:
+    """The demo's rows (the ``spark`` perf scenario writes the same): each column is a
+    function of ``id``, so every row read back can be verified."""
     return spark.range(0, rows, 1, tasks).selectExpr(
         "id",
         "CAST(id % 1000 AS INT) AS key",
@@ -241,7 +242,7 @@ def run(args: argparse.Namespace) -> int:
         spark = _spark(args.master)
         try:
             register(spark)
-            df = _dataset(spark, rows, args.tasks, args.days)
+            df = dataset(spark, rows, args.tasks, args.days)
             print(
                 f"zerorename demo: writing ~{size / 1e6:.0f} MB ({rows:,} rows, "
                 f"{args.tasks} tasks) to {uri} via {endpoint}",
