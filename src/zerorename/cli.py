@@ -1,11 +1,12 @@
-"""The `zerorename` command: engine commands here, committer and Spark commands plugged
-in from their packages (``add_subcommands``/``add_subcommand``) when importable."""
+"""The `zerorename` command: engine commands here; the committer, ``demo`` and ``perf``
+commands come from their packages. Their optional dependencies (pyspark, the perf extra)
+are imported only when such a command runs; a missing one is a one-line error naming the
+extra to install."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
 import logging
 import os
 import sys
@@ -14,16 +15,30 @@ from pathlib import Path
 from typing import Any
 
 from zerorename import __version__, logsafe
+from zerorename.committers import cli as committer_commands
 from zerorename.engine import EngineConfig, PendingUpload, UploadEngine, errors, run
-from zerorename.engine.planning import MiB
+from zerorename.perf import cli as perf_commands
+from zerorename.spark_adapter import demo
+from zerorename.units import MiB
 
 log = logging.getLogger("zerorename.cli")
 
-# (module, function) pairs that add their own subcommands to the parser
-_PLUGINS = (
-    ("zerorename.committers.cli", "add_subcommands"),
-    ("zerorename.spark_adapter.demo", "add_subcommand"),
-    ("zerorename.perf.cli", "add_subcommands"),
+#: command -> the extra that installs its optional dependencies
+_EXTRAS = {"demo": "demo", "perf": "perf"}
+#: the optional dependencies (top-level module names) those extras bring
+_OPTIONAL = frozenset(
+    {
+        "boto3",
+        "cryptography",
+        "matplotlib",
+        "moto",
+        "obstore",
+        "psutil",
+        "pyarrow",
+        "pyinstrument",
+        "pyspark",
+        "rich",
+    }
 )
 
 
@@ -232,15 +247,20 @@ def build_parser() -> argparse.ArgumentParser:
         add_engine_options(p)
         p.set_defaults(func=_cmd_finish)
 
-    for module_name, func_name in _PLUGINS:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name and exc.name.startswith("zerorename"):
-                continue  # that part is not installed
-            raise
-        getattr(module, func_name)(sub)
+    committer_commands.add_subcommands(sub)
+    demo.add_subcommand(sub)
+    perf_commands.add_subcommands(sub)
     return parser
+
+
+def missing_extra(command: str | None, exc: ModuleNotFoundError) -> str | None:
+    """The one-line error for a command whose optional dependency is not installed, or
+    None when ``exc`` is not that (a missing module of the product itself is a bug)."""
+    module = (exc.name or "").partition(".")[0]
+    extra = _EXTRAS.get(command or "")
+    if extra is None or module not in _OPTIONAL:
+        return None
+    return f"zerorename {command} needs {module}: pip install 'zerorename[{extra}]'"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -265,6 +285,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except Exception as exc:  # no traceback reaches a user: one line, the trace at -v
         log.debug("unexpected error", exc_info=True)
+        extra = missing_extra(args.command, exc) if isinstance(exc, ModuleNotFoundError) else None
+        if extra is not None:
+            print(f"zerorename: error: {extra}", file=sys.stderr)
+            return 1
         print(
             f"zerorename: error: unexpected {type(exc).__name__}: {_one_line(exc)} "
             "(run with -v for details; please report it)",

@@ -13,7 +13,6 @@ this CPU next to the clients' CPU per GiB (perf/tlsinfo.py).
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import subprocess
@@ -24,7 +23,15 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol, cast
 
-from zerorename.perf import report, tlsinfo
+from zerorename.perf import (
+    commit_scenario,
+    many_scenario,
+    report,
+    spark_scenario,
+    sweep_scenario,
+    tlsinfo,
+    upload_scenario,
+)
 from zerorename.perf.model import (
     ChildFailed,
     Run,
@@ -36,13 +43,10 @@ from zerorename.perf.model import (
 )
 from zerorename.perf.targets import TargetError, open_target
 
-#: scenario name -> module
-SCENARIOS = {
-    "upload": "zerorename.perf.upload_scenario",
-    "many": "zerorename.perf.many_scenario",
-    "commit": "zerorename.perf.commit_scenario",
-    "sweep": "zerorename.perf.sweep_scenario",
-    "spark": "zerorename.perf.spark_scenario",
+#: scenario name -> module (each imports its optional dependencies only when it runs)
+SCENARIOS: dict[str, ModuleType] = {
+    m.NAME: m
+    for m in (upload_scenario, many_scenario, commit_scenario, sweep_scenario, spark_scenario)
 }
 
 _SECRET_WORDS = ("secret", "password", "token", "credential", "access_key")
@@ -55,10 +59,6 @@ class Scenario(Protocol):
     def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
 
     def plan(self, args: argparse.Namespace, target: Target) -> list[Run]: ...
-
-
-def load(name: str) -> ModuleType:
-    return importlib.import_module(SCENARIOS[name])
 
 
 def add_common(p: argparse.ArgumentParser) -> None:
@@ -133,13 +133,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
         prog="zerorename perf", description=__doc__.split("\n")[0] if __doc__ else None
     )
     sub = p.add_subparsers(dest="scenario", required=True, metavar="SCENARIO")
-    for name in SCENARIOS:
-        try:
-            mod = load(name)
-        except ModuleNotFoundError as exc:  # a scenario module not built into this install
-            if exc.name != SCENARIOS[name]:
-                raise
-            continue
+    for name, mod in SCENARIOS.items():
         sp = sub.add_parser(name, help=mod.HELP, description=mod.HELP)
         mod.add_arguments(sp)
         add_common(sp)
@@ -306,7 +300,7 @@ def main_args(args: argparse.Namespace) -> int:
         if why:
             print(f"zerorename perf: {option}: {why}; choose another path", file=sys.stderr)
             return 2
-    scenario = load(args.scenario)
+    scenario = SCENARIOS[args.scenario]
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     failures: list[dict[str, Any]] = []
     try:
