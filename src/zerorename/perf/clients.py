@@ -35,13 +35,14 @@ import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from zerorename.perf.model import GiB, Meter, Target
+from zerorename.perf.model import Meter, Target
+from zerorename.units import GiB, MiB
 
 if TYPE_CHECKING:
     from obstore.store import ClientConfig  # a type only: not importable at run time
 
 MB = 1_000_000
-_BLOCK = 1 << 20
+_BLOCK = MiB
 
 
 def botocore_checksums() -> set[str]:
@@ -107,8 +108,8 @@ def _metrics(m: Meter, nbytes: int, **extra: float) -> dict[str, float]:
     out = {
         "mb_s": nbytes / MB / m.wall,
         "cpu_s_per_gib": m.cpu / (nbytes / GiB),
-        "peak_rss_mib": m.peak_rss / (1 << 20),
-        "growth_mib": (m.peak_rss - m.base_rss) / (1 << 20),
+        "peak_rss_mib": m.peak_rss / MiB,
+        "growth_mib": (m.peak_rss - m.base_rss) / MiB,
         "wall_s": m.wall,
     }
     out.update(extra)

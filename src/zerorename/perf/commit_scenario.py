@@ -31,7 +31,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from zerorename.perf.model import ChildFailed, Meter, MiB, Run, Sample, Target, run_json_module
+from zerorename.perf.model import ChildFailed, Meter, Run, Sample, Target, run_json_module
+from zerorename.units import MiB
 
 NAME = "commit"
 HELP = "job commit rate: complete N deferred uploads (zerorename Job.commit vs boto3 threads)"

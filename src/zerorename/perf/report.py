@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from zerorename.perf.model import Sample
+from zerorename.units import GiB, KiB
 
 #: metrics where a bigger value is better (all others: smaller is better)
 HIGHER_IS_BETTER = frozenset(
@@ -227,7 +228,7 @@ def machine() -> dict[str, Any]:
     mem_gib = 0.0
     try:
         with open("/proc/meminfo") as f:
-            mem_gib = int(f.readline().split()[1]) / (1024 * 1024)
+            mem_gib = int(f.readline().split()[1]) * KiB / GiB  # kB
     except (OSError, ValueError, IndexError):
         pass
     return {

@@ -21,13 +21,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from zerorename.perf.model import GiB, Target
+from zerorename.perf.model import Target
 from zerorename.perf.report import Stat
+from zerorename.units import GiB, MiB
 
 #: the record size TLS writes bulk data in (the protocol's maximum plaintext record)
 RECORD = 16 * 1024
 #: bytes sealed per measured round (and rounds: the floor is the cheapest round)
-_ROUND_BYTES = 128 * 1024 * 1024
+_ROUND_BYTES = 128 * MiB
 _ROUNDS = 3
 
 

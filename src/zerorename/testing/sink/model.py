@@ -8,8 +8,9 @@ import time
 from http import HTTPStatus
 from xml.etree import ElementTree
 
+from zerorename.units import MiB
+
 NS = "http://s3.amazonaws.com/doc/2006-03-01/"
-MiB = 1024 * 1024
 KEEP_MAX = 8 * MiB  # PutObject bodies up to this size are kept
 _RECORD_MAX = 256 * MiB  # ... and up to this size when the Content-Type is JSON
 _OTHER_MAX = 64 * MiB  # bodies of other requests (XML) kept up to this size

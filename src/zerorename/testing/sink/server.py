@@ -34,13 +34,13 @@ from zerorename.testing.sink.model import (
     _ZEROS,
     KEEP_MAX,
     TAIL_MAX,
-    MiB,
     _classify,
     _Headers,
     _Req,
 )
 from zerorename.testing.sink.ops import _Sink
 from zerorename.testing.tls import CertPair
+from zerorename.units import MiB
 
 # connection states
 _HEAD, _BODY, _CSIZE, _CDATA, _CEND, _CTRAIL, _STREAM, _DEAD = range(8)
