@@ -1,0 +1,215 @@
+"""The store the committers work on, as a protocol: the few object and multipart
+operations they call, with the engine's signatures and record types.
+
+:class:`~zerorename.engine.UploadEngine` implements it against S3;
+:class:`zerorename.testing.memstore.MemoryStore` implements it in memory, so the
+job-commit protocol is tested with no server. :class:`Store` is what a job commit,
+resume, abort and cleanup need; :class:`UploadStore` adds what task attempts need to
+write their outputs as deferred uploads.
+
+Behaviour every implementation keeps (S3's, where the committers depend on it):
+
+- a multipart upload is invisible until completed; completing it makes the object
+  appear at once, from exactly the listed parts, with ETag ``"<md5 of part md5s>-<n>"``;
+- ``if_none_match`` on a put or complete: an existing key is :class:`PreconditionFailed`
+  and nothing is written (the upload stays pending);
+- reading a missing object is :class:`ObjectNotFound`; ``head_object`` answers None;
+- listings are sorted by key; ``delete_objects`` of missing keys is no error;
+- ``abort`` of an upload that is gone answers False (``abort_many`` counts it aborted);
+  ``complete`` of one raises :class:`UploadNotFound`;
+- ``complete_many``/``abort_many`` report a failed record to ``on_result`` and in the
+  :class:`BatchResult`, never by raising; a record that fails validation sends nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from types import TracebackType
+from typing import Any, Literal, Protocol
+
+from zerorename.engine.completion import OnResult
+from zerorename.engine.events import ProgressCallback
+from zerorename.engine.records import (
+    BatchResult,
+    ObjectInfo,
+    PendingUpload,
+    UploadInfo,
+    UploadResult,
+)
+
+
+class StoreStats(Protocol):
+    """Counters a job commit reads (and records in its journal and ``_SUCCESS``)."""
+
+    retries: int
+    throttles: int
+
+
+class Store(Protocol):
+    """Whole-object and multipart operations a job commit, resume, abort and cleanup use."""
+
+    @property
+    def stats(self) -> StoreStats:
+        """Request counters (retries and throttles so far)."""
+        ...
+
+    async def put_object(
+        self,
+        bucket: str,
+        key: str,
+        data: bytes,
+        *,
+        if_none_match: bool = False,
+        content_type: str | None = None,
+    ) -> str:
+        """Write a small object; its ETag. ``if_none_match``: PreconditionFailed if it exists."""
+        ...
+
+    async def get_object(self, bucket: str, key: str) -> bytes:
+        """A whole small object; ObjectNotFound when missing."""
+        ...
+
+    def iter_object(self, bucket: str, key: str, *, chunk_size: int = ...) -> AsyncIterator[bytes]:
+        """An object in chunks; ObjectNotFound when missing."""
+        ...
+
+    async def head_object(self, bucket: str, key: str) -> ObjectInfo | None:
+        """Size, ETag and time of an object; None when it does not exist."""
+        ...
+
+    def list_objects(
+        self, bucket: str, prefix: str = "", *, delimiter: str | None = None
+    ) -> AsyncIterator[ObjectInfo]:
+        """Objects under a plain string prefix, sorted by key."""
+        ...
+
+    def list_prefixes(
+        self, bucket: str, prefix: str, *, delimiter: str = "/"
+    ) -> AsyncIterator[str]:
+        """The common prefixes ('subdirectories') right under ``prefix``."""
+        ...
+
+    async def delete_objects(self, bucket: str, keys: Iterable[str] | AsyncIterable[str]) -> int:
+        """Delete keys (missing ones are fine); how many were asked to be deleted."""
+        ...
+
+    def list_uploads(
+        self, bucket: str, prefix: str = "", *, directory: bool = True
+    ) -> AsyncIterator[UploadInfo]:
+        """Pending multipart uploads under ``prefix`` (a directory unless ``directory=False``)."""
+        ...
+
+    async def complete_many(
+        self,
+        records: Iterable[PendingUpload] | AsyncIterable[PendingUpload],
+        *,
+        concurrency: int | None = None,
+        if_none_match: bool = False,
+        fail_fast: bool = False,
+        on_result: OnResult | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> BatchResult:
+        """Complete records pulled lazily, ``concurrency`` in flight; failures reported."""
+        ...
+
+    async def abort(
+        self, p: PendingUpload | UploadInfo, *, progress: ProgressCallback | None = None
+    ) -> bool:
+        """Abort one pending upload; False when it was already gone."""
+        ...
+
+    async def abort_many(
+        self,
+        records: Iterable[PendingUpload | UploadInfo] | AsyncIterable[PendingUpload | UploadInfo],
+        *,
+        concurrency: int | None = None,
+        on_result: OnResult | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> BatchResult:
+        """Abort records pulled lazily; one already gone counts as aborted."""
+        ...
+
+
+class OutputWriter(Protocol):
+    """An async writer of one output: ``async with store.open_writer(b, k) as w``."""
+
+    result: UploadResult | PendingUpload | None
+
+    @property
+    def bytes_written(self) -> int: ...
+
+    async def __aenter__(self) -> Any: ...
+
+    async def write(self, data: bytes | bytearray | memoryview) -> int: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> Any: ...
+
+
+class SyncOutputWriter(Protocol):
+    """A blocking writer of one output for a thread other than the event loop's."""
+
+    result: UploadResult | PendingUpload | None
+
+    @property
+    def bytes_written(self) -> int: ...
+
+    def write(self, data: Any) -> int: ...
+
+    def tell(self) -> int: ...
+
+    def close(self) -> None: ...
+
+    def abort(self) -> None: ...
+
+
+class UploadStore(Store, Protocol):
+    """A :class:`Store` that also takes outputs as (deferred) multipart uploads: what task
+    attempts write with."""
+
+    async def upload(
+        self,
+        bucket: str,
+        key: str,
+        source: Any,
+        *,
+        defer: Literal[True],
+        progress: ProgressCallback | None = None,
+        size: int | None = None,
+        **object_args: Any,
+    ) -> PendingUpload:
+        """Upload ``source`` (bytes, a path, a file, an iterable of bytes) as a deferred
+        multipart upload: every part sent, nothing completed."""
+        ...
+
+    def open_writer(
+        self,
+        bucket: str,
+        key: str,
+        *,
+        defer: bool = False,
+        progress: ProgressCallback | None = None,
+        **object_args: Any,
+    ) -> OutputWriter:
+        """An async writer whose ``result`` is the upload (a PendingUpload with ``defer``)."""
+        ...
+
+    def open_sync_writer(
+        self,
+        bucket: str,
+        key: str,
+        *,
+        loop: Any,
+        defer: bool = False,
+        progress: ProgressCallback | None = None,
+        **object_args: Any,
+    ) -> SyncOutputWriter:
+        """A blocking writer for another thread than ``loop``'s."""
+        ...
+
+
+__all__ = ["OutputWriter", "Store", "StoreStats", "SyncOutputWriter", "UploadStore"]
