@@ -112,6 +112,8 @@ def test_configuration_errors_are_one_family_and_each_layer_keeps_its_own() -> N
         (OptionError, SparkAdapterError),
     ]:
         assert issubclass(cls, ConfigError) and issubclass(cls, family), cls
+    # the bug: a Spark option error was an engine error (OptionError(.., engine ConfigError))
+    assert not issubclass(OptionError, EngineError)
     assert not issubclass(CommitterConfigError, EngineError)
 
 

@@ -7,8 +7,7 @@ commit is still a :class:`zerorename.committers.JobCommitError`.
 
 from __future__ import annotations
 
-from zerorename.engine.errors import ConfigError
-from zerorename.errors import ZeroRenameError
+from zerorename.errors import ConfigError, ZeroRenameError
 
 
 class SparkAdapterError(ZeroRenameError):
@@ -17,7 +16,9 @@ class SparkAdapterError(ZeroRenameError):
 
 class OptionError(SparkAdapterError, ConfigError):
     """Raised on the driver, before any task runs, when a data source option, the data's
-    schema or a demo argument is unusable (also a :class:`ConfigError`)."""
+    schema or a demo argument is unusable. A :class:`zerorename.errors.ConfigError` (and a
+    ValueError), not an engine error: catch ``zerorename.errors.ConfigError`` for a bad
+    setting in any layer."""
 
 
 class BridgeError(SparkAdapterError, RuntimeError):
