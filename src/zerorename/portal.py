@@ -27,6 +27,8 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
+from zerorename.errors import ZeroRenameError
+
 __all__ = [
     "CLOSE_TIMEOUT",
     "LoopPortal",
@@ -44,7 +46,7 @@ T = TypeVar("T")
 CLOSE_TIMEOUT = 30.0
 
 
-class PortalError(RuntimeError):
+class PortalError(ZeroRenameError, RuntimeError):
     """Raised when a portal is used in a way that cannot work: waiting on the loop from
     the loop's own thread (it would wait for itself forever), or using a loop attached in
     another process."""

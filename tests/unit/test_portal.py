@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from zerorename.errors import ZeroRenameError
 from zerorename.portal import LoopPortal, PortalError, process_portal
 
 
@@ -92,6 +93,7 @@ def test_waiting_on_the_loop_from_the_loop_is_refused(portal: LoopPortal) -> Non
 
     assert "loop thread" in portal.run(nested())
     assert not portal.in_loop_thread()
+    assert issubclass(PortalError, ZeroRenameError)
 
 
 def test_close_closes_resources_newest_first_and_restarts_on_use(portal: LoopPortal) -> None:
