@@ -117,13 +117,8 @@ class map_exceptions:
     async def __aenter__(self) -> None:
         return None
 
-    async def __aexit__(
-        self,
-        et: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool:
-        return self._reraise(exc)
+    async def __aexit__(self, *exc_info: Any) -> bool:
+        return self.__exit__(*exc_info)
 
     def __call__(self, fn: F) -> F:
         """Decorate ``fn`` so what escapes each call is mapped."""
