@@ -16,12 +16,12 @@ A process that did not set the job up gets it with ``await committer.open_job(jo
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from zerorename.committers.conflict import ConflictMode, ConflictScope
+from zerorename.committers.context import CommitOptions, CommitterKind, JobContext
 from zerorename.committers.errors import (
     CommitterError,
     JobCommitError,
@@ -32,9 +32,11 @@ from zerorename.committers.jobcommit import JobCommitResult, JobCommitRun, Progr
 from zerorename.committers.jobstorage import (
     AbortResult,
     abort_job_storage,
+    job_is_active,
+    read_journal,
     release_job_storage,
 )
-from zerorename.committers.journal import CommitPlan, JobMarker, Journal, PlannedSet
+from zerorename.committers.journal import CommitPlan, JobMarker, Journal, PlannedSet, State
 from zerorename.committers.paths import (
     PENDINGSET_SUFFIX,
     Destination,
@@ -52,41 +54,16 @@ from zerorename.committers.tasks import (
 from zerorename.engine import UploadEngine
 from zerorename.engine.errors import EngineError
 
-
-@dataclass(frozen=True)
-class CommitOptions:
-    """Tuning and policy shared by a committer's jobs."""
-
-    #: completes in flight during job commit (None: the engine's batch_concurrency).
-    concurrency: int | None = None
-    #: pendingsets being completed at once: what a crash can leave half done (resume
-    #: re-checks those). The journal is written each time half of it is released, so a
-    #: small window makes a commit of many small pendingsets (a Spark job: one per task)
-    #: wait on journal writes; 64 matches the engine's default batch_concurrency.
-    window: int = 64
-    #: pendingsets read at once in the scan before completing.
-    scan_concurrency: int = 8
-    #: uploads at once in a staging task commit.
-    task_concurrency: int = 8
-    #: seconds between progress callbacks during job commit (half a second, so a busy
-    #: loop still reports at least once a second).
-    progress_interval: float = 0.5
-    #: on a failed commit, abort the job (a failed job leaves nothing); else keep the
-    #: journal so resume/abort can be run later.
-    rollback_on_failure: bool = True
-    #: write a .pending record per magic output (lets another process abort the attempt).
-    pending_records: bool = True
-    write_success: bool = True
-    #: local root for staging committers' attempt directories.
-    staging_dir: Path = field(default_factory=lambda: Path(tempfile.gettempdir()))
-
-    def __post_init__(self) -> None:
-        if self.window < 1 or self.scan_concurrency < 1 or self.task_concurrency < 1:
-            raise CommitterError("window, scan_concurrency and task_concurrency must be >= 1")
-        if self.concurrency is not None and self.concurrency < 1:
-            raise CommitterError("concurrency must be >= 1")
-        if self.progress_interval <= 0:
-            raise CommitterError("progress_interval must be > 0")
+__all__ = [
+    "CommitOptions",
+    "Committer",
+    "Job",
+    "JobStatus",
+    "MagicCommitter",
+    "PartitionedCommitter",
+    "StagingCommitter",
+    "committer_class",
+]
 
 
 @dataclass(frozen=True)
@@ -124,9 +101,7 @@ class Committer:
 
     def job(self, job_id: str) -> Job:
         """A handle on job ``job_id`` with this committer's settings (no I/O)."""
-        return Job(
-            self, check_job_id(job_id), self.kind, self.conflict.value, self.default_scope.value
-        )
+        return Job(self, check_job_id(job_id), self.kind, self.conflict, self.default_scope)
 
     async def setup_job(self, job_id: str | None = None) -> Job:
         """Set up a new job: a random UUID (or the given UUID), its ``job.json`` written."""
@@ -197,40 +172,83 @@ def committer_class(kind: str) -> type[Committer]:
 
 
 class Job:
-    """One job of a committer at its destination."""
+    """One job of a committer at its destination (a handle: its settings are in
+    :attr:`context`, parsed once)."""
 
     def __init__(
-        self, committer: Committer, job_id: str, kind: str, conflict: str, scope: str
+        self,
+        committer: Committer,
+        job_id: str,
+        kind: str | CommitterKind,
+        conflict: str | ConflictMode,
+        scope: str | ConflictScope,
     ) -> None:
         self.committer = committer
-        self.engine = committer.engine
-        self.dest = committer.dest
-        self.options = committer.options
-        self.job_id = job_id
-        self.kind = kind
-        self.conflict = ConflictMode.parse(conflict).value
-        self.scope = ConflictScope(scope).value
-        self.layout = JobLayout(self.dest, job_id)
-        self.local_job_dir = self.options.staging_dir / f"zerorename-{job_id}"
+        self.context = JobContext.create(
+            job_id,
+            committer.engine,
+            committer.dest,
+            committer.options,
+            kind=kind,
+            conflict=conflict,
+            scope=scope,
+        )
+
+    # the public view of the context (strings, as job.json holds them)
+    @property
+    def job_id(self) -> str:
+        return self.context.job_id
+
+    @property
+    def engine(self) -> UploadEngine:
+        return self.context.engine
+
+    @property
+    def dest(self) -> Destination:
+        return self.context.dest
+
+    @property
+    def layout(self) -> JobLayout:
+        return self.context.layout
+
+    @property
+    def options(self) -> CommitOptions:
+        return self.context.opts
+
+    @property
+    def kind(self) -> str:
+        return self.context.kind.value
+
+    @property
+    def conflict(self) -> str:
+        return self.context.conflict.value
+
+    @property
+    def scope(self) -> str:
+        return self.context.scope.value
 
     @property
     def scope_enum(self) -> ConflictScope:
-        return ConflictScope(self.scope)
+        return self.context.scope
 
     @property
     def partitioned(self) -> bool:
-        return self.kind == "partitioned"
+        return self.context.partitioned
+
+    @property
+    def local_job_dir(self) -> Path:
+        return self.context.local_job_dir
 
     def __repr__(self) -> str:
         return f"Job({self.job_id}, {self.kind}, {self.dest.uri}, conflict={self.conflict})"
 
     async def is_active(self) -> bool:
         """True while the job's ``job.json`` exists (set up, not yet committed or aborted)."""
-        return await self.engine.head_object(self.dest.bucket, self.layout.marker) is not None
+        return await job_is_active(self.context)
 
     def task_attempt(self, task_id: int | str, attempt: int = 0) -> TaskAttempt:
         cls = _KINDS[self.kind].attempt_class
-        return cls(self, task_id, attempt)
+        return cls(self.context, task_id, attempt)
 
     async def _plan_from_listing(self) -> CommitPlan:
         sets = []
@@ -272,7 +290,7 @@ class Job:
                 if summaries is not None
                 else await self._plan_from_listing()
             )
-            return await JobCommitRun(self, progress, extra_metrics).commit(plan)
+            return await JobCommitRun(self.context, progress, extra_metrics).commit(plan)
         except CommitterError:
             raise
         except EngineError as exc:
@@ -286,7 +304,7 @@ class Job:
     async def resume(self, *, progress: ProgressFn | None = None) -> JobCommitResult:
         """Finish a job commit another process started (from its journal), idempotently."""
         try:
-            return await JobCommitRun(self, progress).resume()
+            return await JobCommitRun(self.context, progress).resume()
         except CommitterError:
             raise
         except EngineError as exc:
@@ -302,7 +320,7 @@ class Job:
         its records deleted. Refused (JournalError) once a commit deleted replaced files or
         wrote _SUCCESS."""
         try:
-            return await JobCommitRun(self).rollback()
+            return await JobCommitRun(self.context).rollback()
         except CommitterError:
             raise
         except EngineError as exc:
@@ -310,19 +328,19 @@ class Job:
 
     async def wipe(self) -> AbortResult:
         """The abort procedure without the journal checks (used by abort and rollback)."""
-        return await abort_job_storage(self)
+        return await abort_job_storage(self.context)
 
     async def release(self) -> int:
         """Delete the job's records and abort its leftover uploads (after _SUCCESS)."""
-        return await release_job_storage(self)
+        return await release_job_storage(self.context)
 
     async def cleanup(self, *, older_than: float | None = None) -> int:
         """Abort this job's leftover uploads and delete its records (never another job's);
         with ``older_than`` (seconds), also every pending upload under the destination
         initiated longer ago than that. Returns the number of uploads aborted."""
         try:
-            journal = await JobCommitRun(self)._read_journal()
-            if journal is not None and journal.state.value not in ("succeeded",):
+            journal = await read_journal(self.context)
+            if journal is not None and journal.state is not State.SUCCEEDED:
                 raise CommitterError(
                     f"job {self.job_id} has an unfinished commit "
                     f"({journal.state.value}); resume or abort it first"
@@ -347,7 +365,7 @@ class Job:
             if marker_data is not None
             else None
         )
-        journal = await JobCommitRun(self)._read_journal()
+        journal = await read_journal(self.context)
         count = 0
         async for obj in self.engine.list_objects(self.dest.bucket, self.layout.pendingsets_dir):
             count += obj.key.endswith(PENDINGSET_SUFFIX)

@@ -15,11 +15,12 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from zerorename.committers.conflict import ConflictMode, plan_conflicts
+from zerorename.aio import unwrapped
+from zerorename.committers.conflict import ConflictMode, ConflictScope, plan_conflicts
+from zerorename.committers.context import JobContext
 from zerorename.committers.errors import (
     CommitterError,
     ConflictError,
@@ -28,33 +29,35 @@ from zerorename.committers.errors import (
     JournalError,
     RecordFormatError,
 )
-from zerorename.committers.jobscan import precheck, scan
+from zerorename.committers.jobscan import CommitScan, precheck
 from zerorename.committers.jobstorage import (
     AbortResult,
     abort_job_storage,
+    job_is_active,
     parse_partitions_record,
+    read_journal,
+    release_job_storage,
     run_replacement,
 )
 from zerorename.committers.journal import (
     CommitPlan,
+    Event,
     Journal,
     State,
-    Watermark,
     can_abort,
+    check_plan,
+    completed_event,
     resumable_plan,
 )
 from zerorename.committers.records import SuccessData
 from zerorename.committers.spool import PendingSetCache
-from zerorename.committers.store import (
-    read_optional,
-    unwrapped,
-)
-from zerorename.committers.validate import UploadSet, check_plan, malformed
+from zerorename.committers.store import Check, is_ours, read_optional
+from zerorename.committers.validate import UploadSet
+from zerorename.committers.window import Action, CompletionWindow
 from zerorename.engine.errors import EngineError, PreconditionFailed
-from zerorename.engine.records import PendingUpload, is_completed_object
+from zerorename.engine.records import PendingUpload
 
-if TYPE_CHECKING:
-    from zerorename.committers.committer import Job
+__all__ = ["CommitProgress", "JobCommitResult", "JobCommitRun", "ProgressFn"]
 
 log = logging.getLogger("zerorename.committers")
 
@@ -106,20 +109,21 @@ class JobCommitRun:
 
     def __init__(
         self,
-        job: Job,
+        ctx: JobContext,
         progress: ProgressFn | None = None,
         extra_metrics: Mapping[str, int | float] | None = None,
     ) -> None:
-        self.job = job
+        self.ctx = ctx
+        self.job_id = ctx.job_id
         #: the caller's own figures for _SUCCESS (e.g. rows), merged into its metrics
         self.extra_metrics = dict(extra_metrics or {})
-        self.engine = job.engine
-        self.dest = job.dest
-        self.layout = job.layout
-        self.opts = job.options
+        self.engine = ctx.engine
+        self.dest = ctx.dest
+        self.layout = ctx.layout
+        self.opts = ctx.opts
         self.progress = progress
-        self.journal = Journal(job.job_id, window=self.opts.window)
-        self.plan = CommitPlan(job.job_id, (), "summaries")
+        self.journal = Journal(ctx.job_id, window=self.opts.window)
+        self.plan = CommitPlan(ctx.job_id, (), "summaries")
         self.partitions: set[str] = set()
         self.phase = "starting"
         self.c = _Counters()
@@ -134,7 +138,7 @@ class JobCommitRun:
     def snapshot(self) -> CommitProgress:
         j = self.journal
         return CommitProgress(
-            self.job.job_id,
+            self.job_id,
             self.phase,
             self.c.sets_done,
             len(self.plan.pendingsets),
@@ -172,40 +176,34 @@ class JobCommitRun:
             self.dest.bucket, self.layout.journal, j.to_json(), content_type="application/json"
         )
 
-    async def _move(self, state: State) -> None:
-        self.journal.move(state)
-        self.phase = state.value
+    async def _move(self, event: Event) -> None:
+        """Take a journal event (the state machine's one step) and save the journal."""
+        self.phase = self.journal.apply(event).value
         await self._save_journal()
         await self._report()
 
-    async def _read_journal(self) -> Journal | None:
-        """The job's journal, checked field by field; RecordFormatError if malformed."""
-        data = await read_optional(self.engine, self.dest.bucket, self.layout.journal)
-        if data is None:
-            return None
-        try:
-            j = Journal.from_json(data, location=self.dest.uri_of(self.layout.journal))
-        except RecordFormatError as exc:
-            raise malformed(
-                "journal.json", "journal", exc, self.dest.uri, self.job.job_id
-            ) from None
-        if j.job_id != self.job.job_id:
-            raise JournalError(
-                f"journal at {self.dest.uri_of(self.layout.journal)} is of "
-                f"job {j.job_id}, not {self.job.job_id}"
-            )
-        return j
+    def _scan(self) -> CommitScan:
+        """A scan of the current plan into this run's cache, journal and checks."""
+        return CommitScan(
+            self.ctx,
+            self.plan,
+            self.journal,
+            self.sets,
+            self.seen,
+            self.partitions,
+            self.c.diagnostics,
+        )
 
     # ---------------------------------------------------------------- entry points
     async def commit(self, plan: CommitPlan) -> JobCommitResult:
-        if not await self.job.is_active():
+        if not await job_is_active(self.ctx):
             raise JobNotActive(
-                f"job {self.job.job_id} is not active at {self.dest.uri} "
+                f"job {self.job_id} is not active at {self.dest.uri} "
                 f"(never set up, or already committed/aborted)"
             )
-        if await self._read_journal() is not None:
+        if await read_journal(self.ctx) is not None:
             raise JournalError(
-                f"job {self.job.job_id} already started a commit; use "
+                f"job {self.job_id} already started a commit; use "
                 f"resume() or abort() (zerorename jobs resume|abort)"
             )
         check_plan(plan, self.layout, location=self.dest.uri_of(self.layout.plan))
@@ -217,15 +215,15 @@ class JobCommitRun:
         return await self._run(resumed=False)
 
     async def resume(self) -> JobCommitResult:
-        j = await self._read_journal()
+        j = await read_journal(self.ctx)
         if j is None:
             raise JournalError(
-                f"job {self.job.job_id} has no journal at {self.dest.uri}: it "
+                f"job {self.job_id} has no journal at {self.dest.uri}: it "
                 f"never started committing (nothing to resume; abort it)"
             )
         data = await read_optional(self.engine, self.dest.bucket, self.layout.plan)
         if data is None:
-            raise JournalError(f"job {self.job.job_id} has a journal but no plan")
+            raise JournalError(f"job {self.job_id} has a journal but no plan")
         self.plan = resumable_plan(data, j, self.layout, self.dest.uri)
         self.journal = j
         j.processes += 1
@@ -235,8 +233,8 @@ class JobCommitRun:
         if j.state is State.ROLLING_BACK:
             await self.rollback()
             raise JobCommitError(
-                f"job {self.job.job_id} was rolling back; the rollback is now finished",
-                job_id=self.job.job_id,
+                f"job {self.job_id} was rolling back; the rollback is now finished",
+                job_id=self.job_id,
                 rolled_back=True,
                 state=j.state.value,
             )
@@ -259,23 +257,22 @@ class JobCommitRun:
         try:
             if j.state is State.STARTED:
                 self.phase = "scanning"
-                await scan(self, 0, tally=True)
-                await precheck(self)
-                await self._move(State.COMPLETING)
+                await self._scan().run(0, tally=True)
+                await precheck(self.ctx, self.partitions)
+                await self._move(Event.SCANNED)
             elif j.state is State.COMPLETING:
                 # the sets not yet done, parsed and checked before anything is completed
                 self.phase = "scanning"
-                await scan(self, j.watermark, tally=False)
+                await self._scan().run(j.watermark, tally=False)
             if j.state is State.COMPLETING:
                 self.phase = "completing"
                 await self._complete(
                     j.watermark,
                     uncertain_until=j.watermark + j.window if resumed else j.watermark,
                 )
-                mode = ConflictMode.parse(self.job.conflict)
-                await self._move(
-                    State.REPLACING if mode is ConflictMode.REPLACE else State.SUCCEEDED
-                )
+                # the state move saves the final watermark too: one journal write
+                j.watermark = len(self.plan.pendingsets)
+                await self._move(completed_event(self.ctx.conflict))
         except BaseException as exc:
             with anyio.CancelScope(shield=True):
                 await self._failed(exc, resumed)
@@ -285,7 +282,7 @@ class JobCommitRun:
                 await self._verify_completed()
             if j.state is State.REPLACING:
                 await self._replace()
-                await self._move(State.SUCCEEDED)
+                await self._move(Event.REPLACED)
             success_key = await self._write_success()
         except BaseException as exc:
             if isinstance(exc, RecordFormatError):
@@ -397,8 +394,8 @@ class JobCommitRun:
         the job is active every pendingset must be there; once its cleanup began (the
         marker is gone) a deleted one is skipped."""
         self.phase = "verifying"
-        missing_ok = not await self.job.is_active()
-        await scan(self, 0, tally=False, missing_ok=missing_ok)
+        missing_ok = not await job_is_active(self.ctx)
+        await self._scan().run(0, tally=False, missing_ok=missing_ok)
         await self._complete(0, uncertain_until=len(self.plan.pendingsets), journal=False)
 
     async def _settled(self, upload: PendingUpload, exc: BaseException) -> bool:
@@ -408,41 +405,43 @@ class JobCommitRun:
             info = await self.engine.head_object(upload.bucket, upload.key)
         except EngineError:
             return False
-        if is_completed_object(upload, info, strict=isinstance(exc, PreconditionFailed)):
+        why = Check.KEY_EXISTED if isinstance(exc, PreconditionFailed) else Check.FAILED
+        if is_ours(upload, info, why):
             return True
         if isinstance(exc, PreconditionFailed):
             raise ConflictError(
                 f"another writer created {upload.uri} during the commit (If-None-Match)",
-                job_id=self.job.job_id,
+                job_id=self.job_id,
                 conflicts=(upload.key,),
             ) from exc
         return False
 
     async def _complete(self, start: int, uncertain_until: int, *, journal: bool = True) -> None:
         """Complete the uploads of the scanned pendingsets from ``start`` on; those below
-        ``uncertain_until`` may be done already (checked first). ``journal``: advance
-        the journal's watermark as sets finish."""
-        total = len(self.plan.pendingsets)
-        j = self.journal
-        wm = Watermark(start, j.window, total)
-        mode = ConflictMode.parse(self.job.conflict)
-        if_none_match = plan_conflicts(mode, self.job.scope_enum, self.dest).if_none_match
-        remaining: dict[int, int] = {}
+        ``uncertain_until`` may be done already (checked first). The window decides what
+        to hand out and when to save the watermark (``journal``: into the journal); this
+        loop does the I/O. The caller saves the final watermark with its state move."""
+        win = CompletionWindow(
+            start, self.journal.window, len(self.plan.pendingsets), uncertain_until=uncertain_until
+        )
         inflight: dict[tuple[str, str], int] = {}
-        failures: list[BaseException] = []
-        changed = [anyio.Event()]
+        changed = anyio.Event()
 
-        def signal() -> None:
-            changed[0].set()
-            changed[0] = anyio.Event()
+        def wake() -> None:
+            nonlocal changed
+            changed.set()
+            changed = anyio.Event()
 
-        def finish(idx: int) -> None:
-            remaining[idx] -= 1
-            if remaining[idx] == 0:
-                del remaining[idx]
-                wm.done(idx)
-                self.c.sets_done = wm.low
-                signal()
+        async def save(mark: int) -> None:
+            if journal:
+                self.journal.watermark = mark
+                with anyio.CancelScope(shield=True):
+                    await self._save_journal()
+            win.saved(mark)
+
+        def done(upload: PendingUpload) -> None:
+            self.c.uploads_done += 1
+            self.c.bytes_done += upload.length
 
         async def on_result(upload: PendingUpload, exc: BaseException | None) -> None:
             idx = inflight.pop((upload.key, upload.upload_id))
@@ -453,89 +452,80 @@ class JobCommitRun:
                 except ConflictError as conflict:
                     exc = conflict
             if exc is None:
-                self.c.uploads_done += 1
-                self.c.bytes_done += upload.length
-                finish(idx)
+                done(upload)
+                win.succeeded(idx)
+                self.c.sets_done = win.low
             else:
-                failures.append(exc)
-                signal()
-
-        async def persist() -> None:
-            if journal:
-                j.watermark = wm.low
-                await self._save_journal()
-            wm.persisted_at(wm.low)
+                win.failed(exc)
+            wake()
 
         async def records() -> AsyncIterator[PendingUpload]:
-            for idx in range(wm.low, total):
-                while not wm.may_start(idx) and not failures:
-                    if wm.low > wm.persisted:
-                        await persist()
-                    else:
-                        await changed[0].wait()
-                if failures:
+            while True:
+                step = win.poll()
+                if step.action is Action.STOP:
                     return
+                if step.action is Action.SAVE:
+                    await save(step.index)
+                    continue
+                if step.action is Action.WAIT:
+                    await changed.wait()
+                    continue
+                idx = step.index
+                win.open(idx)
                 # read by the scan of this process, else (a resumed completion) now; parsed
                 # to its end and checked either way before any of its uploads is handed out
                 loaded = self.sets.pop(idx)
-                remaining[idx] = 1  # held until every record was handed out
-                if loaded is None:  # gone after the job's cleanup began (_verify_completed)
-                    finish(idx)
-                    continue
-                for up in loaded.uploads():
-                    if failures:
+                for up in loaded.uploads() if loaded is not None else ():
+                    if win.stopped:
                         return
-                    if idx < uncertain_until and is_completed_object(
-                        up, await self.engine.head_object(up.bucket, up.key)
+                    if win.must_check(idx) and is_ours(
+                        up, await self.engine.head_object(up.bucket, up.key), Check.RESUME
                     ):
-                        self.c.uploads_done += 1
-                        self.c.bytes_done += up.length
+                        done(up)
                         continue
-                    remaining[idx] += 1
+                    win.handed_out(idx)
                     inflight[(up.key, up.upload_id)] = idx
                     yield up
-                finish(idx)
-                if wm.should_persist():
-                    await persist()
+                win.close(idx)  # a set gone after the job's cleanup began closes empty
+                self.c.sets_done = win.low
 
         async with unwrapped():
             await self.engine.complete_many(
                 records(),
                 concurrency=self.opts.concurrency,
-                if_none_match=if_none_match,
+                if_none_match=self.ctx.conflict is ConflictMode.FAIL,
                 on_result=on_result,
             )
-        if failures:
-            first = failures[0]
+        if win.failures:
+            first = win.failures[0]
             if isinstance(first, CommitterError):
                 raise first
             raise JobCommitError(
-                f"{len(failures)} uploads could not be completed: {first}",
-                job_id=self.job.job_id,
+                f"{len(win.failures)} uploads could not be completed: {first}",
+                job_id=self.job_id,
                 rolled_back=False,
-                state=j.state.value,
+                state=self.journal.state.value,
             ) from first
-        if wm.low != total:
+        if win.unfinished:
             raise JobCommitError(
-                f"internal error: {total - wm.low} pendingsets unfinished",
-                job_id=self.job.job_id,
+                f"internal error: {win.unfinished} pendingsets unfinished",
+                job_id=self.job_id,
                 rolled_back=False,
                 state="completing",
             )
-        await persist()
 
     async def _replace(self) -> None:
         """Delete the older objects in the destination or the touched partitions."""
         self.phase = "replacing"
         parts: list[str] = []
-        if self.job.scope == "partitions":
+        if self.ctx.scope is ConflictScope.PARTITIONS:
             data = await read_optional(self.engine, self.dest.bucket, self.layout.partitions)
             if data is None:
-                raise JournalError(f"job {self.job.job_id}: partitions record missing")
+                raise JournalError(f"job {self.job_id}: partitions record missing")
             parts = parse_partitions_record(data, self.dest.uri_of(self.layout.partitions))
-        plan = plan_conflicts(ConflictMode.REPLACE, self.job.scope_enum, self.dest, parts)
-        deleted = await run_replacement(self.job, plan.replace_prefixes)
-        log.info("job %s replaced %d older objects (its replace plan)", self.job.job_id, deleted)
+        plan = plan_conflicts(ConflictMode.REPLACE, self.ctx.scope, self.dest, parts)
+        deleted = await run_replacement(self.ctx, plan.replace_prefixes)
+        log.info("job %s replaced %d older objects (its replace plan)", self.job_id, deleted)
 
     async def _write_success(self) -> str | None:
         if not self.opts.write_success:
@@ -554,16 +544,16 @@ class JobCommitRun:
             **self.extra_metrics,
         }
         diag = {
-            "conflict": self.job.conflict,
-            "scope": self.job.scope,
+            "conflict": self.ctx.conflict.value,
+            "scope": self.ctx.scope.value,
             "destination": self.dest.uri,
             **self.c.diagnostics,
         }
         data = SuccessData(
             job_id=j.job_id,
-            committer=self.job.kind,
+            committer=self.ctx.kind.value,
             metrics=metrics,
-            description=f"zerorename {self.job.kind} committer",
+            description=f"zerorename {self.ctx.kind.value} committer",
             diagnostics=diag,
             filenames=list(j.filenames),
         )
@@ -575,7 +565,7 @@ class JobCommitRun:
     async def _cleanup_records(self) -> None:
         """After _SUCCESS: abort this job's leftover uploads (failed or superseded attempts,
         stragglers) and delete its records; the journal goes last."""
-        await self.job.release()
+        await release_job_storage(self.ctx)
 
     # ---------------------------------------------------------------- rollback
     async def _check_abort_unread(self, exc: RecordFormatError) -> None:
@@ -583,17 +573,17 @@ class JobCommitRun:
         the store proves the commit cannot have passed the point of no return (job still
         active, no _SUCCESS of the job, a conflict mode that deletes no older file)."""
         why = ""
-        if ConflictMode.parse(self.job.conflict) is ConflictMode.REPLACE:
+        if self.ctx.replaces:
             why = "the job replaces older files, which its commit may have deleted already"
-        elif not await self.job.is_active():
+        elif not await job_is_active(self.ctx):
             why = "the job's marker is gone: its commit may have succeeded"
         else:
             data = await read_optional(self.engine, self.dest.bucket, self.layout.success)
-            if data is not None and f'"{self.job.job_id}"'.encode() in data:
+            if data is not None and f'"{self.job_id}"'.encode() in data:
                 why = "a _SUCCESS of the job exists: its commit succeeded"
         if why:
             raise JournalError(
-                f"job {self.job.job_id}: abort refused: {exc.location} is malformed and "
+                f"job {self.job_id}: abort refused: {exc.location} is malformed and "
                 f"{why}; repair the journal (or remove it once sure) and retry"
             ) from exc
 
@@ -603,22 +593,18 @@ class JobCommitRun:
         deleted (replace) or _SUCCESS was written. ``keep``: keys not deleted (another
         writer's objects found at the job's keys)."""
         try:
-            j = await self._read_journal()
+            j = await read_journal(self.ctx)
         except RecordFormatError as exc:
             await self._check_abort_unread(exc)
             j = None  # proven safe to abort without it; it is deleted last
         if j is not None:
             if not can_abort(j.state):
                 raise JournalError(
-                    f"job {self.job.job_id} is in state {j.state.value}: its files are "
+                    f"job {self.job_id} is in state {j.state.value}: its files are "
                     f"complete and older files may be gone; resume it instead of aborting"
                 )
             self.journal = j
-            if j.state is not State.ROLLING_BACK:
-                j.move(State.ROLLING_BACK)
+            j.apply(Event.ABORT)
             self.phase = "rolling_back"
             await self._save_journal()
-        return await abort_job_storage(self.job, keep=keep)
-
-
-__all__ = ["AbortResult", "Any", "CommitProgress", "JobCommitResult", "JobCommitRun"]
+        return await abort_job_storage(self.ctx, keep=keep)

@@ -1,113 +1,112 @@
 """The job commit's scan: every pendingset of the plan read once, parsed to its end and
 each upload checked (task-side path rules, the job's, once) before anything is completed;
-then the conflict pre-check. Functions of the :class:`~jobcommit.JobCommitRun` they serve.
+then the conflict pre-check. Takes what it reads into (:class:`CommitScan`), not the run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import partial
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 
-from zerorename.committers.conflict import ConflictMode, plan_conflicts
+from zerorename.committers.conflict import ConflictScope, plan_conflicts
+from zerorename.committers.context import JobContext
 from zerorename.committers.errors import ConflictError, RecordNotFound
 from zerorename.committers.jobstorage import partitions_record, plan_replacement
+from zerorename.committers.journal import CommitPlan, Journal
 from zerorename.committers.paths import partition_of
 from zerorename.committers.records import MAX_SUCCESS_FILENAMES, PendingRecord
-from zerorename.committers.spool import LoadedSet
+from zerorename.committers.spool import PendingSetCache
 from zerorename.committers.store import bounded_map, check_record, first_foreign
-from zerorename.committers.validate import check_output_key
-
-if TYPE_CHECKING:
-    from zerorename.committers.jobcommit import JobCommitRun
+from zerorename.committers.validate import UploadSet, check_output_key
 
 
-def check(run: JobCommitRun, rec: PendingRecord, location: str) -> None:
-    """An upload the job may complete: where a task may write, the job's, once."""
-    check_output_key(rec, run.dest, location)
-    check_record(rec, run.dest, run.job.job_id, location, partitioned=run.job.partitioned)
-    run.seen.add(rec, location)
+@dataclass
+class CommitScan:
+    """One scan of a plan's pendingsets into ``sets`` (kept for the completion), the
+    journal's totals, the touched ``partitions`` and the run's ``diagnostics``."""
 
+    ctx: JobContext
+    plan: CommitPlan
+    journal: Journal
+    sets: PendingSetCache
+    #: every upload the scans of this run saw (the same one twice is refused)
+    seen: UploadSet
+    partitions: set[str] = field(default_factory=set)
+    diagnostics: dict[str, str] = field(default_factory=dict)
 
-async def load(
-    run: JobCommitRun, index: int, on_record: Callable[[PendingRecord, str], None]
-) -> LoadedSet:
-    return await run.sets.load(
-        index,
-        run.engine,
-        run.dest.bucket,
-        run.plan.pendingsets[index].key,
-        run.job.job_id,
-        on_record,
-    )
+    def check(self, rec: PendingRecord, location: str) -> None:
+        """An upload the job may complete: where a task may write, the job's, once."""
+        ctx = self.ctx
+        check_output_key(rec, ctx.dest, location)
+        check_record(rec, ctx.dest, ctx.job_id, location, partitioned=ctx.partitioned)
+        self.seen.add(rec, location)
 
-
-async def scan(run: JobCommitRun, start: int, *, tally: bool, missing_ok: bool = False) -> None:
-    """Read the pendingsets from ``start`` on once each, parse them to their end and
-    check every upload, before completing anything. ``tally``: count them into the
-    journal (a fresh scan); ``missing_ok``: skip a pendingset that is gone."""
-    j = run.journal
-    total = len(run.plan.pendingsets)
-    if tally:
-        j.uploads_total = j.bytes_total = 0
-        j.filenames = []
-        j.pendingsets_total = total
-    mode = ConflictMode.parse(run.job.conflict)
-    need_parts = run.job.partitioned or (
-        mode is not ConflictMode.APPEND and run.job.scope == "partitions"
-    )
-    mismatched = 0
-
-    def tally_record(rec: PendingRecord, location: str) -> None:
-        check(run, rec, location)
+    def _tally(self, rec: PendingRecord, location: str) -> None:
+        self.check(rec, location)
+        j = self.journal
         j.uploads_total += 1
         j.bytes_total += rec.upload.length
+        need_parts = self.ctx.needs_partitions
         if need_parts or len(j.filenames) < MAX_SUCCESS_FILENAMES:
-            rel = run.dest.rel(rec.upload.key) or ""
+            rel = self.ctx.dest.rel(rec.upload.key) or ""
             if len(j.filenames) < MAX_SUCCESS_FILENAMES:
                 j.filenames.append(rel)
             if need_parts:
-                run.partitions.add(partition_of(rel))
+                self.partitions.add(partition_of(rel))
 
-    async def scan_one(index: int) -> None:
-        nonlocal mismatched
-        attempt = run.plan.pendingsets[index].attempt
-        try:
-            loaded = await load(run, index, tally_record if tally else partial(check, run))
-        except RecordNotFound:
-            if not missing_ok:
-                raise
-            return
-        if attempt is not None and loaded.header.attempt != attempt:
-            mismatched += 1  # a later attempt overwrote it: still a valid task output
+    async def run(self, start: int, *, tally: bool, missing_ok: bool = False) -> None:
+        """Read the pendingsets from ``start`` on once each, parse them to their end and
+        check every upload, before completing anything. ``tally``: count them into the
+        journal (a fresh scan); ``missing_ok``: skip a pendingset that is gone."""
+        ctx, j = self.ctx, self.journal
+        total = len(self.plan.pendingsets)
+        if tally:
+            j.uploads_total = j.bytes_total = 0
+            j.filenames = []
+            j.pendingsets_total = total
+        on_record = self._tally if tally else self.check
+        mismatched = 0
 
-    await bounded_map(range(start, total), scan_one, run.opts.scan_concurrency)
-    if mismatched:
-        run.c.diagnostics["pendingsets_from_other_attempt"] = str(mismatched)
+        async def scan_one(index: int) -> None:
+            nonlocal mismatched
+            planned = self.plan.pendingsets[index]
+            try:
+                loaded = await self.sets.load(
+                    index, ctx.engine, ctx.dest.bucket, planned.key, ctx.job_id, on_record
+                )
+            except RecordNotFound:
+                if not missing_ok:
+                    raise
+                return
+            if planned.attempt is not None and loaded.header.attempt != planned.attempt:
+                mismatched += 1  # a later attempt overwrote it: still a valid task output
+
+        await bounded_map(range(start, total), scan_one, ctx.opts.scan_concurrency)
+        if mismatched:
+            self.diagnostics["pendingsets_from_other_attempt"] = str(mismatched)
 
 
-async def precheck(run: JobCommitRun) -> None:
-    """Conflict mode 'fail': nothing there yet; replace by partition: record them."""
-    mode = ConflictMode.parse(run.job.conflict)
-    plan = plan_conflicts(mode, run.job.scope_enum, run.dest, run.partitions)
+async def precheck(ctx: JobContext, partitions: set[str]) -> None:
+    """Conflict mode 'fail': nothing there yet; replace: list the older objects now (the
+    replace plan) and, by partition, record the touched partitions."""
+    plan = plan_conflicts(ctx.conflict, ctx.scope, ctx.dest, partitions)
     for prefix in plan.check_prefixes:
-        found = await first_foreign(run.engine, run.dest, prefix, run.job.job_id)
+        found = await first_foreign(ctx.engine, ctx.dest, prefix, ctx.job_id)
         if found:
             raise ConflictError(
-                f"destination {run.dest.uri} already has objects where job "
-                f"{run.job.job_id} writes (conflict mode 'fail'), e.g. "
-                f"{run.dest.uri_of(found[0])}",
-                job_id=run.job.job_id,
+                f"destination {ctx.dest.uri} already has objects where job "
+                f"{ctx.job_id} writes (conflict mode 'fail'), e.g. "
+                f"{ctx.dest.uri_of(found[0])}",
+                job_id=ctx.job_id,
                 conflicts=tuple(found),
             )
     if plan.replace_prefixes:
         # the older objects are listed now, before anything is completed: replace deletes
         # exactly these (if unchanged), never an object written while the commit runs
-        await plan_replacement(run.job, plan.replace_prefixes)
-    if plan.replace_prefixes and run.job.scope == "partitions":
-        await run.engine.put_object(
-            run.dest.bucket,
-            run.layout.partitions,
-            partitions_record(sorted(run.partitions)),
+        await plan_replacement(ctx, plan.replace_prefixes)
+    if plan.replace_prefixes and plan.scope is ConflictScope.PARTITIONS:
+        await ctx.engine.put_object(
+            ctx.dest.bucket,
+            ctx.layout.partitions,
+            partitions_record(sorted(partitions)),
             content_type="application/json",
         )

@@ -16,7 +16,6 @@ import logging
 import shutil
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import anyio
 
@@ -27,7 +26,9 @@ from zerorename.committers.conflict import (
     replace_plan_record,
     still_planned,
 )
-from zerorename.committers.errors import PathError, RecordFormatError
+from zerorename.committers.context import JobContext
+from zerorename.committers.errors import JournalError, PathError, RecordFormatError
+from zerorename.committers.journal import Journal
 from zerorename.committers.paths import (
     PENDINGSET_SUFFIX,
     check_relative_path,
@@ -36,19 +37,17 @@ from zerorename.committers.paths import (
 )
 from zerorename.committers.records import PendingRecord
 from zerorename.committers.store import (
+    Check,
     abort_uploads,
     bounded_map,
     check_record,
+    is_ours,
     job_uploads,
     keys_under,
     read_optional,
     scan_pendingset,
 )
-from zerorename.committers.validate import load_json
-from zerorename.engine.records import is_completed_object
-
-if TYPE_CHECKING:
-    from zerorename.committers.committer import Job
+from zerorename.committers.validate import load_json, malformed
 
 log = logging.getLogger("zerorename.committers")
 
@@ -63,6 +62,27 @@ class AbortResult:
     job_id: str
     uploads_aborted: int = 0
     objects_deleted: int = 0
+
+
+async def job_is_active(ctx: JobContext) -> bool:
+    """True while the job's ``job.json`` exists (set up, not yet committed or aborted)."""
+    return await ctx.engine.head_object(ctx.dest.bucket, ctx.layout.marker) is not None
+
+
+async def read_journal(ctx: JobContext) -> Journal | None:
+    """The job's journal, checked field by field; RecordFormatError if malformed,
+    JournalError if it is another job's."""
+    dest, where = ctx.dest, ctx.dest.uri_of(ctx.layout.journal)
+    data = await read_optional(ctx.engine, dest.bucket, ctx.layout.journal)
+    if data is None:
+        return None
+    try:
+        j = Journal.from_json(data, location=where)
+    except RecordFormatError as exc:
+        raise malformed("journal.json", "journal", exc, dest.uri, ctx.job_id) from None
+    if j.job_id != ctx.job_id:
+        raise JournalError(f"journal at {where} is of job {j.job_id}, not {ctx.job_id}")
+    return j
 
 
 def partitions_record(items: list[str]) -> bytes:
@@ -88,35 +108,35 @@ def parse_partitions_record(data: bytes, location: str) -> list[str]:
         raise RecordFormatError(f"malformed partitions record: {exc}", location=location) from None
 
 
-async def recorded_uploads(job: Job) -> AsyncIterator[list[PendingRecord]]:
+async def recorded_uploads(ctx: JobContext) -> AsyncIterator[list[PendingRecord]]:
     """The records of each of the job's pendingsets (in its own directory) that checks out
     to its end, one list per pendingset. One that fails validation is skipped with a
     warning: it proves nothing, and a commit completes nothing of a pendingset that fails."""
-    engine, dest, lay = job.engine, job.dest, job.layout
+    engine, dest, lay = ctx.engine, ctx.dest, ctx.layout
     async for obj in engine.list_objects(dest.bucket, lay.pendingsets_dir):
         if not obj.key.endswith(PENDINGSET_SUFFIX):
             continue
         where = dest.uri_of(obj.key)
         recs: list[PendingRecord] = []
         try:
-            async for item in scan_pendingset(engine, dest.bucket, obj.key, job.job_id):
+            async for item in scan_pendingset(engine, dest.bucket, obj.key, ctx.job_id):
                 if isinstance(item, PendingRecord):
-                    check_record(item, dest, job.job_id, where, partitioned=job.partitioned)
+                    check_record(item, dest, ctx.job_id, where, partitioned=ctx.partitioned)
                     recs.append(item)
         except RecordFormatError as exc:
-            log.warning("job %s: %s; the keys it names are left alone", job.job_id, exc)
+            log.warning("job %s: %s; the keys it names are left alone", ctx.job_id, exc)
             continue
         yield recs
 
 
-async def delete_recorded_objects(job: Job, keep: Iterable[str] = ()) -> int:
+async def delete_recorded_objects(ctx: JobContext, keep: Iterable[str] = ()) -> int:
     """Delete the objects the job completed, proven by its records: listed by one of its
     valid pendingsets, named by its rule, not in ``keep``, and still the object completing
     that upload made. Returns how many were deleted."""
-    engine, bucket, job_id = job.engine, job.dest.bucket, job.job_id
+    engine, bucket, job_id = ctx.engine, ctx.dest.bucket, ctx.job_id
     kept = set(keep)
     deleted = 0
-    async for recs in recorded_uploads(job):
+    async for recs in recorded_uploads(ctx):
         doomed: list[str] = []
 
         async def check(rec: PendingRecord, doomed: list[str] = doomed) -> None:
@@ -124,7 +144,7 @@ async def delete_recorded_objects(job: Job, keep: Iterable[str] = ()) -> int:
             if u.key in kept or not key_carries_job(u.key, job_id):
                 return
             info = await engine.head_object(bucket, u.key)
-            if is_completed_object(u, info, strict=True):
+            if is_ours(u, info, Check.DELETE):
                 doomed.append(u.key)
             elif info is not None:
                 log.warning("job %s: %s is not the object it completed; left", job_id, u.uri)
@@ -135,31 +155,31 @@ async def delete_recorded_objects(job: Job, keep: Iterable[str] = ()) -> int:
     return deleted
 
 
-async def abort_job_storage(job: Job, *, keep: Iterable[str] = ()) -> AbortResult:
+async def abort_job_storage(ctx: JobContext, *, keep: Iterable[str] = ()) -> AbortResult:
     """Abort (or roll back) the job: marker first (stragglers stop), then its pending uploads
     (by the naming rule: tasks that died before writing a record count too), the objects
     its pendingsets prove it completed (but the ``keep`` keys), its records, journal last.
     Nothing that only mentions the job id elsewhere in its key is touched."""
-    engine, dest, lay = job.engine, job.dest, job.layout
-    res = AbortResult(job.job_id)
+    engine, dest, lay = ctx.engine, ctx.dest, ctx.layout
+    res = AbortResult(ctx.job_id)
     await engine.delete_objects(dest.bucket, [lay.marker])
-    res.uploads_aborted = await abort_uploads(engine, job_uploads(engine, dest, job.job_id))
-    res.objects_deleted = await delete_recorded_objects(job, keep)
+    res.uploads_aborted = await abort_uploads(engine, job_uploads(engine, dest, ctx.job_id))
+    res.objects_deleted = await delete_recorded_objects(ctx, keep)
     records = keys_under(engine, dest.bucket, lay.root, lambda k: True, skip=[lay.journal])
     await engine.delete_objects(dest.bucket, records)
     await engine.delete_objects(dest.bucket, [lay.journal])
-    await anyio.to_thread.run_sync(lambda: shutil.rmtree(job.local_job_dir, ignore_errors=True))
+    await anyio.to_thread.run_sync(lambda: shutil.rmtree(ctx.local_job_dir, ignore_errors=True))
     return res
 
 
-async def plan_replacement(job: Job, prefixes: Sequence[str]) -> int:
+async def plan_replacement(ctx: JobContext, prefixes: Sequence[str]) -> int:
     """Before completing anything: list the older objects under ``prefixes`` (not this
     job's, not records) and store them as the job's replace plan. Returns how many."""
-    engine, dest, lay = job.engine, job.dest, job.layout
+    engine, dest, lay = ctx.engine, ctx.dest, ctx.layout
     found: dict[str, OldObject] = {}
     for prefix in prefixes:
         async for obj in engine.list_objects(dest.bucket, prefix):
-            if is_foreign(dest, obj.key, job.job_id) and obj.etag:
+            if is_foreign(dest, obj.key, ctx.job_id) and obj.etag:
                 found[obj.key] = OldObject(obj.key, obj.etag.strip('"'))
     await engine.put_object(
         dest.bucket,
@@ -170,15 +190,15 @@ async def plan_replacement(job: Job, prefixes: Sequence[str]) -> int:
     return len(found)
 
 
-async def run_replacement(job: Job, prefixes: Sequence[str]) -> int:
+async def run_replacement(ctx: JobContext, prefixes: Sequence[str]) -> int:
     """After the new files are complete: delete the planned older objects that are still
     the same (key and ETag); anything written after the plan stays. Returns how many."""
-    engine, dest, lay = job.engine, job.dest, job.layout
+    engine, dest, lay = ctx.engine, ctx.dest, ctx.layout
     where = dest.uri_of(lay.replace)
     data = await read_optional(engine, dest.bucket, lay.replace)
     if data is None:
         raise RecordFormatError("the replace plan is missing; nothing replaced", location=where)
-    plan = parse_replace_plan(data, where, dest, job.job_id, prefixes)
+    plan = parse_replace_plan(data, where, dest, ctx.job_id, prefixes)
     planned = {o.key: o.etag for o in plan}
 
     async def doomed() -> AsyncIterator[str]:
@@ -191,17 +211,17 @@ async def run_replacement(job: Job, prefixes: Sequence[str]) -> int:
     return await engine.delete_objects(dest.bucket, doomed())
 
 
-async def release_job_storage(job: Job) -> int:
+async def release_job_storage(ctx: JobContext) -> int:
     """After a successful commit (or for cleanup): marker first, then this job's leftover
     uploads and its records at the same time (neither depends on the other), journal last.
     Returns uploads aborted."""
-    engine, dest, lay = job.engine, job.dest, job.layout
+    engine, dest, lay = ctx.engine, ctx.dest, ctx.layout
     await engine.delete_objects(dest.bucket, [lay.marker])
     aborted = 0
 
     async def abort_leftovers() -> None:
         nonlocal aborted
-        aborted = await abort_uploads(engine, job_uploads(engine, dest, job.job_id))
+        aborted = await abort_uploads(engine, job_uploads(engine, dest, ctx.job_id))
 
     async def delete_records() -> None:
         records = keys_under(engine, dest.bucket, lay.root, lambda k: True, skip=[lay.journal])
@@ -211,5 +231,5 @@ async def release_job_storage(job: Job) -> int:
         tg.start_soon(abort_leftovers)
         tg.start_soon(delete_records)
     await engine.delete_objects(dest.bucket, [lay.journal])
-    await anyio.to_thread.run_sync(lambda: shutil.rmtree(job.local_job_dir, ignore_errors=True))
+    await anyio.to_thread.run_sync(lambda: shutil.rmtree(ctx.local_job_dir, ignore_errors=True))
     return aborted

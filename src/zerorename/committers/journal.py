@@ -1,4 +1,4 @@
-"""Job records and the job-commit state machine: pure data and decisions, no I/O.
+r"""Job records and the job-commit state machine: pure data and decisions, no I/O.
 
 - ``job.json`` (:class:`JobMarker`): written at job setup; its presence means the job is
   active. Task attempts check it, so a straggler of a finished job commits nothing.
@@ -8,14 +8,29 @@
   and as pendingsets finish, so another process can ``resume`` or ``abort`` a commit that
   crashed half way.
 
-States and the moves between them::
+The state machine (h11's ``_state.py`` style: the rules here, the moves as one table,
+one step function). Rules:
 
-    started -> completing -> [replacing ->] succeeded -> (records deleted)
-       \\            \\
-        +------------+--> rolling_back -> (records deleted)
+1. A commit is in exactly one :class:`State`, stored in its journal. The state changes
+   only by :func:`process_event` (old state, :class:`Event`) -> new state, which raises
+   JournalError for any pair not in :data:`TRANSITIONS`; the journal is saved after each.
+2. ``started``: the plan is fixed, nothing is completed yet. ``scanned`` (every
+   pendingset read and checked, conflicts pre-checked) -> ``completing``.
+3. ``completing``: uploads are being completed; the journal's watermark says which
+   pendingsets are done. When all are: ``completed`` -> ``succeeded``, or in replace mode
+   ``completed_replacing`` -> ``replacing`` (:func:`completed_event` picks).
+4. ``replacing``: the planned older objects are being deleted. ``replaced`` ->
+   ``succeeded``. From here on old files may be gone: the commit only rolls forward.
+5. ``succeeded``: ``_SUCCESS`` is (re)written and the job's records deleted; no event.
+6. ``abort`` is legal only while no old file was deleted and no ``_SUCCESS`` written
+   (``started``, ``completing``) and again in ``rolling_back`` (a rollback resumed);
+   ``rolling_back`` ends with the records deleted; no other event.
 
-A commit that fails before ``replacing`` is rolled back (or left for resume/abort);
-from ``replacing`` on, old files may already be deleted, so it can only roll forward.
+::
+
+    started -scanned-> completing -completed-> succeeded
+       |                  |  \-completed_replacing-> replacing -replaced-> succeeded
+       +-abort------------+-abort-> rolling_back (-abort-> rolling_back)
 """
 
 from __future__ import annotations
@@ -29,16 +44,17 @@ from enum import StrEnum
 from typing import Any
 
 from zerorename.committers.conflict import ConflictMode, ConflictScope
-from zerorename.committers.errors import InvalidJobId, JournalError, RecordFormatError
-from zerorename.committers.paths import JobLayout, check_job_id
+from zerorename.committers.context import DEFAULT_WINDOW, CommitterKind
+from zerorename.committers.errors import InvalidJobId, JournalError, PathError, RecordFormatError
+from zerorename.committers.paths import PENDINGSET_SUFFIX, JobLayout, check_job_id, task_name
 from zerorename.committers.records import MAX_SUCCESS_FILENAMES
-from zerorename.committers.validate import Fields, check_plan, load_json, malformed
+from zerorename.committers.validate import MAX_INT, Fields, load_json, malformed
 
 JOB_VERSION = 1
 PLAN_VERSION = 1
 JOURNAL_VERSION = 1
 #: committer kinds a job record may name (``committer.committer_class`` maps them)
-COMMITTER_KINDS = ("magic", "staging", "directory", "partitioned")
+COMMITTER_KINDS = tuple(k.value for k in CommitterKind)
 #: the largest window a journal may hold (pendingsets in flight at once)
 MAX_WINDOW = 1 << 20
 
@@ -51,35 +67,50 @@ class State(StrEnum):
     ROLLING_BACK = "rolling_back"
 
 
-_NEXT: Mapping[State, frozenset[State]] = {
-    State.STARTED: frozenset({State.STARTED, State.COMPLETING, State.ROLLING_BACK}),
-    State.COMPLETING: frozenset(
-        {State.COMPLETING, State.REPLACING, State.SUCCEEDED, State.ROLLING_BACK}
-    ),
-    State.REPLACING: frozenset({State.REPLACING, State.SUCCEEDED}),
-    State.SUCCEEDED: frozenset({State.SUCCEEDED}),
-    State.ROLLING_BACK: frozenset({State.ROLLING_BACK}),
+class Event(StrEnum):
+    """What happened to a commit (rules 2-6 above)."""
+
+    SCANNED = "scanned"
+    COMPLETED = "completed"
+    COMPLETED_REPLACING = "completed_replacing"
+    REPLACED = "replaced"
+    ABORT = "abort"
+
+
+#: state -> event -> new state; a pair not here is illegal.
+TRANSITIONS: Mapping[State, Mapping[Event, State]] = {
+    State.STARTED: {Event.SCANNED: State.COMPLETING, Event.ABORT: State.ROLLING_BACK},
+    State.COMPLETING: {
+        Event.COMPLETED: State.SUCCEEDED,
+        Event.COMPLETED_REPLACING: State.REPLACING,
+        Event.ABORT: State.ROLLING_BACK,
+    },
+    State.REPLACING: {Event.REPLACED: State.SUCCEEDED},
+    State.SUCCEEDED: {},
+    State.ROLLING_BACK: {Event.ABORT: State.ROLLING_BACK},
 }
 
 
-def can_move(old: State, new: State) -> bool:
-    return new in _NEXT[old]
+def process_event(state: State, event: Event, *, job_id: str = "") -> State:
+    """The state after ``event`` in ``state``; JournalError when the table forbids it."""
+    try:
+        return TRANSITIONS[state][event]
+    except KeyError:
+        who = f"job {job_id}: " if job_id else ""
+        raise JournalError(
+            f"{who}event {event.value} is not allowed in state {state.value}"
+        ) from None
+
+
+def completed_event(mode: ConflictMode) -> Event:
+    """The event of a commit whose uploads are all complete: replace still has old files
+    to delete."""
+    return Event.COMPLETED_REPLACING if mode is ConflictMode.REPLACE else Event.COMPLETED
 
 
 def can_abort(state: State) -> bool:
     """Rolling back is safe only while no old file was deleted and no _SUCCESS written."""
-    return state in (State.STARTED, State.COMPLETING, State.ROLLING_BACK)
-
-
-def resume_step(state: State) -> str:
-    """What ``resume`` runs first for a journal in ``state``."""
-    return {
-        State.STARTED: "validate",
-        State.COMPLETING: "complete",
-        State.REPLACING: "replace",
-        State.SUCCEEDED: "cleanup",
-        State.ROLLING_BACK: "rollback",
-    }[state]
+    return Event.ABORT in TRANSITIONS[state]
 
 
 def _load(data: bytes | str, what: str, location: str, version: int) -> Fields:
@@ -202,7 +233,7 @@ class Journal:
     job_id: str
     state: State = State.STARTED
     watermark: int = 0
-    window: int = 8
+    window: int = DEFAULT_WINDOW
     pendingsets_total: int = 0
     uploads_total: int = 0
     bytes_total: int = 0
@@ -215,14 +246,12 @@ class Journal:
     retries: int = 0
     throttles: int = 0
 
-    def move(self, new: State) -> None:
-        """Change state; JournalError on a move the state machine forbids."""
-        if not can_move(self.state, new):
-            raise JournalError(
-                f"job {self.job_id}: cannot go from {self.state.value} to {new.value}"
-            )
-        self.state = new
-        self.error = None if new is not State.ROLLING_BACK else self.error
+    def apply(self, event: Event) -> State:
+        """Take ``event`` (:func:`process_event`); a commit that moves on clears its error,
+        a rollback keeps the error that caused it."""
+        self.state = process_event(self.state, event, job_id=self.job_id)
+        self.error = None if self.state is not State.ROLLING_BACK else self.error
+        return self.state
 
     def to_json(self) -> bytes:
         d = asdict(self)
@@ -264,6 +293,42 @@ class Journal:
         return j
 
 
+def check_plan(plan: CommitPlan, layout: JobLayout, *, location: str = "") -> None:
+    """A plan names only the job's own pendingsets, each once: keys directly in the job's
+    ``pendingsets/`` directory named ``<task>.pendingset``; attempts >= 0."""
+    what = f"plan of job {layout.job_id}"
+    if plan.job_id != layout.job_id:
+        raise RecordFormatError(
+            f"{what} is malformed: jobId: {plan.job_id!r} is another job", location=location
+        )
+    seen: set[str] = set()
+    base = layout.pendingsets_dir
+    for i, p in enumerate(plan.pendingsets):
+        where = f"pendingsets[{i}]"
+        name = p.key[len(base) :] if p.key.startswith(base) else ""
+        stem = name[: -len(PENDINGSET_SUFFIX)] if name.endswith(PENDINGSET_SUFFIX) else ""
+        try:
+            ok = bool(stem) and task_name(stem) == stem
+        except PathError:
+            ok = False
+        if not ok:
+            raise RecordFormatError(
+                f"{what} is malformed: {where}: {p.key!r} is not a pendingset of the job "
+                f"(must be {base}<task>{PENDINGSET_SUFFIX})",
+                location=location,
+            )
+        if p.key in seen:
+            raise RecordFormatError(
+                f"{what} is malformed: {where}: {p.key!r} is listed twice", location=location
+            )
+        seen.add(p.key)
+        if p.attempt is not None and (type(p.attempt) is not int or not 0 <= p.attempt <= MAX_INT):
+            raise RecordFormatError(
+                f"{what} is malformed: {where}: attempt {p.attempt!r} is not an integer >= 0",
+                location=location,
+            )
+
+
 def resumable_plan(data: bytes, j: Journal, layout: JobLayout, dest_uri: str) -> CommitPlan:
     """plan.json for a resume, checked: the job's own pendingsets, as many as the journal
     counts; else one RecordFormatError line that says what to do."""
@@ -282,39 +347,3 @@ def resumable_plan(data: bytes, j: Journal, layout: JobLayout, dest_uri: str) ->
         what = "commit plan" if exc.detail.startswith("commit plan") else f"plan of job {j.job_id}"
         raise malformed("plan.json", what, exc, dest_uri, j.job_id) from None
     return plan
-
-
-class Watermark:
-    """Tracks which pendingsets of a plan are done while several are in flight.
-
-    ``low`` is the first index not yet done. A pendingset may start only while its index is
-    below ``persisted + window``, where ``persisted`` is the low mark last written to the
-    journal, so after a crash only ``[persisted, persisted + window)`` can be half done.
-    """
-
-    def __init__(self, start: int, window: int, total: int) -> None:
-        if window < 1:
-            raise ValueError("window must be >= 1")
-        self.low = start
-        self.persisted = start
-        self.window = window
-        self.total = total
-        self._done: set[int] = set()
-
-    def may_start(self, index: int) -> bool:
-        return index < self.persisted + self.window
-
-    def done(self, index: int) -> None:
-        self._done.add(index)
-        while self.low in self._done:
-            self._done.discard(self.low)
-            self.low += 1
-
-    def should_persist(self) -> bool:
-        """Persist when at least half the window has been released, or at the end."""
-        return self.low - self.persisted >= max(1, self.window // 2) or (
-            self.low >= self.total and self.low != self.persisted
-        )
-
-    def persisted_at(self, low: int) -> None:
-        self.persisted = low

@@ -4,13 +4,13 @@ engine; engine errors are left to the callers, which wrap them."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
+from enum import StrEnum
 from typing import Any, TypeVar
 
 import anyio
 
+from zerorename.aio import aiter_any, unwrapped
 from zerorename.committers.conflict import is_foreign
 from zerorename.committers.errors import RecordFormatError
 from zerorename.committers.jsonstream import JsonStreamError, aiter_object_stream
@@ -23,30 +23,11 @@ from zerorename.committers.records import (
 )
 from zerorename.engine import UploadEngine
 from zerorename.engine.errors import ObjectNotFound
-from zerorename.engine.records import UploadInfo
+from zerorename.engine.records import ObjectInfo, PendingUpload, UploadInfo, is_completed_object
 
 T = TypeVar("T")
 
 READ_CHUNK = 256 * 1024
-
-
-def first_error(exc: BaseException) -> BaseException:
-    """The error inside (nested) exception groups that task groups wrap errors in,
-    preferring a real failure over a cancellation."""
-    while isinstance(exc, BaseExceptionGroup):
-        leaves = exc.exceptions
-        real = [e for e in leaves if not isinstance(e, asyncio.CancelledError)]
-        exc = (real or list(leaves))[0]
-    return exc
-
-
-@contextlib.asynccontextmanager
-async def unwrapped() -> AsyncIterator[None]:
-    """Re-raise the first error of an exception group as itself (its cause kept)."""
-    try:
-        yield
-    except BaseExceptionGroup as eg:
-        raise first_error(eg)  # noqa: B904 - the leaf keeps its own __cause__
 
 
 async def bounded_map(
@@ -62,18 +43,37 @@ async def bounded_map(
         finally:
             limit.release()
 
-    async def aiter() -> AsyncIterator[T]:
-        if isinstance(items, AsyncIterable):
-            async for it in items:
-                yield it
-        else:
-            for it in items:
-                yield it
-
     async with unwrapped(), anyio.create_task_group() as tg:
-        async for item in aiter():
+        async for item in aiter_any(items):
             await limit.acquire()
             tg.start_soon(run, item)
+
+
+class Check(StrEnum):
+    """Why the object at an upload's key is looked at: decides how much proof it takes."""
+
+    #: resuming: an earlier process may have completed the upload before it crashed
+    RESUME = "resume"
+    #: our complete failed (not with 412): an earlier attempt may have completed it
+    FAILED = "failed"
+    #: our complete got 412 (If-None-Match): the key existed before it; a racer's?
+    KEY_EXISTED = "key_existed"
+    #: about to delete it (abort, rollback): a wrong yes deletes someone's data
+    DELETE = "delete"
+
+
+def is_ours(upload: PendingUpload, info: ObjectInfo | None, why: Check) -> bool:
+    """The one rule for "is this object what completing ``upload`` made?".
+
+    The size must be the upload's length. Where S3's multipart ETag can be computed from
+    the part ETags (all MD5s), the object's ETag must be it; where it cannot (encrypted
+    stores), the size and the job id in the key are the only proof there is. A store that
+    gives a multipart object an ETag of another form (no ``-N``) proves nothing by it:
+    then the size is accepted only where no other writer is in sight (RESUME, FAILED), not
+    once the store said the key existed first (KEY_EXISTED), nor before a DELETE. The
+    engine's complete retry applies the same rule (strict only on 412)."""
+    strict = why in (Check.KEY_EXISTED, Check.DELETE)
+    return is_completed_object(upload, info, strict=strict)
 
 
 async def read_optional(engine: UploadEngine, bucket: str, key: str) -> bytes | None:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from zerorename.committers.context import JobContext
 from zerorename.committers.errors import (
     CommitterError,
     JobNotActive,
@@ -32,6 +33,7 @@ from zerorename.committers.errors import (
     RecordFormatError,
     TaskAttemptError,
 )
+from zerorename.committers.jobstorage import job_is_active
 from zerorename.committers.paths import (
     PENDING_SUFFIX,
     attempt_name,
@@ -48,7 +50,6 @@ from zerorename.engine.errors import EngineError
 from zerorename.engine.records import PendingUpload
 
 if TYPE_CHECKING:
-    from zerorename.committers.committer import Job
     from zerorename.engine.writers import AsyncUploadWriter, SyncUploadWriter
 
 log = logging.getLogger("zerorename.committers")
@@ -103,8 +104,8 @@ class TaskAttempt:
 
     kind = "base"
 
-    def __init__(self, job: Job, task_id: int | str, attempt: int) -> None:
-        self.job = job
+    def __init__(self, ctx: JobContext, task_id: int | str, attempt: int) -> None:
+        self.ctx = ctx
         self.task_id = task_name(task_id)
         self.attempt = attempt
         self.name = attempt_name(task_id, attempt)
@@ -116,13 +117,13 @@ class TaskAttempt:
 
     @property
     def engine(self) -> Any:
-        return self.job.engine
+        return self.ctx.engine
 
     def final_rel(self, rel: str) -> str:
         """Path (relative to the destination) an output finally gets: validated, with the
         job id in its file name."""
-        rel = with_job_id(check_relative_path(rel), self.job.job_id)
-        if self.job.partitioned:
+        rel = with_job_id(check_relative_path(rel), self.ctx.job_id)
+        if self.ctx.partitioned:
             check_partitioned_path(rel)
         return rel
 
@@ -136,8 +137,8 @@ class TaskAttempt:
     async def setup(self) -> None:
         """Start the attempt; JobNotActive if the job is not set up (or already over)."""
         self._loop = asyncio.get_running_loop()
-        if not await self.job.is_active():
-            raise JobNotActive(f"job {self.job.job_id} is not active at {self.job.dest.uri}")
+        if not await job_is_active(self.ctx):
+            raise JobNotActive(f"job {self.ctx.job_id} is not active at {self.ctx.dest.uri}")
         self._state = "active"
 
     def _add(self, rec: PendingRecord) -> None:
@@ -148,7 +149,7 @@ class TaskAttempt:
     def _record(self, upload: PendingUpload) -> PendingRecord:
         return PendingRecord(
             upload,
-            self.job.job_id,
+            self.ctx.job_id,
             self.task_id,
             self.attempt,
             text=f"zerorename {self.kind} committer",
@@ -157,8 +158,8 @@ class TaskAttempt:
     async def _save_pendingset(self) -> TaskCommitSummary:
         """Write the task's pendingset (overwriting an earlier attempt's), re-checking the job
         is active before and after; a finished job's straggler cleans up after itself."""
-        job = self.job
-        if not await job.is_active():
+        job = self.ctx
+        if not await job_is_active(job):
             raise JobNotActive(
                 f"job {job.job_id} is no longer active: task attempt {self.name} may not commit"
             )
@@ -171,7 +172,7 @@ class TaskAttempt:
         await self.engine.put_object(
             job.dest.bucket, key, pendingset_bytes(header, records), content_type="application/json"
         )
-        if not await job.is_active():
+        if not await job_is_active(job):
             await self.engine.delete_objects(job.dest.bucket, [key])
             raise JobNotActive(
                 f"job {job.job_id} finished while task attempt {self.name} "
@@ -338,15 +339,15 @@ class MagicTaskAttempt(TaskAttempt):
 
     kind = "magic"
 
-    def __init__(self, job: Job, task_id: int | str, attempt: int) -> None:
-        super().__init__(job, task_id, attempt)
+    def __init__(self, ctx: JobContext, task_id: int | str, attempt: int) -> None:
+        super().__init__(ctx, task_id, attempt)
         self._open_outputs: set[Any] = set()
 
     def open(self, rel: str, **object_args: Any) -> MagicOutput:
         self._check_open()
         final = self.final_rel(rel)
         w = self.engine.open_writer(
-            self.job.dest.bucket, self.job.dest.key(final), defer=True, **object_args
+            self.ctx.dest.bucket, self.ctx.dest.key(final), defer=True, **object_args
         )
         out = MagicOutput(self, final, w)
         self._open_outputs.add(out)
@@ -358,8 +359,8 @@ class MagicTaskAttempt(TaskAttempt):
         assert self._loop is not None
         final = self.final_rel(rel)
         w = self.engine.open_sync_writer(
-            self.job.dest.bucket,
-            self.job.dest.key(final),
+            self.ctx.dest.bucket,
+            self.ctx.dest.key(final),
             loop=self._loop,
             defer=True,
             **object_args,
@@ -370,11 +371,11 @@ class MagicTaskAttempt(TaskAttempt):
 
     async def _register(self, rel: str, upload: PendingUpload) -> None:
         rec = self._record(upload)
-        if self.job.options.pending_records:
-            key = self.job.layout.pending_record(self.task_id, self.attempt, rel)
+        if self.ctx.opts.pending_records:
+            key = self.ctx.layout.pending_record(self.task_id, self.attempt, rel)
             try:
                 await self.engine.put_object(
-                    self.job.dest.bucket,
+                    self.ctx.dest.bucket,
                     key,
                     rec.to_json().encode(),
                     content_type="application/json",
@@ -396,14 +397,14 @@ class MagicTaskAttempt(TaskAttempt):
                 f"{len(self._open_outputs)} open outputs; close them first"
             )
         summary = await self._save_pendingset()
-        if self.job.options.pending_records:
+        if self.ctx.opts.pending_records:
             await self._delete_attempt_dir()
         return summary
 
     async def _delete_attempt_dir(self) -> None:
         bucket, prefix = (
-            self.job.dest.bucket,
-            self.job.layout.attempt_dir(self.task_id, self.attempt),
+            self.ctx.dest.bucket,
+            self.ctx.layout.attempt_dir(self.task_id, self.attempt),
         )
         await self.engine.delete_objects(
             bucket, (o.key async for o in self.engine.list_objects(bucket, prefix))
@@ -416,15 +417,15 @@ class MagicTaskAttempt(TaskAttempt):
         self._open_outputs.clear()
         await self._abort_records()
         # uploads recorded by another process running this attempt (recovery)
-        bucket = self.job.dest.bucket
-        prefix = self.job.layout.attempt_dir(self.task_id, self.attempt)
+        bucket = self.ctx.dest.bucket
+        prefix = self.ctx.layout.attempt_dir(self.task_id, self.attempt)
         async for obj in self.engine.list_objects(bucket, prefix):
             if not obj.key.endswith(PENDING_SUFFIX):
                 continue
             try:
                 rec = PendingRecord.from_json(
                     await self.engine.get_object(bucket, obj.key),
-                    location=self.job.dest.uri_of(obj.key),
+                    location=self.ctx.dest.uri_of(obj.key),
                 )
             except (RecordFormatError, EngineError) as exc:
                 log.warning("skipping unreadable record %s: %s", obj.key, exc)
@@ -463,9 +464,9 @@ class StagingTaskAttempt(TaskAttempt):
 
     kind = "staging"
 
-    def __init__(self, job: Job, task_id: int | str, attempt: int) -> None:
-        super().__init__(job, task_id, attempt)
-        self.local_dir = job.local_job_dir / self.name
+    def __init__(self, ctx: JobContext, task_id: int | str, attempt: int) -> None:
+        super().__init__(ctx, task_id, attempt)
+        self.local_dir = ctx.local_job_dir / self.name
 
     def local_path(self, rel: str) -> Path:
         """Local file for output ``rel`` (parents created); write it any way you like."""
@@ -510,14 +511,14 @@ class StagingTaskAttempt(TaskAttempt):
                 files.append((self.final_rel(rel), path))
             except PathError as exc:
                 raise TaskAttemptError(f"local output {path} cannot be committed: {exc}") from None
-        dest = self.job.dest
+        dest = self.ctx.dest
 
         async def upload(item: tuple[str, Path]) -> None:
             rel, path = item
             up = await self.engine.upload(dest.bucket, dest.key(rel), path, defer=True)
             self._add(self._record(up))
 
-        await bounded_map(files, upload, self.job.options.task_concurrency)
+        await bounded_map(files, upload, self.ctx.opts.task_concurrency)
         summary = await self._save_pendingset()
         await anyio.to_thread.run_sync(self._delete_local)
         return summary

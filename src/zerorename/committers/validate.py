@@ -9,21 +9,21 @@ import json
 import math
 from array import array
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from zerorename.committers.errors import PathError, RecordFormatError
 from zerorename.committers.jsonstream import DECODE_ERRORS, STRICT_DECODER
-from zerorename.committers.paths import (
-    PENDINGSET_SUFFIX,
-    Destination,
-    JobLayout,
-    check_relative_path,
-    task_name,
-)
+from zerorename.committers.paths import Destination, check_relative_path
+from zerorename.engine.records import PendingUpload
 
-if TYPE_CHECKING:
-    from zerorename.committers.journal import CommitPlan
-    from zerorename.committers.records import PendingRecord
+
+class HasUpload(Protocol):
+    """A record naming one upload (a ``PendingRecord``; kept structural so this module
+    does not import the records it checks)."""
+
+    @property
+    def upload(self) -> PendingUpload: ...
+
 
 #: the largest integer a record field may hold (sizes, counts, millisecond timestamps)
 MAX_INT = 2**63 - 1
@@ -154,43 +154,7 @@ def malformed(
     return err
 
 
-def check_plan(plan: CommitPlan, layout: JobLayout, *, location: str = "") -> None:
-    """A plan names only the job's own pendingsets, each once: keys directly in the job's
-    ``pendingsets/`` directory named ``<task>.pendingset``; attempts >= 0."""
-    what = f"plan of job {layout.job_id}"
-    if plan.job_id != layout.job_id:
-        raise RecordFormatError(
-            f"{what} is malformed: jobId: {plan.job_id!r} is another job", location=location
-        )
-    seen: set[str] = set()
-    base = layout.pendingsets_dir
-    for i, p in enumerate(plan.pendingsets):
-        where = f"pendingsets[{i}]"
-        name = p.key[len(base) :] if p.key.startswith(base) else ""
-        stem = name[: -len(PENDINGSET_SUFFIX)] if name.endswith(PENDINGSET_SUFFIX) else ""
-        try:
-            ok = bool(stem) and task_name(stem) == stem
-        except PathError:
-            ok = False
-        if not ok:
-            raise RecordFormatError(
-                f"{what} is malformed: {where}: {p.key!r} is not a pendingset of the job "
-                f"(must be {base}<task>{PENDINGSET_SUFFIX})",
-                location=location,
-            )
-        if p.key in seen:
-            raise RecordFormatError(
-                f"{what} is malformed: {where}: {p.key!r} is listed twice", location=location
-            )
-        seen.add(p.key)
-        if p.attempt is not None and (type(p.attempt) is not int or not 0 <= p.attempt <= MAX_INT):
-            raise RecordFormatError(
-                f"{what} is malformed: {where}: attempt {p.attempt!r} is not an integer >= 0",
-                location=location,
-            )
-
-
-def check_output_key(rec: PendingRecord, dest: Destination, location: str) -> str:
+def check_output_key(rec: HasUpload, dest: Destination, location: str) -> str:
     """An upload a job commit may complete lands where a task may write: the
     destination's bucket, under its prefix, at a path the task-side rules accept (no
     empty/'.'/'..' segment, nothing in any ``__magic*`` directory, no ``__base``, no
@@ -262,7 +226,7 @@ class UploadSet:
     def __init__(self) -> None:
         self._seen = Fingerprints()
 
-    def add(self, rec: PendingRecord, location: str) -> None:
+    def add(self, rec: HasUpload, location: str) -> None:
         u = rec.upload
         if not self._seen.add(hash(("key", u.bucket, u.key))):
             raise RecordFormatError(

@@ -135,10 +135,10 @@ async def test_replace_plan_deletes_only_what_it_listed(s3: S3Target, tmp_path) 
         c.put_object(Bucket=s3.bucket, Key=prefix + f"__magic_job-{other}/job.json", Body=b"{}")
         c.put_object(Bucket=s3.bucket, Key=prefix + f"mine-{job.job_id}.csv", Body=b"mine")
         prefixes = (prefix + "y=1/", prefix + "y=2/", prefix)  # overlapping on purpose
-        assert await plan_replacement(job, prefixes) == 2
+        assert await plan_replacement(job.context, prefixes) == 2
         c.put_object(Bucket=s3.bucket, Key=prefix + "y=1/late.csv", Body=b"late")
         c.put_object(Bucket=s3.bucket, Key=prefix + "y=2/old.csv", Body=b"rewritten")
-        assert await run_replacement(job, prefixes) == 1
+        assert await run_replacement(job.context, prefixes) == 1
         assert data_objects(s3, prefix) == {
             "y=1/late.csv": b"late",
             "y=2/old.csv": b"rewritten",
@@ -156,11 +156,11 @@ async def test_replace_plan_deletes_only_what_it_listed(s3: S3Target, tmp_path) 
             )
             await eng.put_object(s3.bucket, job.layout.replace, plan)
             with pytest.raises(RecordFormatError):
-                await run_replacement(job, prefixes)
+                await run_replacement(job.context, prefixes)
             assert objects(s3, prefix) == {**before, job.layout.replace: plan}
         await eng.delete_objects(s3.bucket, [job.layout.replace])
         with pytest.raises(RecordFormatError, match="missing"):
-            await run_replacement(job, prefixes)
+            await run_replacement(job.context, prefixes)
         await job.abort()
     assert data_objects(s3, prefix) == {
         "y=1/late.csv": b"late",

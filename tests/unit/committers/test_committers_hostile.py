@@ -10,7 +10,14 @@ from typing import Any
 import pytest
 
 from zerorename.committers.errors import RecordFormatError
-from zerorename.committers.journal import CommitPlan, JobMarker, Journal, PlannedSet, State
+from zerorename.committers.journal import (
+    CommitPlan,
+    JobMarker,
+    Journal,
+    PlannedSet,
+    State,
+    check_plan,
+)
 from zerorename.committers.paths import Destination, JobLayout
 from zerorename.committers.records import (
     PendingRecord,
@@ -24,7 +31,6 @@ from zerorename.committers.validate import (
     Fingerprints,
     UploadSet,
     check_output_key,
-    check_plan,
     load_json,
 )
 from zerorename.engine.records import PartInfo, PendingUpload
@@ -258,7 +264,7 @@ def test_every_parser_turns_hostile_values_into_the_record_error(value: bytes) -
             SuccessData.from_json,
         ),
         "journal": (
-            Journal(JOB).to_json().replace(b'"window": 8', b'"window": ' + value),
+            Journal(JOB, window=8).to_json().replace(b'"window": 8', b'"window": ' + value),
             Journal.from_json,
         ),
         "job": (

@@ -8,13 +8,11 @@ import hashlib
 
 import pytest
 
+from zerorename.aio import first_error
 from zerorename.committers.errors import RecordFormatError
 from zerorename.committers.paths import Destination
 from zerorename.committers.records import PendingRecord
-from zerorename.committers.store import (
-    check_record,
-    first_error,
-)
+from zerorename.committers.store import Check, check_record, is_ours
 from zerorename.engine.records import (
     ObjectInfo,
     PartInfo,
@@ -49,6 +47,24 @@ def test_is_completed_object() -> None:
     assert not is_completed_object(u, ObjectInfo("bkt", u.key, 10, '"abc-2"', 0.0))
     # an ETag that is not a multipart one (e.g. encrypted store): size decides
     assert is_completed_object(u, ObjectInfo("bkt", u.key, 10, '"0123"', 0.0))
+
+
+def test_is_ours_one_rule_for_every_check() -> None:
+    u = up()
+    exact = ObjectInfo("bkt", u.key, 10, f'"{multipart_etag(u)}"', 0.0)
+    plain = ObjectInfo("bkt", u.key, 10, '"0123"', 0.0)  # right size, not multipart-shaped
+    wrong = ObjectInfo("bkt", u.key, 10, '"abc-2"', 0.0)
+    short = ObjectInfo("bkt", u.key, 9, exact.etag, 0.0)
+    for why in Check:
+        assert is_ours(u, exact, why)
+        assert not is_ours(u, wrong, why)
+        assert not is_ours(u, short, why)
+        assert not is_ours(u, None, why)
+    # an ETag that proves nothing: the size is enough only with no other writer in sight
+    assert [w for w in Check if is_ours(u, plain, w)] == [Check.RESUME, Check.FAILED]
+    # part ETags that are not MD5s (encrypted stores): the size is all the proof there is
+    kms = up(etags=("kms-part-1", "kms-part-2"))
+    assert all(is_ours(kms, ObjectInfo("bkt", kms.key, 10, '"x-2"', 0.0), w) for w in Check)
 
 
 def test_check_record() -> None:
