@@ -272,7 +272,12 @@ class MemoryStore:
                 await anyio.lowlevel.checkpoint()
             if fault is not None and not fault.after:
                 self._raise(fault, op, bucket, key)
-            result = effect()
+            try:
+                result = effect()
+            except Exception:
+                if fault is not None:  # the answer (an error) is lost, or the process died
+                    self._raise(fault, op, bucket, key)
+                raise
             if fault is not None:
                 self._raise(fault, op, bucket, key)
             return result

@@ -1,0 +1,387 @@
+"""The job-commit protocol on the in-memory store, through the public Committer API only:
+every committer and conflict mode, ordering, conflicts, rollback, and a crash after every
+request of a commit followed by resume (the same state as a clean commit) or by abort
+(nothing of the job left). No server: milliseconds each.
+
+Run with -s to see the sequential-request counts of a commit (``describe`` lines)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from zerorename.committers import (
+    CommitOptions,
+    ConflictError,
+    JobCommitError,
+    JobNotFound,
+    JournalError,
+    MagicCommitter,
+    PartitionedCommitter,
+    StagingCommitter,
+    TaskCommitSummary,
+)
+from zerorename.engine.errors import RetriesExhausted
+from zerorename.testing.memstore import MemoryState, MemoryStore, ProcessCrashed
+from zerorename.testing.requestlog import describe, sequential_requests
+
+B = "bkt"
+DEST = "out"
+URI = f"s3://{B}/{DEST}"
+KINDS = {"magic": MagicCommitter, "staging": StagingCommitter, "partitioned": PartitionedCommitter}
+#: what another writer holds before the job: data in the destination (one in a partition
+#: the job touches, one in a partition it does not), a sibling destination's object
+OLD = {f"{DEST}/y=0/old.csv": b"old0", f"{DEST}/z=9/keep.csv": b"z9", "out10/x.csv": b"x"}
+
+
+def committer(kind: str, store: MemoryStore, tmp: Path, conflict: str, **opts: Any) -> Any:
+    options = CommitOptions(staging_dir=tmp, progress_interval=0.05, **opts)
+    return KINDS[kind](store, URI, conflict=conflict, options=options)
+
+
+@dataclass
+class Prepared:
+    """A job whose tasks committed, its store state, and what another job left there."""
+
+    state: MemoryState
+    kind: str
+    conflict: str
+    job_id: str
+    summaries: list[TaskCommitSummary]
+    expected: dict[str, bytes]  # the job's data objects after a commit
+    other_job: str
+    tmp: Path
+    opts: dict[str, Any]
+
+    def store(self, state: MemoryState | None = None, **kw: Any) -> MemoryStore:
+        return MemoryStore(state or self.state, **kw)
+
+    def committer(self, store: MemoryStore) -> Any:
+        return committer(self.kind, store, self.tmp, self.conflict, **self.opts)
+
+
+async def write(ta: Any, rel: str, data: bytes) -> None:
+    async with ta.open(rel) as out:
+        await out.write(data)
+
+
+async def prepare(
+    kind: str,
+    conflict: str,
+    tmp: Path,
+    *,
+    tasks: int = 4,
+    files: int = 2,
+    old: bool = True,
+    **opts: Any,
+) -> Prepared:
+    state = MemoryState(B)
+    store = MemoryStore(state)
+    if old:
+        for k, v in OLD.items():
+            await store.put_object(B, k, v)
+    # another (magic) job at the same destination, in flight: a task's output is pending
+    other = await committer("magic", store, tmp, "append").setup_job()
+    ota = other.task_attempt(0)
+    await ota.setup()
+    await write(ota, "y=0/other.csv", b"other")
+    job = await committer(kind, store, tmp, conflict, **opts).setup_job()
+    expected: dict[str, bytes] = {}
+    summaries = []
+    for t in range(tasks):
+        ta = job.task_attempt(t)
+        await ta.setup()
+        for f in range(files):
+            rel = f"y={t % 3}/p {t}-{f} ü+%.csv"
+            data = f"task {t} file {f}".encode()
+            await write(ta, rel, data)
+            expected[f"{DEST}/{ta.final_rel(rel)}"] = data
+        summaries.append(await ta.commit())
+    # a failed attempt: never committed, its upload must not survive the job
+    dead = job.task_attempt(0, 7)
+    await dead.setup()
+    await write(dead, "y=0/dead.csv", b"dead")
+    return Prepared(state, kind, conflict, job.job_id, summaries, expected, other.job_id, tmp, opts)
+
+
+def of_job(keys: Iterable[str], job_id: str) -> list[str]:
+    return [k for k in keys if job_id in k]
+
+
+def data_of(state: MemoryState) -> dict[str, bytes]:
+    """Objects that are not job records nor _SUCCESS."""
+    return {
+        k: v
+        for k, v in state.objects(B).items()
+        if "__magic" not in k and not k.endswith("/_SUCCESS")
+    }
+
+
+def check_committed(p: Prepared, state: MemoryState, clean: dict[str, bytes]) -> None:
+    """The job committed: data exactly ``clean``, _SUCCESS of the job, no record and no
+    pending upload of it left; the other job's records and upload untouched."""
+    assert data_of(state) == clean
+    success = json.loads(state.objects(B)[f"{DEST}/_SUCCESS"])
+    assert success["jobId"] == p.job_id if "jobId" in success else p.job_id in json.dumps(success)
+    keys = state.objects(B)
+    assert of_job(keys, f"__magic_job-{p.job_id}") == []
+    assert of_job([k for k, _ in state.pending(B)], p.job_id) == []
+    others = [k for k, _ in state.pending(B)]
+    assert len(of_job(others, p.other_job)) == 1 and len(others) == 1
+    assert of_job(keys, f"__magic_job-{p.other_job}/job.json")
+
+
+def check_aborted(p: Prepared, state: MemoryState, before: MemoryState) -> None:
+    """Nothing of the job: no object, record or pending upload; the rest as before."""
+    keys = state.objects(B)
+    assert of_job(keys, p.job_id) == []
+    assert of_job([k for k, _ in state.pending(B)], p.job_id) == []
+    unrelated = {k: v for k, v in before.objects(B).items() if p.job_id not in k}
+    assert keys == unrelated
+    assert state.pending(B) == [u for u in before.pending(B) if p.job_id not in u[0]]
+
+
+async def clean_commit(p: Prepared) -> tuple[MemoryState, int]:
+    """A copy of the state committed with no fault; the commit's request count."""
+    state = p.state.copy()
+    store = p.store(state)
+    job = await p.committer(store).open_job(p.job_id)
+    opened = store.requests
+    await job.commit(p.summaries)
+    return state, store.requests - opened
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+@pytest.mark.parametrize("conflict", ["append", "replace", "fail"])
+async def test_commit_each_committer_and_mode(kind: str, conflict: str, tmp_path: Path) -> None:
+    p = await prepare(kind, conflict, tmp_path, old=conflict != "fail")
+    before = data_of(p.state)
+    assert of_job(before, p.job_id) == []  # nothing visible before the job commit
+    state, _ = await clean_commit(p)
+    want = dict(p.expected)
+    if conflict == "append":
+        want.update(OLD)
+    elif conflict == "replace":
+        want["out10/x.csv"] = OLD["out10/x.csv"]  # another destination: untouched
+        if kind == "partitioned":  # replaces the partitions it touched only
+            want[f"{DEST}/z=9/keep.csv"] = OLD[f"{DEST}/z=9/keep.csv"]
+    check_committed(p, state, want)
+
+
+async def test_order_nothing_before_commit_success_last_records_after(tmp_path: Path) -> None:
+    p = await prepare("magic", "append", tmp_path)
+    for key in p.expected:
+        assert key not in p.state.objects(B)
+    store = p.store()
+    job = await p.committer(store).open_job(p.job_id)
+    await job.commit(p.summaries)
+    log = store.log
+    completes = [r for r in log if r.op == "CompleteMultipartUpload"]
+    success = [r for r in log if r.op == "PutObject" and r.key.endswith("/_SUCCESS")]
+    assert len(completes) == len(p.expected) and len(success) == 1
+    assert max(r.end for r in completes) <= success[0].start
+    cleanup = [r for r in log if r.op in ("DeleteObjects", "AbortMultipartUpload")]
+    assert cleanup and all(r.start >= success[0].end for r in cleanup)
+    assert log[-1].op == "DeleteObjects" and log[-1].key.endswith("/journal.json")
+    assert sum(r.op == "AbortMultipartUpload" for r in log) == 1  # the dead attempt's
+    check_committed(p, p.state, {**p.expected, **OLD})
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+async def test_fail_mode_conflict_changes_nothing(kind: str, tmp_path: Path) -> None:
+    p = await prepare(kind, "fail", tmp_path)  # OLD has y=0/old.csv where the job writes
+    before = p.state.copy()
+    job = await p.committer(p.store()).open_job(p.job_id)
+    with pytest.raises(ConflictError) as err:
+        await job.commit(p.summaries)
+    assert err.value.rolled_back and f"{DEST}/y=0/old.csv" in err.value.conflicts
+    check_aborted(p, p.state, before)
+
+
+async def test_a_racer_at_one_of_our_keys_is_kept_and_the_job_rolled_back(tmp_path: Path) -> None:
+    p = await prepare("magic", "fail", tmp_path, old=False)
+    racer = sorted(p.expected)[1]  # our key: the pre-check cannot see it, If-None-Match does
+    await p.store().put_object(B, racer, b"racer")
+    before = p.state.copy()
+    job = await p.committer(p.store()).open_job(p.job_id)
+    with pytest.raises(ConflictError) as err:
+        await job.commit(p.summaries)
+    assert err.value.rolled_back and err.value.conflicts == (racer,)
+    assert p.state.objects(B)[racer] == b"racer"
+    assert of_job(p.state.objects(B), f"__magic_job-{p.job_id}") == []
+    assert of_job([k for k, _ in p.state.pending(B)], p.job_id) == []
+    assert data_of(p.state) == data_of(before)
+
+
+@pytest.mark.parametrize("n", [1, 3])
+async def test_rollback_after_a_failed_complete(n: int, tmp_path: Path) -> None:
+    p = await prepare("staging", "replace", tmp_path)
+    before = p.state.copy()
+    store = p.store()
+    store.fail_at(
+        n,
+        RetriesExhausted("SlowDown past the budget", code="SlowDown"),
+        op="CompleteMultipartUpload",
+    )
+    job = await p.committer(store).open_job(p.job_id)
+    with pytest.raises(JobCommitError) as err:
+        await job.commit(p.summaries)
+    assert err.value.rolled_back
+    check_aborted(p, p.state, before)  # the completed ones deleted, old files all there
+
+
+async def test_failed_complete_without_rollback_resumes_to_a_clean_commit(tmp_path: Path) -> None:
+    p = await prepare("magic", "replace", tmp_path, rollback_on_failure=False)
+    clean, _ = await clean_commit(p)
+    store = p.store()
+    store.fail_at(
+        2, RetriesExhausted("reset", code="ConnectionReset"), op="CompleteMultipartUpload"
+    )
+    job = await p.committer(store).open_job(p.job_id)
+    with pytest.raises(JobCommitError) as err:
+        await job.commit(p.summaries)
+    assert not err.value.rolled_back
+    assert data_of(p.state) != data_of(clean)
+    await (await p.committer(p.store()).open_job(p.job_id)).resume()
+    check_committed(p, p.state, data_of(clean))
+
+
+def crash_of(exc: BaseException) -> bool:
+    """True when ``exc`` is, or (in exception groups) holds, a ProcessCrashed."""
+    if isinstance(exc, BaseExceptionGroup):
+        return any(crash_of(e) for e in exc.exceptions)
+    return isinstance(exc, ProcessCrashed) or (
+        exc.__cause__ is not None and crash_of(exc.__cause__)
+    )
+
+
+async def recover(p: Prepared, store: MemoryStore) -> None:
+    """What a new driver process does: resume a journal, re-run a commit that never
+    wrote one, or find the job done."""
+    try:
+        job = await p.committer(store).open_job(p.job_id)
+    except JobNotFound:
+        return  # committed and cleaned up before the crash
+    status = await job.status()
+    if status.journal is not None:
+        try:
+            await job.resume()
+        except JournalError:
+            # today: a crash after the cleanup deleted plan.json and before it deleted
+            # journal.json leaves a succeeded journal that resume refuses ("a journal but
+            # no plan") and abort refuses (succeeded); cleanup() ends it. See
+            # test_resume_finishes_a_cleanup_cut_short (the fix wanted).
+            assert status.journal.state.value == "succeeded"
+            await job.cleanup()
+    else:
+        assert status.active, "no journal and no marker, yet records are left"
+        await job.commit(p.summaries)
+
+
+CASES = [("magic", "append"), ("staging", "replace"), ("partitioned", "replace"), ("magic", "fail")]
+
+
+@pytest.mark.parametrize("after", [False, True], ids=["before-effect", "after-effect"])
+@pytest.mark.parametrize(("kind", "conflict"), CASES)
+async def test_crash_at_every_request_then_resume_or_abort(
+    kind: str, conflict: str, after: bool, tmp_path: Path
+) -> None:
+    p = await prepare(kind, conflict, tmp_path, tasks=3, old=conflict != "fail")
+    clean, total = await clean_commit(p)
+    outcomes = {"resumed": 0, "aborted": 0, "abort refused": 0}
+    for n in range(1, total + 1):
+        state = p.state.copy()
+        dying = p.store(state)
+        job = await p.committer(dying).open_job(p.job_id)
+        dying.crash_at(n, after=after)
+        opened = dying.requests
+        with pytest.raises(BaseException) as died:
+            await job.commit(p.summaries)
+        assert crash_of(died.value), f"crash at request {n}: {died.value!r}"
+        # the dead process sent nothing after (only requests already in flight ran)
+        (crash,) = [r for r in dying.log if r.number == opened + n]
+        assert all(r.start <= crash.end for r in dying.log if r.number > crash.number)
+        # (b) a fresh copy: abort leaves nothing of the job, or is refused past the
+        # point of no return (then the state is untouched and resume finishes the job)
+        aborted = state.copy()
+        try:
+            job = await p.committer(p.store(aborted)).open_job(p.job_id)
+            await job.abort()
+        except JobNotFound:
+            check_committed(p, aborted, data_of(clean))
+        except JournalError:
+            assert aborted.objects(B) == state.objects(B)
+            assert aborted.pending(B) == state.pending(B)
+            outcomes["abort refused"] += 1
+            await recover(p, p.store(aborted))
+            check_committed(p, aborted, data_of(clean))
+        else:
+            outcomes["aborted"] += 1
+            check_aborted(p, aborted, p.state)
+        # (a) resume: exactly a clean commit
+        await recover(p, p.store(state))
+        check_committed(p, state, data_of(clean))
+        outcomes["resumed"] += 1
+    print(
+        f"\n{kind}/{conflict} crash {'after' if after else 'before'}: {total} requests, {outcomes}"
+    )
+    assert outcomes["aborted"] and outcomes["abort refused"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="resume of a succeeded journal whose plan the cleanup already deleted raises "
+    "JournalError('a journal but no plan') instead of finishing the cleanup",
+)
+async def test_resume_finishes_a_cleanup_cut_short(tmp_path: Path) -> None:
+    p = await prepare("magic", "append", tmp_path, tasks=2)
+    clean, total = await clean_commit(p)
+    store = p.store()
+    job = await p.committer(store).open_job(p.job_id)
+    store.crash_at(total)  # the last request: the journal's delete
+    with pytest.raises(BaseException) as died:
+        await job.commit(p.summaries)
+    assert crash_of(died.value) and store.log[-1].key.endswith("/journal.json")
+    await (await p.committer(p.store()).open_job(p.job_id)).resume()
+    check_committed(p, p.state, data_of(clean))
+
+
+async def sequential_commit(p: Prepared, latency: float) -> tuple[int, str]:
+    """The commit's requests with ``latency`` seconds each: (sequential count, summary)."""
+    store = p.store()
+    job = await p.committer(store).open_job(p.job_id)
+    store.latency = latency
+    start = len(store.log)
+    await job.commit(p.summaries)
+    log = store.log[start:]
+    return sequential_requests(log), describe(log)
+
+
+#: 50 ms per request: requests sent together overlap by far more than the loop's jitter
+LATENCY = 0.05
+#: sequential requests of a commit today: 14 (12 tasks) and 46 (200 tasks) for append, 20
+#: for replace, measured on the fake at d152c9a with the committers' work in progress,
+#: stable over runs; one more is allowed for a stalled loop. They hold today so the test
+#: can fail; issue 12's goal: <= 6 for append and <= 8 for replace, whatever the task count
+APPEND_BOUND = {12: 15, 200: 47}
+REPLACE_BOUND = 21
+
+
+@pytest.mark.parametrize("tasks", [12, 200])
+async def test_sequential_requests_of_an_append_commit(tasks: int, tmp_path: Path) -> None:
+    p = await prepare("magic", "append", tmp_path, tasks=tasks, files=1, pending_records=False)
+    count, line = await sequential_commit(p, LATENCY)
+    print(f"\nmagic append, {tasks} tasks: {line}")
+    assert count <= APPEND_BOUND[tasks]
+
+
+async def test_sequential_requests_of_a_replace_commit(tmp_path: Path) -> None:
+    p = await prepare("staging", "replace", tmp_path, tasks=12, files=1)
+    count, line = await sequential_commit(p, LATENCY)
+    print(f"\nstaging replace, 12 tasks: {line}")
+    assert count <= REPLACE_BOUND
