@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from zerorename.engine.errors import ConfigError
+from zerorename.errors import ConfigError
 from zerorename.spark_adapter.options import WriteOptions, options_table, parse_size
 from zerorename.spark_adapter.partitioning import (
     escape_path_name,
