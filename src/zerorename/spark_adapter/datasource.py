@@ -29,7 +29,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StringType, StructType
 
-from zerorename.spark_adapter.errors import OptionError as ConfigError
+from zerorename.spark_adapter.errors import OptionError
+from zerorename.spark_adapter.formats import check_partition_columns
 from zerorename.spark_adapter.jobs import (
     TaskResult,
     TaskWriter,
@@ -53,15 +54,10 @@ class ZeroRenameCommitMessage(WriterCommitMessage):  # type: ignore[misc]
 
 
 def _check_spark_schema(schema: StructType, opts: WriteOptions) -> None:
-    names = [f.name for f in schema.fields]
-    missing = [c for c in opts.partition_by if c not in names]
-    if missing:
-        raise ConfigError(f"partitionBy columns {missing} are not in the data ({names})")
+    check_partition_columns([f.name for f in schema.fields], opts.partition_by)
     data = [f for f in schema.fields if f.name not in opts.partition_by]
-    if not data:
-        raise ConfigError("every column is a partition column: no data would be written")
     if opts.format == "text" and (len(data) != 1 or not isinstance(data[0].dataType, StringType)):
-        raise ConfigError(
+        raise OptionError(
             "format text needs exactly one string column besides partition "
             f"columns; got {[f.simpleString() for f in data]}"
         )

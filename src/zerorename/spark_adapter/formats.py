@@ -12,11 +12,12 @@ import datetime as dt
 import decimal
 import json
 import math
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import pyarrow as pa
 
-from zerorename.spark_adapter.errors import OptionError as ConfigError
+from zerorename.spark_adapter.errors import OptionError
 from zerorename.spark_adapter.options import WriteOptions
 
 #: Arrow bytes buffered before a Parquet row group is written.
@@ -229,7 +230,7 @@ class TextWriter(_Streaming):
         if len(schema) != 1 or not (
             pa.types.is_string(schema[0].type) or pa.types.is_large_string(schema[0].type)
         ):
-            raise ConfigError(
+            raise OptionError(
                 "format text needs exactly one string column (besides partition columns); "
                 f"got {schema}"
             )
@@ -260,15 +261,19 @@ def open_format_writer(sink: Sink, schema: pa.Schema, opts: WriteOptions) -> For
     return TextWriter(sink, schema, opts)
 
 
+def check_partition_columns(names: list[str], partition_by: Sequence[str]) -> None:
+    """Refuse partition columns that are not in the data, or that leave no data column."""
+    missing = [c for c in partition_by if c not in names]
+    if missing:
+        raise OptionError(f"partitionBy columns {missing} are not in the data ({names})")
+    if all(n in partition_by for n in names):
+        raise OptionError("every column is a partition column: no data would be written")
+
+
 def check_schema(schema: pa.Schema, opts: WriteOptions) -> None:
     """Refuse, on the driver, a schema the format or partitioning cannot write."""
-    names = schema.names
-    missing = [c for c in opts.partition_by if c not in names]
-    if missing:
-        raise ConfigError(f"partitionBy columns {missing} are not in the data ({names})")
+    check_partition_columns(list(schema.names), opts.partition_by)
     data_fields = [f for f in schema if f.name not in opts.partition_by]
-    if not data_fields:
-        raise ConfigError("every column is a partition column: no data would be written")
     if opts.format == "text":
         TextWriter(_NullSink(), pa.schema(data_fields), opts)
 
