@@ -24,7 +24,7 @@ FAULT_KEYS = ("fault", "faultstage", "faultpartition", "faultattempts", "faultse
 class FaultyWriter(ZeroRenameWriter):
     fault: dict[str, str]
 
-    def _checkpoint(self, stage: str, partition: int, attempt: int) -> None:
+    def checkpoint(self, stage: str, partition: int, attempt: int) -> None:
         f = self.fault
         if f.get("faultmark") and stage in ("files_closed", "committed"):
             self._mark(f["faultmark"], f"p{partition}-a{attempt}-{stage}")

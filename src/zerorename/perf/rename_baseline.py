@@ -64,9 +64,14 @@ from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterComm
 from pyspark.sql.types import StructType
 
 from zerorename.committers import Destination
-from zerorename.spark_adapter import OptionError, WriteOptions, ZeroRenameDataSource
-from zerorename.spark_adapter.datasource import ZeroRenameCommitMessage, ZeroRenameWriter
-from zerorename.spark_adapter.router import BatchRouter
+from zerorename.spark_adapter import (
+    BatchRouter,
+    OptionError,
+    WriteOptions,
+    ZeroRenameCommitMessage,
+    ZeroRenameDataSource,
+    ZeroRenameWriter,
+)
 from zerorename.units import GiB, MiB, parse_size
 
 log = logging.getLogger("zerorename.perf.rename_baseline")
@@ -133,7 +138,7 @@ class TimedZeroRenameWriter(ZeroRenameWriter):
     _t_closed = 0.0
     _task_commit_s = 0.0
 
-    def _checkpoint(self, stage: str, partition: int, attempt: int) -> None:
+    def checkpoint(self, stage: str, partition: int, attempt: int) -> None:
         if stage == "files_closed":
             self._t_closed = time.perf_counter()
         elif stage == "committed":

@@ -24,13 +24,23 @@ from zerorename.spark_adapter.errors import (
 )
 
 if TYPE_CHECKING:
-    from zerorename.spark_adapter.datasource import ZeroRenameDataSource, activate, register
+    from zerorename.spark_adapter.datasource import (
+        ZeroRenameCommitMessage,
+        ZeroRenameDataSource,
+        ZeroRenameWriter,
+        activate,
+        register,
+    )
     from zerorename.spark_adapter.options import WriteOptions, options_table
     from zerorename.spark_adapter.rdd import OutputFiles, write_partitions
+    from zerorename.spark_adapter.router import BatchRouter
     from zerorename.spark_adapter.success import SuccessInfo, read_success
 
 _LAZY = {
     "ZeroRenameDataSource": "zerorename.spark_adapter.datasource",
+    "ZeroRenameWriter": "zerorename.spark_adapter.datasource",
+    "ZeroRenameCommitMessage": "zerorename.spark_adapter.datasource",
+    "BatchRouter": "zerorename.spark_adapter.router",
     "register": "zerorename.spark_adapter.datasource",
     "activate": "zerorename.spark_adapter.datasource",
     "WriteOptions": "zerorename.spark_adapter.options",
@@ -52,6 +62,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "BatchRouter",
     "BridgeError",
     "ClusterError",
     "CommitMessageError",
@@ -62,7 +73,9 @@ __all__ = [
     "SparkAdapterError",
     "SuccessInfo",
     "WriteOptions",
+    "ZeroRenameCommitMessage",
     "ZeroRenameDataSource",
+    "ZeroRenameWriter",
     "activate",
     "get_bridge",
     "options_table",

@@ -72,10 +72,10 @@ class ZeroRenameWriter(DataSourceArrowWriter):  # type: ignore[misc]
         self.job_id = job_id
         self.created = time.time()
 
-    # A hook for tests and instrumentation: called at "batch" (after each batch),
-    # "files_closed" (uploads pending, before the task commit) and "committed".
-    def _checkpoint(self, stage: str, partition: int, attempt: int) -> None:
-        pass
+    def checkpoint(self, stage: str, partition: int, attempt: int) -> None:
+        """A hook for subclasses (fault tests, the harness's timing): called at "batch" (after
+        each batch), "files_closed" (uploads pending, before the task commit) and
+        "committed". Does nothing here."""
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> ZeroRenameCommitMessage:
         from pyspark import TaskContext
@@ -88,11 +88,11 @@ class ZeroRenameWriter(DataSourceArrowWriter):  # type: ignore[misc]
         try:
             for batch in iterator:
                 writer.write(batch)
-                self._checkpoint("batch", partition, attempt)
+                self.checkpoint("batch", partition, attempt)
             writer.close_files()
-            self._checkpoint("files_closed", partition, attempt)
+            self.checkpoint("files_closed", partition, attempt)
             result = writer.commit()
-            self._checkpoint("committed", partition, attempt)
+            self.checkpoint("committed", partition, attempt)
         except BaseException:
             writer.abort()
             raise
