@@ -33,6 +33,7 @@ from zerorename.committers.jobcommit import CommitProgress, JobCommitResult
 from zerorename.committers.jobstorage import AbortResult
 from zerorename.committers.paths import Destination, new_job_id, output_name
 from zerorename.committers.records import PendingRecord, PendingSetHeader, SuccessData
+from zerorename.committers.sync import SyncCommitter
 from zerorename.committers.tasks import (
     MagicTaskAttempt,
     StagingTaskAttempt,
@@ -68,6 +69,7 @@ __all__ = [
     "StagingCommitter",
     "StagingTaskAttempt",
     "SuccessData",
+    "SyncCommitter",
     "TaskAttempt",
     "TaskAttemptError",
     "TaskCommitSummary",

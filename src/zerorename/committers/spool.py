@@ -28,13 +28,14 @@ from zerorename.committers.store import READ_CHUNK
 from zerorename.engine import UploadEngine
 from zerorename.engine.errors import ObjectNotFound
 from zerorename.engine.records import PendingUpload
+from zerorename.units import MiB
 
 #: a pendingset up to this size is held in memory while it is read and parsed a line at a
 #: time; a larger one goes to the spill file and is parsed streaming.
-SPOOL_MEMORY = 4 * 1024 * 1024
+SPOOL_MEMORY = 4 * MiB
 #: bytes of pendingsets whose parsed uploads a job commit keeps from the scan to the
-#: completion (about 1.2 times as much memory); the others are parsed again.
-KEEP_PARSED = 16 * 1024 * 1024
+#: completion (the parsed form takes somewhat more memory); the others are parsed again.
+KEEP_PARSED = 16 * MiB
 #: records parsed between two checkpoints, so the event loop (and the progress reports)
 #: go on while a large pendingset is checked.
 _CHECKPOINT_EVERY = 2000

@@ -24,10 +24,11 @@ from zerorename.committers.records import (
 from zerorename.engine import UploadEngine
 from zerorename.engine.errors import ObjectNotFound
 from zerorename.engine.records import ObjectInfo, PendingUpload, UploadInfo, is_completed_object
+from zerorename.units import KiB
 
 T = TypeVar("T")
 
-READ_CHUNK = 256 * 1024
+READ_CHUNK = 256 * KiB
 
 
 async def bounded_map(
