@@ -17,6 +17,7 @@ from typing import Any
 from zerorename import __version__, logsafe
 from zerorename.committers import cli as committer_commands
 from zerorename.engine import EngineConfig, PendingUpload, UploadEngine, errors, run
+from zerorename.errors import ZeroRenameError
 from zerorename.perf import cli as perf_commands
 from zerorename.spark_adapter import demo
 from zerorename.units import MiB
@@ -42,7 +43,7 @@ _OPTIONAL = frozenset(
 )
 
 
-class CliError(Exception):
+class CliError(ZeroRenameError):
     """A user-facing error: printed as one line, exit code 1."""
 
 
@@ -277,7 +278,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.func(args)
         return code
-    except (CliError, errors.EngineError) as exc:
+    except ZeroRenameError as exc:  # the package's one root: CliError, engine, committers
         print(f"zerorename: error: {_one_line(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
