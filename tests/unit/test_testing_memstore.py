@@ -22,7 +22,9 @@ from zerorename.engine.errors import (
 )
 from zerorename.engine.records import PartInfo, PendingUpload, UploadInfo, multipart_etag
 from zerorename.testing import memstore
-from zerorename.testing.memstore import MemoryState, MemoryStore, ProcessCrashed
+from zerorename.testing.memfaults import ProcessCrashed
+from zerorename.testing.memstate import StoredObject
+from zerorename.testing.memstore import MemoryState, MemoryStore
 from zerorename.testing.requestlog import Request, longest_chain, sequential_requests
 
 B = "bkt"
@@ -65,7 +67,7 @@ async def test_delete_batches_of_1000_one_request_each() -> None:
     s = fresh()
     keys = [f"k{i:05}" for i in range(2500)]
     for k in keys:
-        s.state.buckets[B][k] = memstore.StoredObject(b"", '"x"', 0.0)
+        s.state.buckets[B][k] = StoredObject(b"", '"x"', 0.0)
     before = s.requests
     assert await s.delete_objects(B, iter(keys)) == 2500
     assert s.requests - before == 3
@@ -102,7 +104,7 @@ def test_listing_matches_s3s_model_on_every_page_size(
     monkeypatch.setattr(memstore, "PAGE", page)
     s = fresh()
     for k in keys:
-        s.state.buckets[B][k] = memstore.StoredObject(k.encode(), '"e"', 0.0)
+        s.state.buckets[B][k] = StoredObject(k.encode(), '"e"', 0.0)
 
     async def run() -> tuple[list[str], list[str]]:
         objs = [o.key async for o in s.list_objects(B, prefix, delimiter=delimiter)]

@@ -16,17 +16,12 @@ versioning, checksums other than the parts' own, object metadata beyond the cont
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import copy
 import hashlib
-import itertools
 import os
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Any, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
@@ -35,7 +30,6 @@ from zerorename.engine import checksums, errors
 from zerorename.engine.completion import OnResult
 from zerorename.engine.events import ProgressCallback
 from zerorename.engine.planning import (
-    bucket_problem,
     upload_prefix,
     validate_bucket,
     validate_key,
@@ -52,8 +46,21 @@ from zerorename.engine.records import (
 )
 from zerorename.engine.retry import EngineStats
 from zerorename.engine.store import DELETE_BATCH
+from zerorename.testing.memfaults import Fault, Faults, ProcessCrashed
+from zerorename.testing.memstate import (
+    MemoryState,
+    StoredObject,
+    StoredPart,
+    StoredUpload,
+    list_page,
+    quoted_md5,
+)
+from zerorename.testing.memwriters import UploadSide
 from zerorename.testing.requestlog import Request
 from zerorename.units import MiB
+
+if TYPE_CHECKING:
+    from zerorename.committers.objectstore import UploadStore
 
 T = TypeVar("T")
 
@@ -62,93 +69,7 @@ PAGE = 1000
 _END = object()
 
 
-class ProcessCrashed(BaseException):
-    """Raised by a :class:`MemoryStore` at the request :meth:`~MemoryStore.crash_at` chose,
-    and at every request after it: the process is gone. A BaseException (like SystemExit),
-    so no ``except Exception`` of the code under test acts on it in the dead process."""
-
-
-@dataclass(frozen=True)
-class StoredObject:
-    data: bytes
-    etag: str
-    modified: float
-    content_type: str | None = None
-
-
-@dataclass(frozen=True)
-class StoredPart:
-    data: bytes
-    etag: str
-    checksum: str | None
-
-
-@dataclass
-class StoredUpload:
-    bucket: str
-    key: str
-    upload_id: str
-    initiated: float
-    seq: int
-    checksum_algorithm: str | None
-    parts: dict[int, StoredPart] = field(default_factory=dict)
-
-
-def _quoted_md5(data: bytes) -> str:
-    return f'"{hashlib.md5(data).hexdigest()}"'
-
-
-class MemoryState:
-    """Buckets of objects and the pending multipart uploads: the store's content, shared
-    by every handle (process) opened on it."""
-
-    def __init__(self, *buckets: str) -> None:
-        self.buckets: dict[str, dict[str, StoredObject]] = {}
-        self.uploads: dict[str, StoredUpload] = {}
-        self._seq = itertools.count(1)
-        for name in buckets:
-            self.create_bucket(name)
-
-    def create_bucket(self, name: str) -> None:
-        problem = bucket_problem(name)
-        if problem is not None:
-            raise errors.ConfigError(problem)
-        self.buckets.setdefault(name, {})
-
-    def copy(self) -> MemoryState:
-        """An independent copy (to run two endings of one test from the same point)."""
-        return copy.deepcopy(self)
-
-    def next_seq(self) -> int:
-        return next(self._seq)
-
-    def objects(self, bucket: str, prefix: str = "") -> dict[str, bytes]:
-        """Every object under ``prefix`` with its bytes (no request: a test's view)."""
-        objs = self.buckets[bucket]
-        return {k: objs[k].data for k in sorted(objs) if k.startswith(prefix)}
-
-    def etags(self, bucket: str, prefix: str = "") -> dict[str, str]:
-        objs = self.buckets[bucket]
-        return {k: objs[k].etag for k in sorted(objs) if k.startswith(prefix)}
-
-    def pending(self, bucket: str, prefix: str = "") -> list[tuple[str, str]]:
-        """(key, upload id) of every pending upload under ``prefix``, sorted."""
-        return sorted(
-            (u.key, u.upload_id)
-            for u in self.uploads.values()
-            if u.bucket == bucket and u.key.startswith(prefix)
-        )
-
-
-@dataclass
-class _Fault:
-    countdown: int
-    op: str | None
-    after: bool
-    exc: BaseException | None  # None: a crash
-
-
-class MemoryStore:
+class MemoryStore(UploadSide):
     """One process's handle on a :class:`MemoryState`, implementing the committers'
     :class:`~zerorename.committers.objectstore.UploadStore` like the engine does.
 
@@ -183,7 +104,7 @@ class MemoryStore:
         self.log: list[Request] = []
         self.crashed = False
         self._count = 0
-        self._faults: list[_Fault] = []
+        self._faults = Faults()
 
     # -- lifecycle and faults -------------------------------------------------------
     async def __aenter__(self) -> MemoryStore:
@@ -222,35 +143,17 @@ class MemoryStore:
         """The ``n``-th request from now (of operation ``op`` if given, e.g.
         "CompleteMultipartUpload") raises ``exc``: before it takes effect, or with
         ``after`` once it did (the answer was lost)."""
-        self._faults.append(_Fault(self._checked(n), op, after, exc))
+        self._faults.arm(n, exc, op=op, after=after)
 
     def crash_at(self, n: int, *, op: str | None = None, after: bool = False) -> None:
         """The process dies at the ``n``-th request from now (of ``op`` if given): before
         it takes effect, or with ``after`` right after it did. That request and every
         later one on this handle raise :class:`ProcessCrashed`."""
-        self._faults.append(_Fault(self._checked(n), op, after, None))
+        self._faults.arm(n, None, op=op, after=after)
 
-    @staticmethod
-    def _checked(n: int) -> int:
-        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-            raise ValueError(f"the request to fail is counted from 1, got {n!r}")
-        return n
-
-    def _fault_for(self, op: str) -> _Fault | None:
-        hit: _Fault | None = None
-        for f in list(self._faults):
-            if f.op is None or f.op == op:
-                f.countdown -= 1
-                if f.countdown == 0:
-                    self._faults.remove(f)
-                    hit = hit or f
-        return hit
-
-    def _raise(self, fault: _Fault, op: str, bucket: str, key: str) -> None:
-        if fault.exc is None:
-            self.crashed = True
-            raise ProcessCrashed(f"process crashed at {op} s3://{bucket}/{key}")
-        raise fault.exc
+    def _raise(self, fault: Fault, op: str, bucket: str, key: str) -> None:
+        self.crashed = self.crashed or fault.crash
+        raise fault.error(op, bucket, key)
 
     async def _request(self, op: str, bucket: str, key: str, effect: Callable[[], T]) -> T:
         """Run one request: counted, logged, delayed by the latency, faults applied."""
@@ -260,8 +163,8 @@ class MemoryStore:
         number = self._count
         self.stats.requests += 1
         self.stats.by_operation[op] = self.stats.by_operation.get(op, 0) + 1
-        fault = self._fault_for(op)
-        if fault is not None and fault.exc is None and not fault.after:
+        fault = self._faults.take(op)
+        if fault is not None and fault.crash and not fault.after:
             self.crashed = True
         start = self.clock()
         error: str | None = None
@@ -342,7 +245,7 @@ class MemoryStore:
             objs = self._bucket(bucket, "PutObject")
             if if_none_match and key in objs:
                 self._exists(bucket, key, "PutObject")
-            etag = _quoted_md5(body)
+            etag = quoted_md5(body)
             objs[key] = StoredObject(body, etag, time.time(), content_type)
             return etag
 
@@ -387,35 +290,6 @@ class MemoryStore:
 
         return await self._request("HeadObject", bucket, key, head)
 
-    def _page(
-        self, bucket: str, prefix: str, delimiter: str | None, after: tuple[str, bool] | None
-    ) -> tuple[list[ObjectInfo], list[str], tuple[str, bool] | None]:
-        """One ListObjectsV2 page: objects, common prefixes, and where the next page starts
-        (the last key or common prefix it held; None when there is no next page)."""
-        objs = self._bucket(bucket, "ListObjectsV2")
-        contents: list[ObjectInfo] = []
-        prefixes: list[str] = []
-        for k in sorted(objs):
-            if not k.startswith(prefix):
-                continue
-            if after is not None:
-                mark, is_prefix = after
-                if k <= mark or (is_prefix and k.startswith(mark)):
-                    continue
-            rest = k[len(prefix) :]
-            cut = rest.find(delimiter) if delimiter else -1
-            common = prefix + rest[: cut + len(delimiter or "")] if cut >= 0 else None
-            if len(contents) + len(prefixes) == PAGE:
-                return contents, prefixes, after
-            if common is not None:
-                prefixes.append(common)
-                after = (common, True)
-                continue
-            o = objs[k]
-            contents.append(ObjectInfo(bucket, k, len(o.data), o.etag, o.modified))
-            after = (k, False)
-        return contents, prefixes, None
-
     async def _pages(
         self, bucket: str, prefix: str, delimiter: str | None
     ) -> AsyncIterator[tuple[list[ObjectInfo], list[str]]]:
@@ -426,7 +300,8 @@ class MemoryStore:
             def page(
                 after: tuple[str, bool] | None = after,
             ) -> tuple[list[ObjectInfo], list[str], tuple[str, bool] | None]:
-                return self._page(bucket, prefix, delimiter, after)
+                objs = self._bucket(bucket, "ListObjectsV2")
+                return list_page(bucket, objs, prefix, delimiter, after, PAGE)
 
             contents, prefixes, after = await self._request("ListObjectsV2", bucket, prefix, page)
             yield contents, prefixes
@@ -492,7 +367,7 @@ class MemoryStore:
         def send() -> PartInfo:
             up = self._upload(bucket, key, upload_id, "UploadPart")
             checksum = checksums.compute(self.checksum, data)
-            part = StoredPart(data, _quoted_md5(data), checksum)
+            part = StoredPart(data, quoted_md5(data), checksum)
             up.parts[number] = part
             return PartInfo(number, part.etag, len(data), checksum)
 
@@ -705,194 +580,8 @@ class MemoryStore:
             if after is None:
                 return
 
-    # -- uploads (the task side) ------------------------------------------------------
-    async def _send(
-        self, bucket: str, key: str, data: bytes, defer: bool
-    ) -> UploadResult | PendingUpload:
-        """Upload ``data`` like the engine: one PutObject when it fits a part and is not
-        deferred, else a multipart upload (aborted if anything fails)."""
-        if not defer and len(data) <= self.part_size:
-            etag = await self.put_object(bucket, key, data)
-            self.stats.uploads_completed += 1
-            return UploadResult(bucket, key, etag, len(data), 1, None)
-        upload_id = await self._create(bucket, key)
-        try:
-            parts = []
-            for n, start in enumerate(range(0, max(1, len(data)), self.part_size), 1):
-                chunk = data[start : start + self.part_size]
-                parts.append(await self._upload_part(bucket, key, upload_id, n, chunk))
-            record = PendingUpload(
-                bucket=bucket,
-                key=key,
-                upload_id=upload_id,
-                parts=tuple(parts),
-                length=len(data),
-                checksum_algorithm=None if self.checksum == "none" else self.checksum,
-            )
-            if defer:
-                self.stats.uploads_deferred += 1
-                return record
-            return await self.complete(record)
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                with contextlib.suppress(Exception):
-                    await self._abort_id(bucket, key, upload_id)
-            raise
 
-    @overload
-    async def upload(
-        self,
-        bucket: str,
-        key: str,
-        source: Any,
-        *,
-        defer: Literal[True],
-        progress: ProgressCallback | None = ...,
-        size: int | None = ...,
-        **object_args: Any,
-    ) -> PendingUpload: ...
+if TYPE_CHECKING:  # mypy checks the fake keeps the committers' protocol
+    _IS_UPLOAD_STORE: type[UploadStore] = MemoryStore
 
-    @overload
-    async def upload(
-        self,
-        bucket: str,
-        key: str,
-        source: Any,
-        *,
-        defer: Literal[False] = ...,
-        progress: ProgressCallback | None = ...,
-        size: int | None = ...,
-        **object_args: Any,
-    ) -> UploadResult: ...
-
-    async def upload(
-        self,
-        bucket: str,
-        key: str,
-        source: Any,
-        *,
-        defer: bool = False,
-        progress: ProgressCallback | None = None,
-        size: int | None = None,
-        **object_args: Any,
-    ) -> UploadResult | PendingUpload:
-        """Upload bytes, a path, a binary file or a (sync or async) iterable of bytes."""
-        validate_bucket(bucket)
-        validate_key(key)
-        if isinstance(source, bytes | bytearray | memoryview):
-            data = bytes(source)
-        elif isinstance(source, str | os.PathLike):
-            data = await anyio.Path(source).read_bytes()
-        elif hasattr(source, "read"):
-            data = bytes(source.read())
-        else:
-            data = b"".join([bytes(b) async for b in aiter_any(source)])
-        return await self._send(bucket, key, data, defer)
-
-    def open_writer(
-        self,
-        bucket: str,
-        key: str,
-        *,
-        defer: bool = False,
-        progress: ProgressCallback | None = None,
-        **object_args: Any,
-    ) -> MemoryWriter:
-        validate_bucket(bucket)
-        validate_key(key)
-        return MemoryWriter(self, bucket, key, defer)
-
-    def open_sync_writer(
-        self,
-        bucket: str,
-        key: str,
-        *,
-        loop: Any,
-        defer: bool = False,
-        progress: ProgressCallback | None = None,
-        **object_args: Any,
-    ) -> MemorySyncWriter:
-        validate_bucket(bucket)
-        validate_key(key)
-        return MemorySyncWriter(self, bucket, key, defer, loop)
-
-
-class MemoryWriter:
-    """An output written into memory, uploaded when the block ends cleanly (an error
-    inside uploads nothing)."""
-
-    def __init__(self, store: MemoryStore, bucket: str, key: str, defer: bool) -> None:
-        self._store, self.bucket, self.key, self._defer = store, bucket, key, defer
-        self._buf = bytearray()
-        self.result: UploadResult | PendingUpload | None = None
-
-    @property
-    def bytes_written(self) -> int:
-        return len(self._buf)
-
-    async def __aenter__(self) -> MemoryWriter:
-        return self
-
-    async def write(self, data: bytes | bytearray | memoryview) -> int:
-        self._buf += data
-        await anyio.lowlevel.checkpoint()
-        return memoryview(data).nbytes
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if exc_type is None:
-            self.result = await self._store._send(
-                self.bucket, self.key, bytes(self._buf), self._defer
-            )
-
-
-class MemorySyncWriter:
-    """A blocking :class:`MemoryWriter` for a thread other than ``loop``'s."""
-
-    def __init__(
-        self,
-        store: MemoryStore,
-        bucket: str,
-        key: str,
-        defer: bool,
-        loop: asyncio.AbstractEventLoop,
-    ) -> None:
-        self._store, self.bucket, self.key, self._defer = store, bucket, key, defer
-        self._loop = loop
-        self._buf = bytearray()
-        self.closed = False
-        self.result: UploadResult | PendingUpload | None = None
-
-    @property
-    def bytes_written(self) -> int:
-        return len(self._buf)
-
-    def write(self, data: Any) -> int:
-        self._buf += data
-        return memoryview(data).nbytes
-
-    def tell(self) -> int:
-        return len(self._buf)
-
-    def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            coro = self._store._send(self.bucket, self.key, bytes(self._buf), self._defer)
-            self.result = asyncio.run_coroutine_threadsafe(coro, self._loop).result()
-
-    def abort(self) -> None:
-        self.closed = True
-
-
-__all__ = [
-    "MemoryState",
-    "MemoryStore",
-    "MemorySyncWriter",
-    "MemoryWriter",
-    "ProcessCrashed",
-    "StoredObject",
-]
+__all__ = ["MemoryState", "MemoryStore", "ProcessCrashed"]

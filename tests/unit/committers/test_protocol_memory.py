@@ -27,7 +27,8 @@ from zerorename.committers import (
     TaskCommitSummary,
 )
 from zerorename.engine.errors import RetriesExhausted
-from zerorename.testing.memstore import MemoryState, MemoryStore, ProcessCrashed
+from zerorename.testing.memfaults import ProcessCrashed
+from zerorename.testing.memstore import MemoryState, MemoryStore
 from zerorename.testing.requestlog import describe, sequential_requests
 
 B = "bkt"
