@@ -261,9 +261,13 @@ class UploadEngine(CompletionOps, ObjectOps):
         if file is not None:  # a regular file: parts are ranges of it, read as they are sent
             async with file:
                 ranges = file_parts(file, part_size=self.config.part_size)
-                return await self._upload(bucket, key, ranges, defer, progress, object_args)
+                return await self.upload_parts(
+                    bucket, key, ranges, defer=defer, progress=progress, **object_args
+                )
         parts = part_stream(chunks_of(source), part_size=self.config.part_size, size=size)
-        return await self._upload(bucket, key, parts, defer, progress, object_args)
+        return await self.upload_parts(
+            bucket, key, parts, defer=defer, progress=progress, **object_args
+        )
 
     def open_writer(
         self,
@@ -312,31 +316,6 @@ class UploadEngine(CompletionOps, ObjectOps):
         PutObject unless ``defer``. A failure or cancellation aborts the multipart upload."""
         validate_bucket(bucket)
         validate_key(key)
-        return await self._upload(bucket, key, parts, defer, progress, object_args)
-
-    async def _upload_parts(
-        self,
-        bucket: str,
-        key: str,
-        parts: AsyncGenerator[Part, None],
-        defer: bool,
-        progress: ProgressCallback | None,
-        object_args: dict[str, Any],
-    ) -> UploadResult | PendingUpload:
-        """The old private seam, kept until writers.py calls :meth:`upload_parts`."""
-        return await self.upload_parts(
-            bucket, key, parts, defer=defer, progress=progress, **object_args
-        )
-
-    async def _upload(
-        self,
-        bucket: str,
-        key: str,
-        parts: AsyncGenerator[Part, None],
-        defer: bool,
-        progress: ProgressCallback | None,
-        object_args: dict[str, Any],
-    ) -> UploadResult | PendingUpload:
         up = _Upload(bucket, key)
         try:
             async with aclosing(parts), anyio.create_task_group() as tg:
