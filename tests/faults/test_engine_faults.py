@@ -20,9 +20,9 @@ from zerorename.engine import (
     UploadEngine,
     errors,
 )
-from zerorename.engine.planning import MiB
 from zerorename.testing.faultproxy import FaultRule
 from zerorename.testing.targets import S3Target
+from zerorename.units import MiB
 
 FAST_RETRY = RetryConfig(max_attempts=12, base_delay=0.02, max_delay=0.5, max_elapsed=120)
 

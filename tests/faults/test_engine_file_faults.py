@@ -16,9 +16,9 @@ import pytest
 
 from engine_helpers import SEND_MODES, check_parts, data_file, open_engine, zero_copy_bytes
 from zerorename.engine import EngineConfig, RetryConfig, UploadEngine, errors
-from zerorename.engine.planning import MiB
 from zerorename.testing.faultproxy import FaultRule
 from zerorename.testing.targets import S3Target
+from zerorename.units import MiB
 
 PART = 5 * MiB
 FAST_RETRY = RetryConfig(max_attempts=8, base_delay=0.02, max_delay=0.3, max_elapsed=120)

@@ -17,8 +17,8 @@ from zerorename.engine.errors import BadAnswer
 from zerorename.engine.events import Event, UploadCompleted
 from zerorename.testing.faultproxy import FaultProxy, FaultRule
 from zerorename.testing.targets import S3Target
+from zerorename.units import MiB
 
-MiB = 1024 * 1024
 PATHS = pytest.mark.parametrize("fast_path", [True, False], ids=["fastpath", "botocore"])
 
 

@@ -34,8 +34,8 @@ from zerorename.engine import (
 )
 from zerorename.engine.client import FastClient
 from zerorename.engine.fastpath import SigV4Signer, canonical_value
-from zerorename.engine.planning import MiB
 from zerorename.testing.targets import S3Target
+from zerorename.units import MiB
 
 KEYS = [
     "with space/file name.bin",

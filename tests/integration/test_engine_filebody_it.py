@@ -19,8 +19,8 @@ from engine_helpers import SEND_MODES, data_file, get, object_keys, pending_keys
 from engine_helpers import open_engine as open_mode_engine
 from zerorename.engine import Event, PartDone, PendingUpload, UploadEngine, errors
 from zerorename.engine.checksums import compute
-from zerorename.engine.planning import MiB
 from zerorename.testing.targets import S3Target
+from zerorename.units import MiB
 
 PART = 5 * MiB
 #: sendfile: the fast path's zero copy; writes: the fast path writing pread blocks;

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from test_perf_commit import perf_target
 
-from zerorename.engine.planning import MiB
 from zerorename.perf.model import run_in_child
 from zerorename.testing.targets import S3Target
+from zerorename.units import MiB
 
 
 def run_child(s3: S3Target, *args: str) -> dict[str, Any]:

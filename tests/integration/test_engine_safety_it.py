@@ -20,8 +20,7 @@ from zerorename.engine.client import FastClient
 from zerorename.engine.errors import ConfigError, RecordError
 from zerorename.testing.faultproxy import FaultProxy
 from zerorename.testing.targets import S3Target
-
-MiB = 1024 * 1024
+from zerorename.units import MiB
 
 
 def _keyless(pend: PendingUpload) -> PendingUpload:

@@ -24,8 +24,8 @@ from engine_helpers import data_file, get, open_engine, pending_keys, zero_copy_
 from zerorename.engine import PendingUpload, UploadEngine
 from zerorename.engine.checksums import compute
 from zerorename.engine.client import FastClient, TrailerState
-from zerorename.engine.planning import MiB
 from zerorename.testing.targets import S3Target
+from zerorename.units import MiB
 
 PART = 5 * MiB
 pytestmark = pytest.mark.also_https

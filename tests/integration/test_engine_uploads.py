@@ -25,8 +25,8 @@ from zerorename.engine import (
     errors,
 )
 from zerorename.engine.checksums import compute
-from zerorename.engine.planning import MiB
 from zerorename.testing.targets import S3Target
+from zerorename.units import MiB
 
 SPECIAL_KEYS = [
     "with space/file name.bin",

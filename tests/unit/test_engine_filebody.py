@@ -17,8 +17,7 @@ from hypothesis import strategies as st
 from zerorename.engine.checksums import compute, compute_blocks
 from zerorename.engine.errors import PlanError, SourceChanged
 from zerorename.engine.filebody import BLOCK, PartFile, _is_plain_file_object
-
-MiB = 1024 * 1024
+from zerorename.units import MiB
 
 
 @pytest.mark.parametrize("algorithm", ["CRC32C", "CRC32", "SHA256", "none"])

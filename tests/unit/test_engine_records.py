@@ -12,9 +12,9 @@ import pytest
 from zerorename.engine import checksums
 from zerorename.engine.config import EngineConfig
 from zerorename.engine.errors import ConfigError, PlanError, RecordError
-from zerorename.engine.planning import MiB
 from zerorename.engine.records import PartInfo, PendingUpload
 from zerorename.engine.sources import Part, part_stream
+from zerorename.units import MiB
 
 
 def pending() -> PendingUpload:

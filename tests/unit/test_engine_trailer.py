@@ -46,7 +46,6 @@ from zerorename.engine.trailer import (
 )
 
 AK, SK = "AKIDEXAMPLETRAILER01", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
-MiB = 1024 * 1024
 
 
 class _Crc32cChecksum:

@@ -24,8 +24,6 @@ from typing import Any
 
 from zerorename.engine import EngineConfig
 from zerorename.testing.targets import endpoint_engine_config
-from zerorename.units import GiB as GiB
-from zerorename.units import MiB as MiB
 from zerorename.units import format_size
 from zerorename.units import parse_size as parse_size
 
