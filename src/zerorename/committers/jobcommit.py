@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import anyio
 
 from zerorename.aio import unwrapped
-from zerorename.committers.conflict import ConflictMode, ConflictScope, plan_conflicts
+from zerorename.committers.conflict import ConflictMode, ConflictScope, OldObject, plan_conflicts
 from zerorename.committers.context import JobContext
 from zerorename.committers.errors import (
     CommitterError,
@@ -51,7 +51,7 @@ from zerorename.committers.journal import (
 )
 from zerorename.committers.records import SuccessData
 from zerorename.committers.spool import PendingSetCache
-from zerorename.committers.store import Check, is_ours, read_optional
+from zerorename.committers.store import Check, both, is_ours, read_optional
 from zerorename.committers.validate import UploadSet
 from zerorename.committers.window import Action, CompletionWindow
 from zerorename.engine.errors import EngineError, PreconditionFailed
@@ -125,6 +125,8 @@ class JobCommitRun:
         self.journal = Journal(ctx.job_id, window=self.opts.window)
         self.plan = CommitPlan(ctx.job_id, (), "summaries")
         self.partitions: set[str] = set()
+        #: the replace plan this process listed and stored (None: read it back)
+        self._replace_plan: list[OldObject] | None = None
         self.phase = "starting"
         self.c = _Counters()
         #: what the scan read of the pendingsets, for the completion (closed by _run)
@@ -196,12 +198,22 @@ class JobCommitRun:
 
     # ---------------------------------------------------------------- entry points
     async def commit(self, plan: CommitPlan) -> JobCommitResult:
-        if not await job_is_active(self.ctx):
+        async def journal_or_error() -> Journal | Exception | None:
+            try:
+                return await read_journal(self.ctx)
+            except Exception as exc:  # raised below, after the marker's verdict
+                return exc
+
+        # two independent reads at once: one round trip
+        active, journal = await both(job_is_active(self.ctx), journal_or_error())
+        if not active:
             raise JobNotActive(
                 f"job {self.job_id} is not active at {self.dest.uri} "
                 f"(never set up, or already committed/aborted)"
             )
-        if await read_journal(self.ctx) is not None:
+        if isinstance(journal, Exception):
+            raise journal
+        if journal is not None:
             raise JournalError(
                 f"job {self.job_id} already started a commit; use "
                 f"resume() or abort() (zerorename jobs resume|abort)"
@@ -258,7 +270,7 @@ class JobCommitRun:
             if j.state is State.STARTED:
                 self.phase = "scanning"
                 await self._scan().run(0, tally=True)
-                await precheck(self.ctx, self.partitions)
+                self._replace_plan = await precheck(self.ctx, self.partitions)
                 await self._move(Event.SCANNED)
             elif j.state is State.COMPLETING:
                 # the sets not yet done, parsed and checked before anything is completed
@@ -517,14 +529,14 @@ class JobCommitRun:
     async def _replace(self) -> None:
         """Delete the older objects in the destination or the touched partitions."""
         self.phase = "replacing"
-        parts: list[str] = []
-        if self.ctx.scope is ConflictScope.PARTITIONS:
+        parts: list[str] = sorted(self.partitions)
+        if self.ctx.scope is ConflictScope.PARTITIONS and self._replace_plan is None:
             data = await read_optional(self.engine, self.dest.bucket, self.layout.partitions)
             if data is None:
                 raise JournalError(f"job {self.job_id}: partitions record missing")
             parts = parse_partitions_record(data, self.dest.uri_of(self.layout.partitions))
         plan = plan_conflicts(ConflictMode.REPLACE, self.ctx.scope, self.dest, parts)
-        deleted = await run_replacement(self.ctx, plan.replace_prefixes)
+        deleted = await run_replacement(self.ctx, plan.replace_prefixes, self._replace_plan)
         log.info("job %s replaced %d older objects (its replace plan)", self.job_id, deleted)
 
     async def _write_success(self) -> str | None:

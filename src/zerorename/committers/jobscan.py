@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from zerorename.committers.conflict import ConflictScope, plan_conflicts
+from zerorename.committers.conflict import ConflictScope, OldObject, plan_conflicts
 from zerorename.committers.context import JobContext
 from zerorename.committers.errors import ConflictError, RecordNotFound
 from zerorename.committers.jobstorage import partitions_record, plan_replacement
@@ -85,9 +85,9 @@ class CommitScan:
             self.diagnostics["pendingsets_from_other_attempt"] = str(mismatched)
 
 
-async def precheck(ctx: JobContext, partitions: set[str]) -> None:
+async def precheck(ctx: JobContext, partitions: set[str]) -> list[OldObject] | None:
     """Conflict mode 'fail': nothing there yet; replace: list the older objects now (the
-    replace plan) and, by partition, record the touched partitions."""
+    replace plan, returned) and, by partition, record the touched partitions."""
     plan = plan_conflicts(ctx.conflict, ctx.scope, ctx.dest, partitions)
     for prefix in plan.check_prefixes:
         found = await first_foreign(ctx.engine, ctx.dest, prefix, ctx.job_id)
@@ -99,14 +99,16 @@ async def precheck(ctx: JobContext, partitions: set[str]) -> None:
                 job_id=ctx.job_id,
                 conflicts=tuple(found),
             )
-    if plan.replace_prefixes:
-        # the older objects are listed now, before anything is completed: replace deletes
-        # exactly these (if unchanged), never an object written while the commit runs
-        await plan_replacement(ctx, plan.replace_prefixes)
-    if plan.replace_prefixes and plan.scope is ConflictScope.PARTITIONS:
+    if not plan.replace_prefixes:
+        return None
+    # the older objects are listed now, before anything is completed: replace deletes
+    # exactly these (if unchanged), never an object written while the commit runs
+    old = await plan_replacement(ctx, plan.replace_prefixes)
+    if plan.scope is ConflictScope.PARTITIONS:
         await ctx.engine.put_object(
             ctx.dest.bucket,
             ctx.layout.partitions,
             partitions_record(sorted(partitions)),
             content_type="application/json",
         )
+    return old

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import anyio
 
+from zerorename.aio import unwrapped
 from zerorename.committers.conflict import (
     OldObject,
     is_foreign,
@@ -172,9 +173,9 @@ async def abort_job_storage(ctx: JobContext, *, keep: Iterable[str] = ()) -> Abo
     return res
 
 
-async def plan_replacement(ctx: JobContext, prefixes: Sequence[str]) -> int:
+async def plan_replacement(ctx: JobContext, prefixes: Sequence[str]) -> list[OldObject]:
     """Before completing anything: list the older objects under ``prefixes`` (not this
-    job's, not records) and store them as the job's replace plan. Returns how many."""
+    job's, not records) and store them as the job's replace plan. Returns them."""
     engine, dest, lay = ctx.engine, ctx.dest, ctx.layout
     found: dict[str, OldObject] = {}
     for prefix in prefixes:
@@ -187,18 +188,22 @@ async def plan_replacement(ctx: JobContext, prefixes: Sequence[str]) -> int:
         replace_plan_record(found.values()),
         content_type="application/json",
     )
-    return len(found)
+    return list(found.values())
 
 
-async def run_replacement(ctx: JobContext, prefixes: Sequence[str]) -> int:
+async def run_replacement(
+    ctx: JobContext, prefixes: Sequence[str], plan: Sequence[OldObject] | None = None
+) -> int:
     """After the new files are complete: delete the planned older objects that are still
-    the same (key and ETag); anything written after the plan stays. Returns how many."""
+    the same (key and ETag); anything written after the plan stays. ``plan``: the one this
+    process stored (else it is read back and checked). Returns how many."""
     engine, dest, lay = ctx.engine, ctx.dest, ctx.layout
-    where = dest.uri_of(lay.replace)
-    data = await read_optional(engine, dest.bucket, lay.replace)
-    if data is None:
-        raise RecordFormatError("the replace plan is missing; nothing replaced", location=where)
-    plan = parse_replace_plan(data, where, dest, ctx.job_id, prefixes)
+    if plan is None:
+        where = dest.uri_of(lay.replace)
+        data = await read_optional(engine, dest.bucket, lay.replace)
+        if data is None:
+            raise RecordFormatError("the replace plan is missing; nothing replaced", location=where)
+        plan = parse_replace_plan(data, where, dest, ctx.job_id, prefixes)
     planned = {o.key: o.etag for o in plan}
 
     async def doomed() -> AsyncIterator[str]:
@@ -227,7 +232,7 @@ async def release_job_storage(ctx: JobContext) -> int:
         records = keys_under(engine, dest.bucket, lay.root, lambda k: True, skip=[lay.journal])
         await engine.delete_objects(dest.bucket, records)
 
-    async with anyio.create_task_group() as tg:
+    async with unwrapped(), anyio.create_task_group() as tg:
         tg.start_soon(abort_leftovers)
         tg.start_soon(delete_records)
     await engine.delete_objects(dest.bucket, [lay.journal])

@@ -27,6 +27,8 @@ from zerorename.engine.records import ObjectInfo, PendingUpload, UploadInfo, is_
 from zerorename.units import KiB
 
 T = TypeVar("T")
+A = TypeVar("A")
+B = TypeVar("B")
 
 READ_CHUNK = 256 * KiB
 
@@ -75,6 +77,20 @@ def is_ours(upload: PendingUpload, info: ObjectInfo | None, why: Check) -> bool:
     engine's complete retry applies the same rule (strict only on 412)."""
     strict = why in (Check.KEY_EXISTED, Check.DELETE)
     return is_completed_object(upload, info, strict=strict)
+
+
+async def both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
+    """Two independent requests at once (one round trip, not two); the first error of
+    either propagates and cancels the other."""
+    out: list[Any] = [None, None]
+
+    async def run(i: int, aw: Awaitable[Any]) -> None:
+        out[i] = await aw
+
+    async with unwrapped(), anyio.create_task_group() as tg:
+        tg.start_soon(run, 0, first)
+        tg.start_soon(run, 1, second)
+    return out[0], out[1]
 
 
 async def read_optional(engine: UploadEngine, bucket: str, key: str) -> bytes | None:

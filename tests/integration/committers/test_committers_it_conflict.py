@@ -135,7 +135,7 @@ async def test_replace_plan_deletes_only_what_it_listed(s3: S3Target, tmp_path) 
         c.put_object(Bucket=s3.bucket, Key=prefix + f"__magic_job-{other}/job.json", Body=b"{}")
         c.put_object(Bucket=s3.bucket, Key=prefix + f"mine-{job.job_id}.csv", Body=b"mine")
         prefixes = (prefix + "y=1/", prefix + "y=2/", prefix)  # overlapping on purpose
-        assert await plan_replacement(job.context, prefixes) == 2
+        assert len(await plan_replacement(job.context, prefixes)) == 2
         c.put_object(Bucket=s3.bucket, Key=prefix + "y=1/late.csv", Body=b"late")
         c.put_object(Bucket=s3.bucket, Key=prefix + "y=2/old.csv", Body=b"rewritten")
         assert await run_replacement(job.context, prefixes) == 1
