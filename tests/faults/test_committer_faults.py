@@ -31,9 +31,9 @@ from zerorename.committers import (
 )
 from zerorename.committers.paths import with_job_id
 from zerorename.engine import EngineConfig, RetryConfig, UploadEngine
-from zerorename.engine.planning import MiB
 from zerorename.testing.faultproxy import FaultProxy, FaultRule
 from zerorename.testing.targets import S3Target
+from zerorename.units import MiB
 
 FAST_RETRY = RetryConfig(max_attempts=8, base_delay=0.02, max_delay=0.3, max_elapsed=60)
 #: a small budget: a fault that persists exhausts it quickly

@@ -16,9 +16,9 @@ import pytest
 
 from engine_helpers import get, pending_keys
 from zerorename.engine import RetryConfig, UploadEngine
-from zerorename.engine.planning import MiB
 from zerorename.testing.faultproxy import FaultProxy, FaultRule
 from zerorename.testing.targets import S3Target
+from zerorename.units import MiB
 
 PART = 5 * MiB
 DATA = random.Random(11).randbytes(4 * PART + 999)  # 5 parts

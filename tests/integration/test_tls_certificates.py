@@ -17,10 +17,10 @@ from engine_helpers import object_keys, pending_keys
 from zerorename.engine import EngineConfig, RetryConfig, UploadEngine
 from zerorename.engine.client import FastClient
 from zerorename.engine.errors import CertificateError
-from zerorename.engine.planning import MiB
 from zerorename.testing.faultproxy import FaultProxy
 from zerorename.testing.targets import S3Target
 from zerorename.testing.tls import TlsFiles
+from zerorename.units import MiB
 
 PATHS = pytest.mark.parametrize("fast", [True, False], ids=["fastpath", "botocore"])
 #: certificate -> what OpenSSL's verify message says about it (a pattern)

@@ -13,8 +13,7 @@ import re
 from dataclasses import dataclass
 
 from zerorename.engine.errors import ConfigError, PlanError, StreamTooLarge
-from zerorename.units import GiB, TiB
-from zerorename.units import MiB as MiB  # three tests not yet on zerorename.units import it here
+from zerorename.units import GiB, MiB, TiB
 
 MIN_PART_SIZE = 5 * MiB
 MAX_PART_SIZE = 5 * GiB

@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 
 from zerorename.perf import upload_scenario
-from zerorename.perf.model import Run, Sample, Target, fmt_size, parse_size, positive_int
+from zerorename.perf.model import Run, Sample, Target, positive_int
+from zerorename.units import format_size, parse_size
 
 NAME = "many"
 HELP = "many objects (count x size): objects/s and MB/s, next to boto3 and obstore"
@@ -53,7 +54,7 @@ def plan(args: argparse.Namespace, target: Target) -> list[Run]:
         "checksum": args.checksum,
         "matched_checksum": upload_scenario.matched_checksum(args.checksum),
     }
-    group = f"{args.count}x{fmt_size(size)}"
+    group = f"{args.count}x{format_size(size)}"
     runs = []
     for client in upload_scenario.select_clients(args.clients, args.checksum, CLIENTS):
         params = dict(base)

@@ -24,12 +24,7 @@ from typing import Any
 
 from zerorename.engine import EngineConfig
 from zerorename.testing.targets import endpoint_engine_config
-from zerorename.units import format_size
-from zerorename.units import parse_size as parse_size
-
-#: sizes as perf prints them (``16MiB``); parse_size reads them back
-fmt_size = format_size
-
+from zerorename.units import parse_size
 
 #: the bucket the harness creates on embedded targets
 DEFAULT_BUCKET = "zerorename-bench"

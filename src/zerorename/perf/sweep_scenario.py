@@ -19,12 +19,11 @@ from zerorename.perf.model import (
     Run,
     Sample,
     Target,
-    fmt_size,
     int_list_arg,
-    parse_size,
     size_arg,
     size_list_arg,
 )
+from zerorename.units import format_size, parse_size
 
 NAME = "sweep"
 HELP = (
@@ -72,7 +71,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _group(pool: int, conc: int, part: int) -> str:
-    return f"pool={pool} conc={conc} part={fmt_size(part)}"
+    return f"pool={pool} conc={conc} part={format_size(part)}"
 
 
 def plan(args: argparse.Namespace, target: Target) -> list[Run]:
@@ -124,7 +123,7 @@ def knees(samples: list[Sample], tolerance: float) -> list[str]:
                 knee = a
                 break
         lines.append(
-            f"  pool {pool:>3}, parts {fmt_size(part):>6}: stops growing at concurrency "
+            f"  pool {pool:>3}, parts {format_size(part):>6}: stops growing at concurrency "
             f"{knee} ({mbs[(pool, knee, part)]:.0f} MB/s)"
         )
     return lines
@@ -140,7 +139,7 @@ def notes(samples: list[Sample], args: argparse.Namespace) -> list[str]:
         f"where throughput stops growing (next concurrency step adds < {args.tolerance:.0%}):",
         *knees(samples, args.tolerance),
         f"recommended: max_concurrency={conc}, max_pool_connections={pool}, "
-        f"part_size={fmt_size(part)}: {mbs:.0f} MB/s (best {best:.0f}), peak RSS "
+        f"part_size={format_size(part)}: {mbs:.0f} MB/s (best {best:.0f}), peak RSS "
         f"{rss:.0f} MiB — the fewest requests in flight within {args.tolerance:.0%} of "
         "the best",
     ]
@@ -166,11 +165,11 @@ def plot(samples: list[Sample], args: argparse.Namespace, path: str) -> None:
         ax.set_xscale("log", base=2)
         ax.set_xlabel("concurrency (requests in flight)")
         ax.set_ylabel("MB/s (median)")
-        ax.set_title(f"part size {fmt_size(part)}")
+        ax.set_title(f"part size {format_size(part)}")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
     fig.suptitle(
-        f"zerorename perf sweep: {fmt_size(parse_size(args.size))} per upload", fontsize=10
+        f"zerorename perf sweep: {format_size(parse_size(args.size))} per upload", fontsize=10
     )
     fig.tight_layout()
     fig.savefig(path, dpi=110)

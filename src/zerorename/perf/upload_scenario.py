@@ -21,12 +21,11 @@ from zerorename.perf.model import (
     Run,
     Sample,
     Target,
-    fmt_size,
     parse_list,
-    parse_size,
     positive_int,
     size_arg,
 )
+from zerorename.units import format_size, parse_size
 
 NAME = "upload"
 HELP = "one large object: MB/s, client CPU s/GiB and peak RSS, next to boto3 and obstore"
@@ -163,7 +162,7 @@ def plan(args: argparse.Namespace, target: Target) -> list[Run]:
     }
     if args.source == "file":
         base["path"] = data_file(size)
-    group = f"{fmt_size(size)}/{fmt_size(part)}x{args.concurrency}"
+    group = f"{format_size(size)}/{format_size(part)}x{args.concurrency}"
     runs = []
     for client in select_clients(args.clients, args.checksum, CLIENTS):
         params = dict(base)
