@@ -282,7 +282,9 @@ class UploadEngine(CompletionOps, ObjectOps):
         await w.write(data)``; ``w.result`` afterwards. An exception inside aborts."""
         validate_bucket(bucket)
         validate_key(key)
-        return AsyncUploadWriter(self, bucket, key, defer, progress, object_args)
+        return AsyncUploadWriter(
+            self, bucket, key, defer=defer, progress=progress, object_args=object_args
+        )
 
     def open_sync_writer(
         self,
@@ -298,7 +300,9 @@ class UploadEngine(CompletionOps, ObjectOps):
         writers write into it). ``close()`` finishes; ``abort()`` aborts."""
         validate_bucket(bucket)
         validate_key(key)
-        return SyncUploadWriter(self, bucket, key, loop, defer, progress, object_args)
+        return SyncUploadWriter(
+            self, bucket, key, loop, defer=defer, progress=progress, object_args=object_args
+        )
 
     async def upload_parts(
         self,
