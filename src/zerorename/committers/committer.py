@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from zerorename.committers.conflict import ConflictMode, ConflictScope
 from zerorename.committers.context import CommitOptions, CommitterKind, JobContext
@@ -37,6 +38,7 @@ from zerorename.committers.jobstorage import (
     release_job_storage,
 )
 from zerorename.committers.journal import CommitPlan, JobMarker, Journal, PlannedSet, State
+from zerorename.committers.objectstore import UploadStore
 from zerorename.committers.paths import (
     PENDINGSET_SUFFIX,
     Destination,
@@ -51,7 +53,6 @@ from zerorename.committers.tasks import (
     TaskAttempt,
     TaskCommitSummary,
 )
-from zerorename.engine import UploadEngine
 from zerorename.engine.errors import EngineError
 
 __all__ = [
@@ -86,7 +87,7 @@ class Committer:
 
     def __init__(
         self,
-        engine: UploadEngine,
+        engine: UploadStore,
         destination: str | Destination,
         *,
         conflict: str | ConflictMode = ConflictMode.APPEND,
@@ -200,7 +201,7 @@ class Job:
         return self.context.job_id
 
     @property
-    def engine(self) -> UploadEngine:
+    def engine(self) -> UploadStore:
         return self.context.engine
 
     @property
@@ -348,9 +349,12 @@ class Job:
             aborted = await self.release()
             if older_than is not None:
                 from zerorename.committers.maintenance import uploads_older_than
+                from zerorename.engine import UploadEngine
 
+                # maintenance still names UploadEngine; it only lists uploads (a Store's)
+                engine = cast(UploadEngine, self.engine)
                 aborted += await abort_uploads(
-                    self.engine, uploads_older_than(self.engine, self.dest, older_than)
+                    self.engine, uploads_older_than(engine, self.dest, older_than)
                 )
             return aborted
         except CommitterError:

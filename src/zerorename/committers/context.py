@@ -1,6 +1,6 @@
 """What every part of a job's protocol needs to know about the job, decided once.
 
-A frozen :class:`JobContext` (job id, engine, destination, layout, options, and the
+A frozen :class:`JobContext` (job id, store, destination, layout, options, and the
 committer kind, conflict mode and scope as enums) is built when a ``Job`` handle is made;
 ``jobcommit``, ``jobscan``, ``jobstorage`` and ``tasks`` take it instead of calling back
 into ``Job``, so no module of the protocol imports the one above it. A leaf module.
@@ -19,7 +19,7 @@ from zerorename.committers.errors import CommitterError
 from zerorename.committers.paths import Destination, JobLayout
 
 if TYPE_CHECKING:
-    from zerorename.engine import UploadEngine
+    from zerorename.committers.objectstore import UploadStore
 
 #: pendingsets being completed at once during a job commit (CommitOptions.window and a
 #: journal's window when none is given).
@@ -84,7 +84,7 @@ class JobContext:
     """One job at its destination, with its settings parsed: no I/O, no callbacks."""
 
     job_id: str
-    engine: UploadEngine
+    engine: UploadStore
     dest: Destination
     layout: JobLayout
     opts: CommitOptions
@@ -96,7 +96,7 @@ class JobContext:
     def create(
         cls,
         job_id: str,
-        engine: UploadEngine,
+        engine: UploadStore,
         dest: Destination,
         opts: CommitOptions,
         *,

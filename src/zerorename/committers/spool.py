@@ -18,6 +18,7 @@ from typing import IO
 import anyio.lowlevel
 
 from zerorename.committers.errors import RecordNotFound
+from zerorename.committers.objectstore import Store
 from zerorename.committers.records import (
     PendingRecord,
     PendingSetHeader,
@@ -25,7 +26,6 @@ from zerorename.committers.records import (
     read_pendingset,
 )
 from zerorename.committers.store import READ_CHUNK
-from zerorename.engine import UploadEngine
 from zerorename.engine.errors import ObjectNotFound
 from zerorename.engine.records import PendingUpload
 from zerorename.units import MiB
@@ -131,7 +131,7 @@ def parse_spool(
         yield from parse_pendingset(spool.chunks(), location, expect_job_id=job_id)
 
 
-async def fetch_spool(engine: UploadEngine, bucket: str, key: str, spill: SpillFile) -> Spool:
+async def fetch_spool(engine: Store, bucket: str, key: str, spill: SpillFile) -> Spool:
     """Read a pendingset from the store into a spool."""
     spool = Spool(spill)
     try:
@@ -201,7 +201,7 @@ class PendingSetCache:
     async def load(
         self,
         index: int,
-        engine: UploadEngine,
+        engine: Store,
         bucket: str,
         key: str,
         job_id: str,

@@ -14,6 +14,7 @@ from zerorename.aio import aiter_any, unwrapped
 from zerorename.committers.conflict import is_foreign
 from zerorename.committers.errors import RecordFormatError
 from zerorename.committers.jsonstream import JsonStreamError, aiter_object_stream
+from zerorename.committers.objectstore import Store
 from zerorename.committers.paths import Destination, check_partitioned_path, key_carries_job
 from zerorename.committers.records import (
     PendingRecord,
@@ -21,7 +22,6 @@ from zerorename.committers.records import (
     PendingSetParser,
     stream_error,
 )
-from zerorename.engine import UploadEngine
 from zerorename.engine.errors import ObjectNotFound
 from zerorename.engine.records import ObjectInfo, PendingUpload, UploadInfo, is_completed_object
 from zerorename.units import KiB
@@ -93,7 +93,7 @@ async def both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
     return out[0], out[1]
 
 
-async def read_optional(engine: UploadEngine, bucket: str, key: str) -> bytes | None:
+async def read_optional(engine: Store, bucket: str, key: str) -> bytes | None:
     """The object's bytes, or None when it does not exist."""
     try:
         return await engine.get_object(bucket, key)
@@ -124,7 +124,7 @@ def check_record(
 
 
 async def scan_pendingset(
-    engine: UploadEngine, bucket: str, key: str, job_id: str | None
+    engine: Store, bucket: str, key: str, job_id: str | None
 ) -> AsyncIterator[PendingRecord | PendingSetHeader]:
     """Stream a pendingset straight from the store: each record, then the header once the
     file parsed to its end. For checks only: records come before the end is known."""
@@ -144,9 +144,7 @@ async def scan_pendingset(
     yield parser.finish()
 
 
-async def job_uploads(
-    engine: UploadEngine, dest: Destination, job_id: str
-) -> AsyncIterator[UploadInfo]:
+async def job_uploads(engine: Store, dest: Destination, job_id: str) -> AsyncIterator[UploadInfo]:
     """Pending uploads under the destination (``prefix + '/'``) that the job's naming rule
     made (its id in the file name's slot): never another job's, even one whose key mentions
     this id elsewhere, never a sibling destination's."""
@@ -156,7 +154,7 @@ async def job_uploads(
 
 
 async def abort_uploads(
-    engine: UploadEngine,
+    engine: Store,
     uploads: AsyncIterable[UploadInfo],
     *,
     concurrency: int | None = None,
@@ -182,12 +180,12 @@ async def abort_uploads(
     return count
 
 
-async def delete_keys(engine: UploadEngine, bucket: str, keys: AsyncIterable[str]) -> int:
+async def delete_keys(engine: Store, bucket: str, keys: AsyncIterable[str]) -> int:
     return await engine.delete_objects(bucket, keys)
 
 
 async def keys_under(
-    engine: UploadEngine,
+    engine: Store,
     bucket: str,
     prefix: str,
     keep: Callable[[str], bool],
@@ -202,7 +200,7 @@ async def keys_under(
 
 
 async def first_foreign(
-    engine: UploadEngine, dest: Destination, prefix: str, job_id: str, limit: int = 5
+    engine: Store, dest: Destination, prefix: str, job_id: str, limit: int = 5
 ) -> list[str]:
     """Up to ``limit`` objects under ``prefix`` not created by this job (ignoring every
     job's records). For the whole destination, top-level ``__magic*`` directories are
