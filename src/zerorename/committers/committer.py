@@ -28,6 +28,7 @@ from zerorename.committers.errors import (
     JobCommitError,
     JobNotFound,
     RecordFormatError,
+    wrap_engine_errors,
 )
 from zerorename.committers.jobcommit import JobCommitResult, JobCommitRun, ProgressFn
 from zerorename.committers.jobstorage import (
@@ -108,7 +109,7 @@ class Committer:
         """Set up a new job: a random UUID (or the given UUID), its ``job.json`` written."""
         job = self.job(job_id or new_job_id())
         marker = JobMarker(job.job_id, job.kind, self.dest.uri, job.conflict, job.scope)
-        try:
+        async with wrap_engine_errors(f"could not set up job at {self.dest.uri}"):
             if await job.is_active():
                 raise CommitterError(f"job {job.job_id} is already set up at {self.dest.uri}")
             await self.engine.put_object(
@@ -117,8 +118,6 @@ class Committer:
                 marker.to_json(),
                 content_type="application/json",
             )
-        except EngineError as exc:
-            raise CommitterError(f"could not set up job at {self.dest.uri}: {exc}") from exc
         return job
 
     async def open_job(self, job_id: str) -> Job:
@@ -126,12 +125,13 @@ class Committer:
         job has no records (a journal alone is enough to resume or abort it)."""
         job_id = check_job_id(job_id)
         layout = JobLayout(self.dest, job_id)
-        data = await read_optional(self.engine, self.dest.bucket, layout.marker)
-        if data is not None:
-            m = JobMarker.from_json(data, location=self.dest.uri_of(layout.marker))
-            return Job(self, job_id, m.committer, m.conflict, m.scope)
-        async for _ in self.engine.list_objects(self.dest.bucket, layout.root):
-            return self.job(job_id)
+        async with wrap_engine_errors(f"opening job {job_id} at {self.dest.uri}"):
+            data = await read_optional(self.engine, self.dest.bucket, layout.marker)
+            if data is not None:
+                m = JobMarker.from_json(data, location=self.dest.uri_of(layout.marker))
+                return Job(self, job_id, m.committer, m.conflict, m.scope)
+            async for _ in self.engine.list_objects(self.dest.bucket, layout.root):
+                return self.job(job_id)
         raise JobNotFound(f"no job {job_id} under {self.dest.uri}")
 
 
@@ -363,14 +363,17 @@ class Job:
             raise CommitterError(f"cleaning up job {self.job_id} failed: {exc}") from exc
 
     async def status(self) -> JobStatus:
-        marker_data = await read_optional(self.engine, self.dest.bucket, self.layout.marker)
-        marker = (
-            JobMarker.from_json(marker_data, location=self.dest.uri_of(self.layout.marker))
-            if marker_data is not None
-            else None
-        )
-        journal = await read_journal(self.context)
-        count = 0
-        async for obj in self.engine.list_objects(self.dest.bucket, self.layout.pendingsets_dir):
-            count += obj.key.endswith(PENDINGSET_SUFFIX)
+        """What the store holds of the job: its marker, journal and pendingsets."""
+        async with wrap_engine_errors(f"reading the status of job {self.job_id}"):
+            data = await read_optional(self.engine, self.dest.bucket, self.layout.marker)
+            marker = (
+                JobMarker.from_json(data, location=self.dest.uri_of(self.layout.marker))
+                if data is not None
+                else None
+            )
+            journal = await read_journal(self.context)
+            count = 0
+            pendingsets = self.layout.pendingsets_dir
+            async for obj in self.engine.list_objects(self.dest.bucket, pendingsets):
+                count += obj.key.endswith(PENDINGSET_SUFFIX)
         return JobStatus(self.job_id, marker is not None, marker, journal, count)
