@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from zerorename.committers.errors import PathError, RecordFormatError
+from zerorename.committers.errors import CommitterConfigError, PathError, RecordFormatError
 from zerorename.committers.paths import Destination, is_job_record, key_carries_job
 
 
@@ -37,7 +37,7 @@ class ConflictMode(StrEnum):
         try:
             return cls(value.value if isinstance(value, ConflictMode) else value.lower())
         except ValueError:
-            raise PathError(
+            raise CommitterConfigError(
                 f"conflict mode must be fail, append or replace; got {value!r}"
             ) from None
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from zerorename.committers.conflict import ConflictMode, ConflictScope
-from zerorename.committers.errors import CommitterError
+from zerorename.committers.errors import CommitterConfigError
 from zerorename.committers.paths import Destination, JobLayout
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ class CommitterKind(StrEnum):
         try:
             return cls(value)
         except ValueError:
-            raise CommitterError(
+            raise CommitterConfigError(
                 f"unknown committer {value!r}; one of {sorted(k.value for k in cls)}"
             ) from None
 
@@ -72,11 +72,11 @@ class CommitOptions:
 
     def __post_init__(self) -> None:
         if self.window < 1 or self.scan_concurrency < 1 or self.task_concurrency < 1:
-            raise CommitterError("window, scan_concurrency and task_concurrency must be >= 1")
+            raise CommitterConfigError("window, scan_concurrency and task_concurrency must be >= 1")
         if self.concurrency is not None and self.concurrency < 1:
-            raise CommitterError("concurrency must be >= 1")
+            raise CommitterConfigError("concurrency must be >= 1")
         if self.progress_interval <= 0:
-            raise CommitterError("progress_interval must be > 0")
+            raise CommitterConfigError("progress_interval must be > 0")
 
 
 @dataclass(frozen=True)

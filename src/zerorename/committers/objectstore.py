@@ -23,7 +23,7 @@ Behaviour every implementation keeps (S3's, where the committers depend on it):
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
 from types import TracebackType
 from typing import Any, Literal, Protocol
 
@@ -156,6 +156,9 @@ class SyncOutputWriter(Protocol):
     result: UploadResult | PendingUpload | None
 
     @property
+    def closed(self) -> bool: ...
+
+    @property
     def bytes_written(self) -> int: ...
 
     def write(self, data: Any) -> int: ...
@@ -165,6 +168,11 @@ class SyncOutputWriter(Protocol):
     def close(self) -> None: ...
 
     def abort(self) -> None: ...
+
+    def after_close(self, hook: Callable[[UploadResult | PendingUpload], Awaitable[None]]) -> None:
+        """Run ``await hook(result)`` on the loop once ``close()`` finished the upload,
+        before ``close()`` returns; its error is ``close()``'s."""
+        ...
 
 
 class UploadStore(Store, Protocol):

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
@@ -32,8 +32,10 @@ from zerorename.committers.errors import (
     PathError,
     RecordFormatError,
     TaskAttemptError,
+    wrap_engine_errors,
 )
 from zerorename.committers.jobstorage import job_is_active
+from zerorename.committers.objectstore import OutputWriter, SyncOutputWriter, UploadStore
 from zerorename.committers.paths import (
     PENDING_SUFFIX,
     attempt_name,
@@ -47,10 +49,7 @@ from zerorename.committers.records import PendingRecord, PendingSetHeader, pendi
 from zerorename.committers.store import bounded_map
 from zerorename.committers.validate import Fields, load_json
 from zerorename.engine.errors import EngineError
-from zerorename.engine.records import PendingUpload
-
-if TYPE_CHECKING:
-    from zerorename.engine.writers import AsyncUploadWriter, SyncUploadWriter
+from zerorename.engine.records import PendingUpload, UploadResult
 
 log = logging.getLogger("zerorename.committers")
 
@@ -116,7 +115,7 @@ class TaskAttempt:
         self._state = "new"
 
     @property
-    def engine(self) -> Any:
+    def engine(self) -> UploadStore:
         return self.ctx.engine
 
     def final_rel(self, rel: str) -> str:
@@ -137,7 +136,9 @@ class TaskAttempt:
     async def setup(self) -> None:
         """Start the attempt; JobNotActive if the job is not set up (or already over)."""
         self._loop = asyncio.get_running_loop()
-        if not await job_is_active(self.ctx):
+        async with wrap_engine_errors(f"setup of task attempt {self.name}"):
+            active = await job_is_active(self.ctx)
+        if not active:
             raise JobNotActive(f"job {self.ctx.job_id} is not active at {self.ctx.dest.uri}")
         self._state = "active"
 
@@ -217,7 +218,8 @@ class TaskAttempt:
     async def abort(self) -> None:
         """Abort the attempt's uploads and delete its records and local files."""
         self._state = "aborted"
-        await self._abort_all()
+        async with wrap_engine_errors(f"abort of task attempt {self.name}"):
+            await self._abort_all()
 
     # subclass hooks
     async def _commit(self) -> TaskCommitSummary:
@@ -242,10 +244,11 @@ class MagicOutput:
     """An output of a magic task attempt, async: ``async with ta.open(rel) as out:
     await out.write(b)``. On a clean exit the deferred upload is recorded."""
 
-    def __init__(self, ta: MagicTaskAttempt, rel: str, writer: AsyncUploadWriter) -> None:
+    def __init__(self, ta: MagicTaskAttempt, rel: str, writer: OutputWriter) -> None:
         self.rel = rel
         self._ta = ta
         self._writer = writer
+        self.closed = False
 
     async def __aenter__(self) -> MagicOutput:
         await self._writer.__aenter__()
@@ -262,75 +265,12 @@ class MagicOutput:
         try:
             await self._writer.__aexit__(et, ev, tb)
         finally:
+            self.closed = True
             self._ta._open_outputs.discard(self)
         if et is None:
             result = self._writer.result
             assert isinstance(result, PendingUpload)
             await self._ta._register(self.rel, result)
-
-
-class MagicSyncOutput:
-    """A blocking binary file for a worker thread (pyarrow/csv writers write into it);
-    ``close()`` finishes the deferred upload and records it; ``abort()`` aborts."""
-
-    def __init__(
-        self,
-        ta: MagicTaskAttempt,
-        rel: str,
-        writer: SyncUploadWriter,
-        loop: asyncio.AbstractEventLoop,
-    ) -> None:
-        self.rel = rel
-        self._ta = ta
-        self._writer = writer
-        self._loop = loop
-        self.closed = False
-
-    def write(self, data: Any) -> int:
-        return self._writer.write(data)
-
-    def writable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return False
-
-    def tell(self) -> int:
-        return self._writer.tell()
-
-    def flush(self) -> None:
-        pass
-
-    @property
-    def bytes_written(self) -> int:
-        return self._writer.bytes_written
-
-    def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        try:
-            self._writer.close()
-        finally:
-            self._ta._open_outputs.discard(self)
-        result = self._writer.result
-        assert isinstance(result, PendingUpload)
-        asyncio.run_coroutine_threadsafe(self._ta._register(self.rel, result), self._loop).result()
-
-    def abort(self) -> None:
-        if not self.closed:
-            self.closed = True
-            self._ta._open_outputs.discard(self)
-            self._writer.abort()
-
-    def __enter__(self) -> MagicSyncOutput:
-        return self
-
-    def __exit__(self, et: Any, ev: Any, tb: Any) -> None:
-        if et is None:
-            self.close()
-        else:
-            self.abort()
 
 
 class MagicTaskAttempt(TaskAttempt):
@@ -341,7 +281,7 @@ class MagicTaskAttempt(TaskAttempt):
 
     def __init__(self, ctx: JobContext, task_id: int | str, attempt: int) -> None:
         super().__init__(ctx, task_id, attempt)
-        self._open_outputs: set[Any] = set()
+        self._open_outputs: set[MagicOutput | SyncOutputWriter] = set()
 
     def open(self, rel: str, **object_args: Any) -> MagicOutput:
         self._check_open()
@@ -353,8 +293,9 @@ class MagicTaskAttempt(TaskAttempt):
         self._open_outputs.add(out)
         return out
 
-    def open_sync(self, rel: str, **object_args: Any) -> MagicSyncOutput:
-        """For a thread other than the event loop's (the loop of ``setup()``)."""
+    def open_sync(self, rel: str, **object_args: Any) -> SyncOutputWriter:
+        """For a thread other than the event loop's (the loop of ``setup()``): the engine's
+        blocking writer itself, whose ``close()`` also records the deferred upload."""
         self._check_open()
         assert self._loop is not None
         final = self.final_rel(rel)
@@ -365,9 +306,15 @@ class MagicTaskAttempt(TaskAttempt):
             defer=True,
             **object_args,
         )
-        out = MagicSyncOutput(self, final, w, self._loop)
-        self._open_outputs.add(out)
-        return out
+
+        async def record(result: UploadResult | PendingUpload) -> None:
+            assert isinstance(result, PendingUpload)
+            self._open_outputs.discard(w)
+            await self._register(final, result)
+
+        w.after_close(record)
+        self._open_outputs.add(w)
+        return w
 
     async def _register(self, rel: str, upload: PendingUpload) -> None:
         rec = self._record(upload)
@@ -391,10 +338,11 @@ class MagicTaskAttempt(TaskAttempt):
             return bool(self._records)
 
     async def _commit(self) -> TaskCommitSummary:
-        if self._open_outputs:
+        still_open = [o for o in self._open_outputs if not o.closed]
+        if still_open:
             raise TaskAttemptError(
                 f"task attempt {self.name} still has "
-                f"{len(self._open_outputs)} open outputs; close them first"
+                f"{len(still_open)} open outputs; close them first"
             )
         summary = await self._save_pendingset()
         if self.ctx.opts.pending_records:
@@ -412,8 +360,8 @@ class MagicTaskAttempt(TaskAttempt):
 
     async def _abort_all(self) -> None:
         for out in list(self._open_outputs):
-            if isinstance(out, MagicSyncOutput):
-                await anyio.to_thread.run_sync(out.abort)
+            if not isinstance(out, MagicOutput) and not out.closed:
+                await anyio.to_thread.run_sync(out.abort)  # it waits on this loop
         self._open_outputs.clear()
         await self._abort_records()
         # uploads recorded by another process running this attempt (recovery)

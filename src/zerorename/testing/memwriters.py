@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from functools import partial
 from types import TracebackType
 from typing import Any, Literal, overload
@@ -20,9 +20,11 @@ from zerorename.engine.events import ProgressCallback
 from zerorename.engine.planning import validate_bucket, validate_key
 from zerorename.engine.records import PartInfo, PendingUpload, UploadResult
 from zerorename.engine.retry import EngineStats
+from zerorename.portal import LoopPortal
 
 #: uploads an output's bytes (as the store's deferred or completed upload)
 Send = Callable[[bytes], Coroutine[Any, Any, UploadResult | PendingUpload]]
+AfterClose = Callable[[UploadResult | PendingUpload], Awaitable[None]]
 
 
 class MemoryWriter:
@@ -61,8 +63,9 @@ class MemorySyncWriter:
 
     def __init__(self, send: Send, loop: asyncio.AbstractEventLoop) -> None:
         self._send = send
-        self._loop = loop
+        self._portal = LoopPortal.attach(loop)
         self._buf = bytearray()
+        self._after_close: AfterClose | None = None
         self.closed = False
         self.result: UploadResult | PendingUpload | None = None
 
@@ -77,11 +80,15 @@ class MemorySyncWriter:
     def tell(self) -> int:
         return len(self._buf)
 
+    def after_close(self, hook: AfterClose) -> None:
+        self._after_close = hook
+
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            coro = self._send(bytes(self._buf))
-            self.result = asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+            self.result = result = self._portal.run(self._send(bytes(self._buf)))
+            if self._after_close is not None:
+                self._portal.call(self._after_close, result)
 
     def abort(self) -> None:
         self.closed = True

@@ -16,7 +16,7 @@ from zerorename.committers.conflict import (
     replace_plan_record,
     still_planned,
 )
-from zerorename.committers.errors import PathError, RecordFormatError
+from zerorename.committers.errors import CommitterConfigError, PathError, RecordFormatError
 from zerorename.committers.paths import Destination
 
 JOB = "6f1c2b9e-8a4d-4c57-9a0e-3b2f1d0c9e8a"
@@ -26,7 +26,7 @@ DEST = Destination.parse("s3://bkt/tables/t 1")
 def test_parse_modes() -> None:
     assert ConflictMode.parse("FAIL") is ConflictMode.FAIL
     assert ConflictMode.parse(ConflictMode.APPEND) is ConflictMode.APPEND
-    with pytest.raises(PathError):
+    with pytest.raises(CommitterConfigError, match="conflict mode"):
         ConflictMode.parse("overwrite-ish")
 
 
