@@ -10,6 +10,7 @@ from typing import Any
 
 from zerorename.committers.errors import PathError, RecordFormatError
 from zerorename.committers.journal import CommitPlan, JobMarker, Journal
+from zerorename.committers.objectstore import Store
 from zerorename.committers.paths import (
     JOB_MARKER,
     JOURNAL_NAME,
@@ -24,7 +25,6 @@ from zerorename.committers.paths import (
 )
 from zerorename.committers.records import PendingRecord, SuccessData
 from zerorename.committers.store import read_optional, scan_pendingset
-from zerorename.engine import UploadEngine
 from zerorename.engine.records import UploadInfo
 
 
@@ -41,7 +41,7 @@ def check_not_whole_bucket(dest: Destination, *, all_of_bucket: bool) -> None:
 
 
 async def uploads_under(
-    engine: UploadEngine, dest: Destination, *, all_of_bucket: bool = False
+    engine: Store, dest: Destination, *, all_of_bucket: bool = False
 ) -> AsyncIterator[UploadInfo]:
     """Pending uploads under the destination as a directory (``prefix + '/'``), any job's.
     A whole bucket only with ``all_of_bucket`` (these are uploads to abort)."""
@@ -52,7 +52,7 @@ async def uploads_under(
 
 
 async def uploads_older_than(
-    engine: UploadEngine,
+    engine: Store,
     dest: Destination,
     seconds: float,
     *,
@@ -82,7 +82,7 @@ class JobEntry:
         return "active" if self.marker is not None else "records only"
 
 
-async def list_jobs(engine: UploadEngine, dest: Destination) -> AsyncIterator[JobEntry]:
+async def list_jobs(engine: Store, dest: Destination) -> AsyncIterator[JobEntry]:
     """Jobs with records (``__magic_job-<id>/``) directly under the destination."""
     async for sub in engine.list_prefixes(dest.bucket, dest.list_prefix):
         name = (dest.rel(sub) or "").rstrip("/")
@@ -99,9 +99,7 @@ async def list_jobs(engine: UploadEngine, dest: Destination) -> AsyncIterator[Jo
         )
 
 
-async def inspect_record(
-    engine: UploadEngine, uri: str, *, max_commits: int = 20
-) -> dict[str, Any]:
+async def inspect_record(engine: Store, uri: str, *, max_commits: int = 20) -> dict[str, Any]:
     """Read a ``_SUCCESS``, ``.pending`` or ``.pendingset`` (streamed: only the first
     ``max_commits`` commits are kept, all are counted), or a job's ``job.json``,
     ``plan.json`` or ``journal.json``, into a JSON-ready dict (checked as the committers
