@@ -16,6 +16,11 @@ captive portal would: nothing is forwarded); ``strip_etag`` (forward, then relay
 without its ETag header). The Host header is forwarded unchanged, so SigV4 signatures stay
 valid.
 
+``proxy.log`` times every request (its operation, key, start and end, error) in the shape of
+:mod:`zerorename.testing.requestlog`, so ``sequential_requests(proxy.log)`` counts the
+requests a client sent one after another; with a ``latency`` rule on every request that is
+what a remote store's round trips cost it.
+
 With ``tls=`` (a server :class:`ssl.SSLContext`, e.g. ``session_tls().server.server_context()``)
 the proxy speaks HTTPS to its clients and plain HTTP upstream (a TLS terminator): every fault
 above then happens inside TLS (a reset is a TCP RST under the TLS session). Handshakes are
@@ -31,8 +36,9 @@ import socket
 import ssl
 import struct
 import threading
+import time
 from collections.abc import Awaitable, Callable, Collection
-from typing import Any, Self
+from typing import Any, NamedTuple, Self
 from urllib.parse import unquote, urlsplit
 
 from zerorename.testing.errors import TestingError
@@ -52,6 +58,7 @@ from zerorename.testing.faultrules import (
     html_response,
     parse_head,
 )
+from zerorename.testing.requestlog import Request
 from zerorename.testing.service import Service
 
 __all__ = [
@@ -61,6 +68,7 @@ __all__ = [
     "FaultRule",
     "Headers",
     "ProxyStats",
+    "Request",
     "RequestRecord",
     "classify",
     "error_response",
@@ -84,6 +92,18 @@ class _ClientGone(Exception):
 
 
 Sink = Callable[[bytes], Awaitable[None]]
+Upstream = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+
+
+class _Head(NamedTuple):
+    """A request's head as read: first line, its method and HTTP version, headers, and
+    the decoded path."""
+
+    first: str
+    method: str
+    version: str
+    headers: Headers
+    path: str
 
 
 async def _discard(_: bytes) -> None:
@@ -187,6 +207,8 @@ class FaultProxy(Service):
         self._tls = tls
         self._rules: list[FaultRule] = list(rules)
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._serving = 0  # requests between their head and the end of their answer
         self.stats = ProxyStats()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -214,6 +236,31 @@ class FaultProxy(Service):
     @property
     def port(self) -> int:
         return self._port
+
+    @property
+    def log(self) -> list[Request]:
+        """Every request that ended, by number, with its operation, bucket, key, start and
+        end (``time.perf_counter`` seconds, from the head read to the answer's last byte) and
+        error (the fault the proxy injected, ``HTTP <status>`` for an upstream error answer,
+        or what cut it); :func:`~zerorename.testing.requestlog.sequential_requests` reads it.
+        :meth:`reset` starts it (and the numbering) over. See :meth:`timed_log`."""
+        return self.timed_log()
+
+    def timed_log(self, timeout: float = 5.0) -> list[Request]:
+        """:attr:`log`, once no request is being served (at most ``timeout`` seconds): a
+        client may hold its answer before the proxy has logged it."""
+        self._wait_idle(timeout)
+        return self.stats.timed()
+
+    def reset(self, timeout: float = 5.0) -> None:
+        """``stats.reset()`` once no request is being served (at most ``timeout`` seconds),
+        so no request answered before this call is logged after it."""
+        self._wait_idle(timeout)
+        self.stats.reset()
+
+    def _wait_idle(self, timeout: float) -> None:
+        with self._idle:
+            self._idle.wait_for(lambda: self._serving == 0, timeout)
 
     def add_rule(self, rule: FaultRule) -> FaultRule:
         with self._lock:
@@ -335,7 +382,7 @@ class FaultProxy(Service):
             return
         self._conns.add(task)
         self.stats._connection()
-        upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        upstream: Upstream | None = None
         try:
             if self._tls is not None and not await self._handshake(writer):
                 return
@@ -384,8 +431,8 @@ class FaultProxy(Service):
         self,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
-        upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None,
-    ) -> tuple[bool, tuple[asyncio.StreamReader, asyncio.StreamWriter] | None]:
+        upstream: Upstream | None,
+    ) -> tuple[bool, Upstream | None]:
         """Serve one request; returns (keep the client connection, upstream connection)."""
         try:
             raw = await reader.readuntil(b"\r\n\r\n")
@@ -399,8 +446,44 @@ class FaultProxy(Service):
         path = unquote(urlsplit(target).path)
         rule = self._decide(op, path)
         fault = rule.fault if rule is not None else None
-        self.stats._record(op, method, path, fault)
+        number = self.stats._record(op, method, path, fault)
+        with self._lock:
+            self._serving += 1
+        start = time.perf_counter()
+        # the faults the proxy answers itself (or cuts) are the request's error
+        error: str | None = fault if fault not in (None, "latency", "strip_etag") else None
+        try:
+            keep, upstream, status = await self._serve(
+                reader, writer, upstream, _Head(first, method, version, headers, path), rule
+            )
+        except BaseException as exc:
+            error = error or type(exc).__name__.lstrip("_")
+            raise
+        else:
+            if error is None and status >= 400:
+                error = f"HTTP {status}"
+        finally:
+            bucket, _, key = path.lstrip("/").partition("/")
+            end = time.perf_counter()
+            self.stats._answered(Request(number, op, bucket, key, start, end, error))
+            with self._idle:
+                self._serving -= 1
+                self._idle.notify_all()
+        return keep, upstream
 
+    async def _serve(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        upstream: Upstream | None,
+        head: _Head,
+        rule: FaultRule | None,
+    ) -> tuple[bool, Upstream | None, int]:
+        """Apply ``rule`` to one request whose head was read, forward it unless the fault
+        answers it, relay the answer; returns (keep the client connection, upstream
+        connection, the status the client was sent)."""
+        first, method, version, headers, path = head
+        fault = rule.fault if rule is not None else None
         chunked = has_token(headers, "Transfer-Encoding", "chunked")
         length = int(header(headers, "Content-Length") or 0)
         expect = has_token(headers, "Expect", "100-continue")
@@ -419,27 +502,28 @@ class FaultProxy(Service):
                 raise _Reset
 
         if rule is not None and fault in ("slowdown", "internal_error"):
+            status = 503 if fault == "slowdown" else 500
             if expect:
                 # answer before the body is sent (as S3 does); the connection cannot be reused
                 writer.write(error_response(fault, path, head=method == "HEAD", close=True))
                 await writer.drain()
-                return False, upstream
+                return False, upstream, status
             await read_body(_discard)
             writer.write(error_response(fault, path, head=method == "HEAD", close=client_close))
             await writer.drain()
-            return not client_close, upstream
+            return not client_close, upstream, status
         if rule is not None and fault == "html_200":
             await read_body(_discard)
             writer.write(html_response(head=method == "HEAD", close=client_close))
             await writer.drain()
-            return not client_close, upstream
+            return not client_close, upstream, 200
         if rule is not None and fault == "reset":
             await read_body(_discard, rule.reset_after_bytes or 0)
             raise _Reset  # body shorter than reset_after_bytes: reset after all of it
         if rule is not None and fault == "stall":
             await read_body(_discard)
             await asyncio.sleep(rule.delay)
-            return False, upstream
+            return False, upstream, 0
         if rule is not None and fault == "latency":
             await asyncio.sleep(rule.delay)
 
@@ -462,7 +546,7 @@ class FaultProxy(Service):
                     + msg
                 )
                 await writer.drain()
-                return False, None
+                return False, None, 502
             self.stats._connection(upstream=True)
         up_reader, up_writer = upstream
         # hop-by-hop headers stay on their hop; botocore does not sign any of them
@@ -521,4 +605,4 @@ class FaultProxy(Service):
         if drop:
             raise _Reset
         await writer.drain()
-        return keep, upstream
+        return keep, upstream, status

@@ -13,6 +13,8 @@ from email.utils import formatdate
 from typing import Any, Literal
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from zerorename.testing.requestlog import Request
+
 FaultKind = Literal[
     "slowdown",
     "internal_error",
@@ -205,26 +207,35 @@ class RequestRecord:
 
 
 class ProxyStats:
-    """Thread-safe counters: requests per operation and faults per operation and kind."""
+    """Thread-safe counters: requests per operation and faults per operation and kind, and
+    a timed log of the answered requests (:class:`~zerorename.testing.requestlog.Request`)."""
 
     def __init__(self, history: int = 100_000) -> None:
         self._lock = threading.Lock()
         self._requests: collections.Counter[str] = collections.Counter()
         self._faults: dict[str, collections.Counter[str]] = {}
         self._log: collections.deque[RequestRecord] = collections.deque(maxlen=history)
+        self._timed: collections.deque[Request] = collections.deque(maxlen=history)
         self._connections = 0
         self._upstream_connections = 0
         self._tls_handshakes = 0
         self._tls_failures = 0
         self._tls_sessions: collections.Counter[tuple[str, str]] = collections.Counter()
 
-    def _record(self, op: str, method: str, path: str, fault: str | None) -> None:
+    def _record(self, op: str, method: str, path: str, fault: str | None) -> int:
+        """Count a request as it arrives; returns its number (1 = the first)."""
         with self._lock:
             self._requests[op] += 1
             if fault is not None:
                 self._faults.setdefault(op, collections.Counter())[fault] += 1
             index = sum(self._requests.values())
             self._log.append(RequestRecord(index, op, method, path, fault))
+            return index
+
+    def _answered(self, request: Request) -> None:
+        """A request ended (answered, faulted or cut): log it with its times."""
+        with self._lock:
+            self._timed.append(request)
 
     def _connection(self, upstream: bool = False) -> None:
         with self._lock:
@@ -293,6 +304,12 @@ class ProxyStats:
         with self._lock:
             return list(self._log)
 
+    def timed(self) -> list[Request]:
+        """The ended requests with their start and end times, by number (a copy): what
+        :func:`~zerorename.testing.requestlog.sequential_requests` reads."""
+        with self._lock:
+            return sorted(self._timed, key=lambda r: r.number)
+
     def snapshot(self) -> dict[str, Any]:
         """{"requests": {op: n}, "faults": {op: {kind: n}}, "connections": n, ...}."""
         with self._lock:
@@ -310,6 +327,7 @@ class ProxyStats:
             self._requests.clear()
             self._faults.clear()
             self._log.clear()
+            self._timed.clear()
             self._connections = self._upstream_connections = 0
             self._tls_handshakes = self._tls_failures = 0
             self._tls_sessions.clear()
