@@ -16,6 +16,8 @@ from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from zerorename.units import MiB
+
 _WS = " \t\r\n"
 
 
@@ -94,7 +96,7 @@ class ObjectStreamScanner:
     closes a string).
     """
 
-    def __init__(self, array_field: str, *, max_value_chars: int = 16 * 1024 * 1024) -> None:
+    def __init__(self, array_field: str, *, max_value_chars: int = 16 * MiB) -> None:
         self._field = array_field
         self._max = max_value_chars
         self._utf8 = codecs.getincrementaldecoder("utf-8")()

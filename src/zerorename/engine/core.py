@@ -48,9 +48,10 @@ from zerorename.engine.sources import Part, chunks_of, file_parts, part_stream, 
 from zerorename.engine.store import ObjectOps
 from zerorename.engine.trailer import TrailerBody
 from zerorename.engine.writers import AsyncUploadWriter, SyncUploadWriter
+from zerorename.units import MiB
 
 # checksums of parts at least this large are computed off the event loop
-_THREAD_CHECKSUM_MIN = 1024 * 1024
+_THREAD_CHECKSUM_MIN = MiB
 
 OnResult = Callable[[Any, BaseException | None], Awaitable[None] | None]
 
@@ -65,7 +66,7 @@ class _Upload:
 
 # bodies are written to the socket in slices of this size, so the event loop's transport
 # never buffers a second copy of a whole part
-_BODY_SLICE = 1024 * 1024
+_BODY_SLICE = MiB
 
 
 class _SlicedBody:

@@ -30,9 +30,10 @@ import anyio
 
 from zerorename.engine import checksums
 from zerorename.engine.errors import PlanError, SourceChanged
+from zerorename.units import MiB
 
 #: bytes per ``pread`` (checksum pass, and bodies not sent with sendfile)
-BLOCK = 1024 * 1024
+BLOCK = MiB
 #: bytes per write through the transport: a TLS transport takes a write whole (it is
 #: encrypted at once) and asks for a drain only after, so a connection holds about two
 #: writes' worth

@@ -25,12 +25,13 @@ from zerorename.aio import aiter_any
 from zerorename.engine.errors import ConfigError, PlanError
 from zerorename.engine.filebody import FileRange, PartFile
 from zerorename.engine.planning import plan_known_size, stream_part_size
+from zerorename.units import MiB
 
 BytesLike = bytes | bytearray | memoryview
 Source = BytesLike | str | os.PathLike[str] | BinaryIO | Iterable[bytes] | AsyncIterable[bytes]
 
 # file reads happen in a worker thread in blocks of this size at most
-_READ_BLOCK = 8 * 1024 * 1024
+_READ_BLOCK = 8 * MiB
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from zerorename.engine import answers, errors
 from zerorename.engine.planning import validate_bucket, validate_key
 from zerorename.engine.records import ObjectInfo
 from zerorename.engine.retry import FailureKind, classify, error_code
+from zerorename.units import MiB
 
 if TYPE_CHECKING:
     from zerorename.engine.retry import Retrier
@@ -83,7 +84,7 @@ class ObjectOps:
         return await self._retrier.call("GetObject", call, bucket=bucket, key=key)
 
     async def iter_object(
-        self, bucket: str, key: str, *, chunk_size: int = 1 << 20
+        self, bucket: str, key: str, *, chunk_size: int = MiB
     ) -> AsyncIterator[bytes]:
         """Stream an object in chunks; a transient failure mid-body resumes with a ranged
         GET of the same version (If-Match on the ETag) from where it stopped."""

@@ -19,12 +19,13 @@ import pyarrow as pa
 
 from zerorename.spark_adapter.errors import OptionError
 from zerorename.spark_adapter.options import WriteOptions
+from zerorename.units import MiB
 
 #: Arrow bytes buffered before a Parquet row group is written.
-ROW_GROUP_BYTES = 32 * 1024 * 1024
+ROW_GROUP_BYTES = 32 * MiB
 #: Arrow bytes one task may hold in Parquet row-group buffers across all its open files;
 #: past it the largest buffer is written out early (a smaller row group, bounded memory).
-TASK_BUFFER_BYTES = 96 * 1024 * 1024
+TASK_BUFFER_BYTES = 96 * MiB
 
 _STREAM_CODECS = {"gzip": "gzip", "bzip2": "bz2", "zstd": "zstd"}
 

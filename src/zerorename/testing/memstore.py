@@ -270,7 +270,7 @@ class MemoryStore(UploadSide):
         return await self._request("GetObject", bucket, key, lambda: self._get(bucket, key))
 
     async def iter_object(
-        self, bucket: str, key: str, *, chunk_size: int = 1 << 20
+        self, bucket: str, key: str, *, chunk_size: int = MiB
     ) -> AsyncIterator[bytes]:
         validate_bucket(bucket)
         validate_key(key)
