@@ -52,9 +52,12 @@ def test_sequential_requests_are_logged_in_order(
         "5 sequential: PutObject > GetObject > HeadObject > CreateMultipartUpload"
         " > AbortMultipartUpload"
     )
+    cpu = proxy.cpu_seconds()  # the proxy's thread's CPU, which a benchmark takes out
+    assert cpu > 0
     proxy.reset()  # starts the log and its numbering over
     c.head_object(Bucket=moto_s3.bucket, Key=key)
     assert [(r.number, r.op) for r in proxy.log] == [(1, "HeadObject")]
+    assert proxy.cpu_seconds() >= cpu
 
 
 def test_parallel_requests_do_not_chain(moto_s3: S3Target, fault_proxy: ProxyFactory) -> None:

@@ -34,10 +34,9 @@ import asyncio
 import contextlib
 import socket
 import ssl
-import struct
 import threading
 import time
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Collection
 from typing import Any, NamedTuple, Self
 from urllib.parse import unquote, urlsplit
 
@@ -58,6 +57,7 @@ from zerorename.testing.faultrules import (
     html_response,
     parse_head,
 )
+from zerorename.testing.proxybody import Body, ClientGone, Reset, Sink, discard, rst
 from zerorename.testing.requestlog import Request
 from zerorename.testing.service import Service
 
@@ -74,7 +74,6 @@ __all__ = [
     "error_response",
 ]
 
-_CHUNK = 64 * 1024
 _HANDSHAKE_TIMEOUT = 30.0
 _HEADER_LIMIT = 1 << 20
 _NO_BODY_STATUS = (204, 304)
@@ -82,16 +81,6 @@ _NO_BODY_STATUS = (204, 304)
 
 # ---------------------------------------------------------------- HTTP helpers
 
-
-class _Reset(Exception):
-    """Abort the client connection with an RST now."""
-
-
-class _ClientGone(Exception):
-    """The client closed the connection (between or during requests)."""
-
-
-Sink = Callable[[bytes], Awaitable[None]]
 Upstream = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
 
@@ -104,79 +93,6 @@ class _Head(NamedTuple):
     version: str
     headers: Headers
     path: str
-
-
-async def _discard(_: bytes) -> None:
-    return None
-
-
-class _Body:
-    """Reads one message body from ``reader`` into ``sink``; counts payload bytes and raises
-    :class:`_Reset` once ``reset_after`` of them were read."""
-
-    def __init__(self, reader: asyncio.StreamReader, reset_after: int | None = None) -> None:
-        self.reader = reader
-        self.reset_after = reset_after
-        self.count = 0
-
-    def _budget(self, want: int) -> int:
-        if self.reset_after is None:
-            return want
-        left = self.reset_after - self.count
-        if left <= 0:
-            raise _Reset
-        return min(want, left)
-
-    async def _exact(self, n: int, sink: Sink) -> None:
-        while n > 0:
-            data = await self.reader.read(self._budget(min(n, _CHUNK)))
-            if not data:
-                raise _ClientGone
-            self.count += len(data)
-            n -= len(data)
-            await sink(data)
-        if self.reset_after is not None and self.count >= self.reset_after:
-            raise _Reset
-
-    async def sized(self, length: int, sink: Sink) -> None:
-        if self.reset_after == 0:
-            raise _Reset
-        await self._exact(length, sink)
-
-    async def chunked(self, sink: Sink) -> None:
-        if self.reset_after == 0:
-            raise _Reset
-        while True:
-            line = await self._line()
-            await sink(line)
-            size = int(line.split(b";", 1)[0].strip() or b"0", 16)
-            if size == 0:
-                while True:  # trailers end with an empty line
-                    trailer = await self._line()
-                    await sink(trailer)
-                    if trailer == b"\r\n":
-                        return
-            await self._exact(size, sink)
-            await sink(await self._line())
-
-    async def until_eof(self, sink: Sink) -> None:
-        while data := await self.reader.read(_CHUNK):
-            self.count += len(data)
-            await sink(data)
-
-    async def _line(self) -> bytes:
-        try:
-            return await self.reader.readuntil(b"\r\n")
-        except asyncio.IncompleteReadError as exc:
-            raise _ClientGone from exc
-
-
-def _rst(writer: asyncio.StreamWriter) -> None:
-    sock = writer.get_extra_info("socket")
-    if sock is not None:
-        with contextlib.suppress(OSError):
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    writer.transport.abort()
 
 
 # ---------------------------------------------------------------- the proxy
@@ -257,6 +173,14 @@ class FaultProxy(Service):
         so no request answered before this call is logged after it."""
         self._wait_idle(timeout)
         self.stats.reset()
+
+    def cpu_seconds(self) -> float:
+        """CPU seconds the proxy's thread used so far: what a benchmark that runs the
+        proxy in its own process takes out of its figures."""
+        thread = self._thread
+        if thread is None or thread.ident is None:
+            raise TestingError("FaultProxy is not running; call start() first")
+        return time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
 
     def _wait_idle(self, timeout: float) -> None:
         with self._idle:
@@ -393,9 +317,9 @@ class FaultProxy(Service):
             with contextlib.suppress(ConnectionError, OSError):
                 await writer.drain()
                 writer.close()
-        except _Reset:
-            _rst(writer)
-        except (_ClientGone, ConnectionError, OSError, asyncio.IncompleteReadError, ValueError):
+        except Reset:
+            rst(writer)
+        except (ClientGone, ConnectionError, OSError, asyncio.IncompleteReadError, ValueError):
             writer.transport.abort()
         except asyncio.CancelledError:
             # only stop() cancels handlers; ending normally keeps asyncio's stream callback
@@ -438,7 +362,7 @@ class FaultProxy(Service):
             raw = await reader.readuntil(b"\r\n\r\n")
         except asyncio.IncompleteReadError as exc:
             if exc.partial.strip():
-                raise _ClientGone from exc
+                raise ClientGone from exc
             return False, upstream  # clean close between requests
         first, headers = parse_head(raw)
         method, target, version = first.split(" ", 2)
@@ -490,7 +414,7 @@ class FaultProxy(Service):
         client_close = has_token(headers, "Connection", "close") or version == "HTTP/1.0"
 
         async def read_body(sink: Sink, reset_after: int | None = None) -> None:
-            body = _Body(reader, reset_after)
+            body = Body(reader, reset_after)
             if expect and reset_after != 0:
                 writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
                 await writer.drain()
@@ -499,7 +423,7 @@ class FaultProxy(Service):
             elif length:
                 await body.sized(length, sink)
             elif reset_after == 0:
-                raise _Reset
+                raise Reset
 
         if rule is not None and fault in ("slowdown", "internal_error"):
             status = 503 if fault == "slowdown" else 500
@@ -508,20 +432,20 @@ class FaultProxy(Service):
                 writer.write(error_response(fault, path, head=method == "HEAD", close=True))
                 await writer.drain()
                 return False, upstream, status
-            await read_body(_discard)
+            await read_body(discard)
             writer.write(error_response(fault, path, head=method == "HEAD", close=client_close))
             await writer.drain()
             return not client_close, upstream, status
         if rule is not None and fault == "html_200":
-            await read_body(_discard)
+            await read_body(discard)
             writer.write(html_response(head=method == "HEAD", close=client_close))
             await writer.drain()
             return not client_close, upstream, 200
         if rule is not None and fault == "reset":
-            await read_body(_discard, rule.reset_after_bytes or 0)
-            raise _Reset  # body shorter than reset_after_bytes: reset after all of it
+            await read_body(discard, rule.reset_after_bytes or 0)
+            raise Reset  # body shorter than reset_after_bytes: reset after all of it
         if rule is not None and fault == "stall":
-            await read_body(_discard)
+            await read_body(discard)
             await asyncio.sleep(rule.delay)
             return False, upstream, 0
         if rule is not None and fault == "latency":
@@ -536,7 +460,7 @@ class FaultProxy(Service):
                     self._up_host, self._up_port, limit=_HEADER_LIMIT
                 )
             except OSError as exc:
-                await read_body(_discard)
+                await read_body(discard)
                 msg = f"upstream {self.upstream_url} unreachable: {exc}".encode()
                 writer.write(
                     encode_head(
@@ -564,7 +488,7 @@ class FaultProxy(Service):
             try:
                 raw_resp = await up_reader.readuntil(b"\r\n\r\n")
             except asyncio.IncompleteReadError as exc:
-                raise _Reset from exc  # upstream died: the client sees a reset
+                raise Reset from exc  # upstream died: the client sees a reset
             status_line, resp_headers = parse_head(raw_resp)
             status = int(status_line.split(" ", 2)[1])
             if status != 100:
@@ -589,7 +513,7 @@ class FaultProxy(Service):
                 writer.write(data)
                 await writer.drain()
 
-        up_body = _Body(up_reader)
+        up_body = Body(up_reader)
         if no_body:
             pass
         elif resp_chunked:
@@ -603,6 +527,6 @@ class FaultProxy(Service):
             up_writer.transport.abort()
             upstream = None
         if drop:
-            raise _Reset
+            raise Reset
         await writer.drain()
         return keep, upstream, status
