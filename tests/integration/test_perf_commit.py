@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 from zerorename.perf import commit_scenario as cs
+from zerorename.perf import commit_verify as cv
 from zerorename.perf.model import Run, Sample, Target, run_in_child
+from zerorename.perf.targets import TargetError
 from zerorename.testing.targets import S3Target
 
 N, SETS = 40, 4
@@ -75,7 +77,7 @@ def check_client(s3: S3Target, client: str) -> None:
         assert any(o["Key"].endswith("/_SUCCESS") for o in objs)
         assert not any("__magic_job-" in o["Key"] for o in objs)
     run_prefix = data[0]["Key"].rsplit("/", 1)[0] + "/"
-    assert cs.cleanup(s3.boto3_client(), s3.bucket, run_prefix) == len(objs)
+    assert cv.cleanup(s3.boto3_client(), s3.bucket, run_prefix) == len(objs)
     assert listing(s3) == ([], 0)
     # not kept: the run deletes everything it wrote
     func, params = params_for(client, target)
@@ -107,29 +109,73 @@ def test_client_on_rgw(rgw_s3: S3Target, client: str) -> None:
     check_client(rgw_s3, client)
 
 
+def test_latency_ms_reports_each_clients_requests_and_chain(moto_s3: S3Target) -> None:
+    """With --latency-ms every run's measured phase goes through the fault proxy: each run
+    reports its requests and sequential requests, and the notes carry each chain."""
+    target = perf_target(moto_s3)
+    n = 12
+    args = parse(
+        "--uploads", str(n), "--pendingsets", str(n), "--latency-ms", "300",
+        "--clients", "zerorename,boto3-64",
+    )  # fmt: skip
+    zr, b64 = cs.plan(args, target)
+    assert zr.params["latency_ms"] == b64.params["latency_ms"] == 300.0
+    samples = []
+    for run in (zr, b64):
+        m = run_in_child(run.func, target, run.params)
+        assert m["verified"] == 1.0 and m["uploads"] == n
+        samples.append(Sample(cs.NAME, run.client, run.params, m))
+    zm, bm = samples[0].metrics, samples[1].metrics
+    # the job commit reads pendingsets, completes, writes _SUCCESS and more, some of it
+    # in sequence; boto3 only completes, all 12 at once (64 threads)
+    assert zm["requests"] > n and 1 < zm["sequential_requests"] < zm["requests"]
+    assert (bm["requests"], bm["sequential_requests"]) == (n, 1)
+    text = "\n".join(cs.notes(samples, args))
+    assert "--latency-ms 300: every request went through the fault proxy" in text
+    zline = next(ln for ln in text.splitlines() if ln.startswith(f"  zerorename N={n}: "))
+    assert f"{zm['requests']:.0f} requests (" in zline
+    assert f"{zm['sequential_requests']:.0f} sequential: " in zline
+    assert "CompleteMultipartUpload" in zline and "GetObject" in zline
+    assert f"  boto3-64 N={n}: {n} requests ({n} CompleteMultipartUpload); 1 sequential" in text
+    assert listing(moto_s3) == ([], 0)
+
+
+def test_latency_ms_needs_an_http_target() -> None:
+    https = Target(name="url", endpoint_url="https://s3.example.com", bucket="b")
+    with pytest.raises(TargetError, match="http:// endpoints only"):
+        cs.plan(parse("--latency-ms", "20"), https)
+    with pytest.raises(TargetError, match="not AWS"):
+        cs.plan(parse("--latency-ms", "20"), Target(name="aws", endpoint_url=None, bucket="b"))
+    for bad in ("0", "-5", "x", "nan"):
+        with pytest.raises(SystemExit):
+            parse("--latency-ms", bad)
+    (run, *_) = cs.plan(parse(), https)
+    assert "latency_ms" not in run.params
+
+
 def test_verify_detects_missing_wrong_size_and_leftovers(moto_s3: S3Target) -> None:
     c = moto_s3.boto3_client()
     job = "0f0e0d0c-0b0a-4908-8706-050403020100"
     prefix = moto_s3.key("run/")
     for i in range(3):
         c.put_object(Bucket=moto_s3.bucket, Key=f"{prefix}f{i}-{job}.bin", Body=b"x" * 1024)
-    ok = cs.verify(c, moto_s3.bucket, prefix, expected=3, size=1024, job_id=job)
+    ok = cv.verify(c, moto_s3.bucket, prefix, expected=3, size=1024, job_id=job)
     assert ok["objects"] == 3
-    with pytest.raises(cs.VerificationError, match="3 objects, expected 4"):
-        cs.verify(c, moto_s3.bucket, prefix, expected=4, size=1024)
-    with pytest.raises(cs.VerificationError, match="not of 2048 bytes"):
-        cs.verify(c, moto_s3.bucket, prefix, expected=3, size=2048)
-    with pytest.raises(cs.VerificationError, match="without the job id"):
-        cs.verify(c, moto_s3.bucket, prefix, expected=3, size=1024, job_id=job[::-1])
-    with pytest.raises(cs.VerificationError, match="no _SUCCESS"):
-        cs.verify(c, moto_s3.bucket, prefix, expected=3, size=1024, committed_by_job=True)
+    with pytest.raises(cv.VerificationError, match="3 objects, expected 4"):
+        cv.verify(c, moto_s3.bucket, prefix, expected=4, size=1024)
+    with pytest.raises(cv.VerificationError, match="not of 2048 bytes"):
+        cv.verify(c, moto_s3.bucket, prefix, expected=3, size=2048)
+    with pytest.raises(cv.VerificationError, match="without the job id"):
+        cv.verify(c, moto_s3.bucket, prefix, expected=3, size=1024, job_id=job[::-1])
+    with pytest.raises(cv.VerificationError, match="no _SUCCESS"):
+        cv.verify(c, moto_s3.bucket, prefix, expected=3, size=1024, committed_by_job=True)
     c.create_multipart_upload(Bucket=moto_s3.bucket, Key=f"{prefix}left-{job}.bin")
-    with pytest.raises(cs.VerificationError, match="1 multipart uploads left"):
-        cs.verify(c, moto_s3.bucket, prefix, expected=3, size=1024)
-    assert cs.cleanup(c, moto_s3.bucket, prefix) == 3
+    with pytest.raises(cv.VerificationError, match="1 multipart uploads left"):
+        cv.verify(c, moto_s3.bucket, prefix, expected=3, size=1024)
+    assert cv.cleanup(c, moto_s3.bucket, prefix) == 3
     assert listing(moto_s3) == ([], 0)
     with pytest.raises(ValueError, match="must end with '/'"):
-        cs.cleanup(c, moto_s3.bucket, prefix.rstrip("/"))
+        cv.cleanup(c, moto_s3.bucket, prefix.rstrip("/"))
 
 
 def test_a_failing_run_fails_with_its_cause(moto_s3: S3Target) -> None:

@@ -14,6 +14,8 @@ Each measured run (a child of the harness, see :func:`zerorename.perf.model.run_
 prepares its own job under a fresh prefix in a separate process (``python -m
 zerorename.perf.commit_scenario prepare``, untimed), so the child's CPU and peak RSS are the
 commit's alone; then it measures, verifies by listing (untimed) and deletes what it wrote.
+With ``--latency-ms`` the measured phase goes through the fault proxy and each run also
+reports its requests and sequential requests (:mod:`zerorename.perf.commit_latency`).
 """
 
 from __future__ import annotations
@@ -31,7 +33,18 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from zerorename.perf.model import ChildFailed, Meter, Run, Sample, Target, run_json_module
+from zerorename.perf import commit_latency
+from zerorename.perf.commit_latency import Measure
+from zerorename.perf.commit_verify import VerificationError, cleanup, verify
+from zerorename.perf.model import (
+    ChildFailed,
+    Meter,
+    Run,
+    Sample,
+    Target,
+    positive_float,
+    run_json_module,
+)
 from zerorename.units import MiB
 
 NAME = "commit"
@@ -46,10 +59,6 @@ _FUNC = "zerorename.perf.commit_scenario:"
 _CHECKSUM_PARAM = {"CRC32": "ChecksumCRC32", "CRC32C": "ChecksumCRC32C", "SHA256": "ChecksumSHA256"}
 #: one part: the engine's smallest part size (5 MiB) bounds a one-part object
 _MAX_OBJECT_KIB = 5 * 1024
-
-
-class VerificationError(RuntimeError):
-    """After a measured run the destination did not hold exactly what the commit promised."""
 
 
 class PrepareFailed(RuntimeError):
@@ -139,11 +148,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="tasks also write a .pending record per upload (the committers' default), "
         "which zerorename's job commit then deletes (default: off: preparing is cheaper)",
     )
+    parser.add_argument(
+        "--latency-ms",
+        type=positive_float,
+        default=None,
+        help="add this latency to every request of the measured phase, sent through the "
+        "fault proxy (http targets), and report each run's requests and sequential "
+        "requests, the chain's operations in the notes: the round trips of a commit "
+        "against a remote store; a small job shows them best (--uploads 12 --pendingsets "
+        "12) (default: none: no proxy)",
+    )
 
 
 def plan(args: argparse.Namespace, target: Target) -> list[Run]:
     """One run per client per --uploads value; the clients of one N form one group."""
     runs: list[Run] = []
+    latency = commit_latency.plan_params(args.latency_ms, target)
     for n in args.uploads:
         common: dict[str, Any] = {
             "uploads": n,
@@ -152,6 +172,7 @@ def plan(args: argparse.Namespace, target: Target) -> list[Run]:
             "prepare_concurrency": args.prepare_concurrency,
             "pending_records": bool(args.pending_records),
             "target": target.name,
+            **latency,
         }
         for client in args.clients:
             if client == "zerorename":
@@ -254,7 +275,13 @@ def _measure(target: Target, params: dict[str, Any], label: str, commit: Any) ->
             out = Path(tmp) / "summaries.jsonl"
             prep = prepare_in_child(target, params, dest.uri, out)
             summaries = out.read_text(encoding="utf-8").splitlines()
-            meter, extra = commit(target, params, dest.uri, prep["job_id"], summaries)
+            with commit_latency.measured(target, params) as wire:
+                on = wire.target if wire else target
+                measure = wire.measure if wire else Meter
+                meter, extra = commit(on, params, dest.uri, prep["job_id"], summaries, measure)
+                if wire:
+                    extra.update(wire.metrics())
+                    wire.save_chain(params, label)
         metrics = {
             "completes_s": n / meter.wall,
             "commit_s": meter.wall,
@@ -292,7 +319,12 @@ Measured = tuple[Meter, dict[str, float]]
 
 
 def _commit_zerorename(
-    target: Target, params: dict[str, Any], dest: str, job_id: str, lines: list[str]
+    target: Target,
+    params: dict[str, Any],
+    dest: str,
+    job_id: str,
+    lines: list[str],
+    measure: Measure,
 ) -> Measured:
     """``Job.commit``; also counts its progress reports and their largest gap (a long
     commit that reports nothing looks hung to whoever runs it)."""
@@ -308,7 +340,7 @@ def _commit_zerorename(
         cfg = target.engine_config(batch_concurrency=int(params["batch_concurrency"]))
         async with UploadEngine(cfg) as engine:
             job = await MagicCommitter(engine, dest).open_job(job_id)
-            with Meter() as meter:
+            with measure() as meter:
                 result = await job.commit(summaries, progress=lambda p: ticks.append(p.elapsed))
         if (result.files, result.pendingsets) != (n, sets):
             raise VerificationError(
@@ -347,7 +379,12 @@ def load_uploads(client: Any, summaries: Iterable[str], threads: int) -> list[tu
 
 
 def _commit_boto3(
-    target: Target, params: dict[str, Any], dest: str, job_id: str, lines: list[str]
+    target: Target,
+    params: dict[str, Any],
+    dest: str,
+    job_id: str,
+    lines: list[str],
+    measure: Measure,
 ) -> Measured:
     threads = int(params["threads"])
     client = target.boto3_client(max_pool_connections=threads)
@@ -361,86 +398,10 @@ def _commit_boto3(
             Bucket=bucket, Key=u[0], UploadId=u[1], MultipartUpload={"Parts": u[2]}
         )
 
-    with Meter() as meter, ThreadPoolExecutor(threads) as pool:
+    with measure() as meter, ThreadPoolExecutor(threads) as pool:
         for _ in pool.map(complete, uploads):
             pass
     return meter, {}
-
-
-# --- verification and cleanup (untimed) ----------------------------------------------------
-
-
-def verify(
-    client: Any,
-    bucket: str,
-    prefix: str,
-    *,
-    expected: int,
-    size: int,
-    job_id: str | None = None,
-    committed_by_job: bool = False,
-) -> dict[str, int]:
-    """Raise VerificationError unless ``prefix`` holds exactly ``expected`` data objects of
-    ``size`` bytes (carrying ``job_id`` when given) and no multipart upload is left under it.
-    The job's records (``__magic_job-<id>/``) and ``_SUCCESS`` are not data; with
-    ``committed_by_job`` (a zerorename job commit) ``_SUCCESS`` must exist and the records
-    must be gone."""
-    from zerorename.committers.paths import MAGIC_JOB_PREFIX, SUCCESS_NAME
-
-    objects = wrong_size = foreign = records = 0
-    success = False
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-        for o in page.get("Contents", []):
-            rel = o["Key"][len(prefix) :]
-            if rel.startswith(MAGIC_JOB_PREFIX):
-                records += 1
-            elif rel == SUCCESS_NAME:
-                success = True
-            else:
-                objects += 1
-                wrong_size += o["Size"] != size
-                foreign += job_id is not None and job_id not in rel
-    pending = 0
-    for page in client.get_paginator("list_multipart_uploads").paginate(
-        Bucket=bucket, Prefix=prefix
-    ):
-        pending += len(page.get("Uploads", []))
-    problems = []
-    if objects != expected:
-        problems.append(f"{objects} objects, expected {expected}")
-    if wrong_size:
-        problems.append(f"{wrong_size} objects not of {size} bytes")
-    if foreign:
-        problems.append(f"{foreign} objects without the job id {job_id}")
-    if pending:
-        problems.append(f"{pending} multipart uploads left")
-    if committed_by_job and not success:
-        problems.append(f"no {SUCCESS_NAME}")
-    if committed_by_job and records:
-        problems.append(f"{records} job records left")
-    if problems:
-        raise VerificationError(f"s3://{bucket}/{prefix}: " + "; ".join(problems))
-    return {"objects": objects, "records": records, "success": int(success)}
-
-
-def cleanup(client: Any, bucket: str, prefix: str) -> int:
-    """Abort the multipart uploads and delete the objects under ``prefix`` (a run's own,
-    ending in '/'); returns the objects deleted."""
-    if not prefix.endswith("/"):
-        raise ValueError(f"cleanup prefix must end with '/': {prefix!r}")
-    for page in client.get_paginator("list_multipart_uploads").paginate(
-        Bucket=bucket, Prefix=prefix
-    ):
-        for up in page.get("Uploads", []):
-            client.abort_multipart_upload(Bucket=bucket, Key=up["Key"], UploadId=up["UploadId"])
-    deleted = 0
-    while True:  # list again after each batch: deleting while paginating can skip keys
-        page = client.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1000)
-        keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
-        if not keys:
-            return deleted
-        client.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
-        deleted += len(keys)
 
 
 # --- notes and plot --------------------------------------------------------------------------
@@ -493,7 +454,7 @@ def notes(samples: list[Sample], args: argparse.Namespace) -> list[str]:
     prep = [s.metrics["prepare_s"] for s in samples if "prepare_s" in s.metrics]
     if prep:
         lines.append(f"preparing (untimed): {statistics.median(prep):.1f} s median per run")
-    return lines
+    return lines + commit_latency.notes(samples, _order)
 
 
 def _stats(values: Sequence[float]) -> tuple[float, float, float]:
