@@ -1,35 +1,60 @@
-"""Job commit, resume and rollback: the I/O that runs the journal's state machine.
+"""Job commit, resume and rollback: the I/O that runs the journal's state machine, in few
+round trips (a remote store's commit time is its chain of dependent requests).
 
-Commit: fix the plan (pendingsets) -> scan: read every pendingset once into a spool, parse
-it to its end and check it (totals, touched partitions), keeping its parsed uploads or its
-spilled bytes (see :mod:`spool`) -> conflict pre-check -> complete from what the scan kept,
-feeding the uploads to ``engine.complete_many`` with at most ``window`` pendingsets in
-flight -> (replace: delete older objects) -> ``_SUCCESS`` -> abort this job's leftover
-uploads and delete its records. Memory does not grow with the number of uploads. The
-journal in the store lets another process resume or roll back.
+A fresh commit, each numbered step one round trip (its requests sent together):
+
+1. read: the job's marker (HEAD), its journal (none yet), every pendingset of the plan
+   (parsed to its end and checked; see :mod:`spool`) and, for conflicts judged over the
+   whole destination, the conflict listing (fail: nothing there; replace: the older
+   objects, the replace plan). Nothing is written yet: a bad record or a conflict
+   refuses with nothing to undo. (By partition, the listing needs the scan's partitions:
+   one round more.)
+2. write: the journal (``completing``), the plan, and for replace its plan and touched
+   partitions. Completes start only once all of them are stored; a crash in between
+   leaves at most a journal without its plan, which resume refuses (nothing was
+   completed) and abort removes.
+3. complete every upload, at most ``window`` pendingsets in flight (:mod:`jobcomplete`);
+   the journal is saved in between only when more sets are left than the window holds.
+4. replace only: the journal's move to ``replacing`` while the older objects are listed
+   again; then (5) the planned ones still unchanged are deleted.
+5. ``_SUCCESS`` and the journal's move to ``succeeded`` together, while the job's records
+   and its pending uploads are listed. A crash may leave ``_SUCCESS`` with the journal
+   still ``completing``: every complete was done, and abort refuses it (resume finishes).
+6. the marker and records deleted and the leftover uploads aborted; 7. the journal last,
+   so a crash during 6 leaves a ``succeeded`` journal that resume finishes (without its
+   plan when that was deleted already: ``_SUCCESS`` was written before 6 began).
+
+Append: 6 requests in sequence up to ``concurrency`` tasks, replace 8. Memory does not
+grow with the number of uploads: pendingsets are spooled, listings streamed.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
 
 import anyio
 
 from zerorename.aio import unwrapped
-from zerorename.committers.conflict import ConflictMode, ConflictScope, OldObject, plan_conflicts
+from zerorename.committers.conflict import (
+    ConflictMode,
+    ConflictScope,
+    OldObject,
+    parse_replace_plan,
+    plan_conflicts,
+)
 from zerorename.committers.context import JobContext
 from zerorename.committers.errors import (
-    CommitterError,
     ConflictError,
     JobCommitError,
     JobNotActive,
     JournalError,
     RecordFormatError,
 )
-from zerorename.committers.jobscan import CommitScan, precheck
+from zerorename.committers.jobcomplete import Completed, complete_sets
+from zerorename.committers.jobscan import CommitScan, precheck, precheck_needs_scan, scan_width
 from zerorename.committers.jobstorage import (
     AbortResult,
     abort_job_storage,
@@ -37,6 +62,8 @@ from zerorename.committers.jobstorage import (
     parse_partitions_record,
     read_journal,
     release_job_storage,
+    releasing,
+    replace_records,
     run_replacement,
 )
 from zerorename.committers.journal import (
@@ -51,15 +78,13 @@ from zerorename.committers.journal import (
 )
 from zerorename.committers.records import SuccessData
 from zerorename.committers.spool import PendingSetCache
-from zerorename.committers.store import Check, both, is_ours, read_optional
+from zerorename.committers.store import Outcome, caught, gather, read_optional
 from zerorename.committers.validate import UploadSet
-from zerorename.committers.window import Action, CompletionWindow
-from zerorename.engine.errors import EngineError, PreconditionFailed
-from zerorename.engine.records import PendingUpload
 
 __all__ = ["CommitProgress", "JobCommitResult", "JobCommitRun", "ProgressFn"]
 
 log = logging.getLogger("zerorename.committers")
+JSON = "application/json"
 
 
 @dataclass(frozen=True)
@@ -96,12 +121,8 @@ class JobCommitResult:
     cleanup_error: str | None = None
 
 
-@dataclass
-class _Counters:
-    uploads_done: int = 0
-    bytes_done: int = 0
-    sets_done: int = 0
-    diagnostics: dict[str, str] = field(default_factory=dict)
+async def _nothing() -> None:
+    """A step with no request (a slot of :func:`gather` left empty)."""
 
 
 class JobCommitRun:
@@ -125,12 +146,13 @@ class JobCommitRun:
         self.journal = Journal(ctx.job_id, window=self.opts.window)
         self.plan = CommitPlan(ctx.job_id, (), "summaries")
         self.partitions: set[str] = set()
-        #: the replace plan this process listed and stored (None: read it back)
+        #: the replace plan this process listed or read (None: read it back)
         self._replace_plan: list[OldObject] | None = None
         self.phase = "starting"
-        self.c = _Counters()
+        self.c = Completed()
+        self.diagnostics: dict[str, str] = {}
         #: what the scan read of the pendingsets, for the completion (closed by _run)
-        self.sets = PendingSetCache()
+        self.sets = PendingSetCache(readers=scan_width(ctx))
         #: every upload the scans of this run saw (the same one twice is refused)
         self.seen = UploadSet()
         self._t0 = time.monotonic()
@@ -142,11 +164,11 @@ class JobCommitRun:
         return CommitProgress(
             self.job_id,
             self.phase,
-            self.c.sets_done,
+            self.c.sets,
             len(self.plan.pendingsets),
-            self.c.uploads_done,
+            self.c.uploads,
             j.uploads_total,
-            self.c.bytes_done,
+            self.c.bytes,
             j.bytes_total,
             time.monotonic() - self._t0,
         )
@@ -169,20 +191,24 @@ class JobCommitRun:
     async def _save_journal(self) -> None:
         j = self.journal
         j.updated = time.time()
-        j.uploads_done = max(j.uploads_done, self.c.uploads_done)
+        j.uploads_done = max(j.uploads_done, self.c.uploads)
         r0, t0 = self._stats0
         j.retries += self.engine.stats.retries - r0
         j.throttles += self.engine.stats.throttles - t0
         self._stats0 = (self.engine.stats.retries, self.engine.stats.throttles)
         await self.engine.put_object(
-            self.dest.bucket, self.layout.journal, j.to_json(), content_type="application/json"
+            self.dest.bucket, self.layout.journal, j.to_json(), content_type=JSON
         )
 
-    async def _move(self, event: Event) -> None:
-        """Take a journal event (the state machine's one step) and save the journal."""
-        self.phase = self.journal.apply(event).value
+    async def _save_mark(self, mark: int) -> None:
+        """The completion window's watermark save."""
+        self.journal.watermark = mark
         await self._save_journal()
-        await self._report()
+
+    def _apply(self, event: Event) -> None:
+        """Take a journal event (the state machine's one step); the caller saves it, with
+        the requests that may go with it."""
+        self.phase = self.journal.apply(event).value
 
     def _scan(self) -> CommitScan:
         """A scan of the current plan into this run's cache, journal and checks."""
@@ -193,55 +219,40 @@ class JobCommitRun:
             self.sets,
             self.seen,
             self.partitions,
-            self.c.diagnostics,
+            self.diagnostics,
         )
 
     # ---------------------------------------------------------------- entry points
     async def commit(self, plan: CommitPlan) -> JobCommitResult:
-        async def journal_or_error() -> Journal | Exception | None:
-            try:
-                return await read_journal(self.ctx)
-            except Exception as exc:  # raised below, after the marker's verdict
-                return exc
-
-        # two independent reads at once: one round trip
-        active, journal = await both(job_is_active(self.ctx), journal_or_error())
-        if not active:
-            raise JobNotActive(
-                f"job {self.job_id} is not active at {self.dest.uri} "
-                f"(never set up, or already committed/aborted)"
-            )
-        if isinstance(journal, Exception):
-            raise journal
-        if journal is not None:
-            raise JournalError(
-                f"job {self.job_id} already started a commit; use "
-                f"resume() or abort() (zerorename jobs resume|abort)"
-            )
         check_plan(plan, self.layout, location=self.dest.uri_of(self.layout.plan))
         self.plan = plan
-        await self.engine.put_object(
-            self.dest.bucket, self.layout.plan, plan.to_json(), content_type="application/json"
-        )
-        await self._save_journal()
         return await self._run(resumed=False)
 
     async def resume(self) -> JobCommitResult:
-        j = await read_journal(self.ctx)
+        """Read the journal and what the commit stored before its first complete (one
+        round trip), then go on from the journal's state."""
+        ctx, lay = self.ctx, self.layout
+        parts_record = ctx.replaces and ctx.scope is ConflictScope.PARTITIONS
+        j, plan_data, replace_data, parts_data = await gather(
+            read_journal(ctx),
+            read_optional(self.engine, self.dest.bucket, lay.plan),
+            read_optional(self.engine, self.dest.bucket, lay.replace)
+            if ctx.replaces
+            else _nothing(),
+            read_optional(self.engine, self.dest.bucket, lay.partitions)
+            if parts_record
+            else _nothing(),
+        )
         if j is None:
             raise JournalError(
                 f"job {self.job_id} has no journal at {self.dest.uri}: it "
                 f"never started committing (nothing to resume; abort it)"
             )
-        data = await read_optional(self.engine, self.dest.bucket, self.layout.plan)
-        if data is None:
-            raise JournalError(f"job {self.job_id} has a journal but no plan")
-        self.plan = resumable_plan(data, j, self.layout, self.dest.uri)
         self.journal = j
         j.processes += 1
         j.error = None
-        self.c.uploads_done = j.uploads_done
-        self.c.sets_done = j.watermark
+        self.c.uploads = j.uploads_done
+        self.c.sets = j.watermark
         if j.state is State.ROLLING_BACK:
             await self.rollback()
             raise JobCommitError(
@@ -250,7 +261,55 @@ class JobCommitRun:
                 rolled_back=True,
                 state=j.state.value,
             )
+        if plan_data is None:
+            if j.state is State.SUCCEEDED:
+                return await self._finish_release()
+            self._cut_short("plan", j)
+        self.plan = resumable_plan(plan_data, j, lay, self.dest.uri)
+        if ctx.replaces and j.state in (State.COMPLETING, State.REPLACING):
+            try:
+                self._read_replace_records(j, replace_data, parts_data)
+            except RecordFormatError as exc:
+                raise self._refused(exc, True) from exc
         return await self._run(resumed=True)
+
+    def _cut_short(self, what: str, j: Journal) -> None:
+        """A record stored with the journal before the first complete is missing: in a
+        state that can abort, the commit stopped before completing anything."""
+        where = self.dest.uri_of(getattr(self.layout, what))
+        if j.state in (State.STARTED, State.COMPLETING):
+            raise JournalError(
+                f"job {self.job_id}: its journal ({j.state.value}) has no {what} record "
+                f"({where}): the commit stopped before completing anything; abort it "
+                f"(zerorename jobs abort {self.dest.uri} {self.job_id})"
+            )
+        raise JournalError(
+            f"job {self.job_id}: its journal ({j.state.value}) has no {what} record ({where}); "
+            f"restore it to resume"
+        )
+
+    def _read_replace_records(self, j: Journal, data: bytes | None, parts: bytes | None) -> None:
+        """The stored replace plan (and touched partitions), checked before anything is
+        completed or deleted."""
+        ctx = self.ctx
+        if ctx.scope is ConflictScope.PARTITIONS:
+            if parts is None:
+                self._cut_short("partitions", j)
+            assert parts is not None
+            where = self.dest.uri_of(self.layout.partitions)
+            self.partitions = set(parse_partitions_record(parts, where))
+        if data is None:
+            if j.state is State.COMPLETING:
+                self._cut_short("replace", j)
+            where = self.dest.uri_of(self.layout.replace)
+            raise RecordFormatError("the replace plan is missing; nothing replaced", location=where)
+        prefixes = self._replace_prefixes()
+        where = self.dest.uri_of(self.layout.replace)
+        self._replace_plan = parse_replace_plan(data, where, self.dest, self.job_id, prefixes)
+
+    def _replace_prefixes(self) -> tuple[str, ...]:
+        plan = plan_conflicts(ConflictMode.REPLACE, self.ctx.scope, self.dest, self.partitions)
+        return plan.replace_prefixes
 
     async def _run(self, *, resumed: bool) -> JobCommitResult:
         with self.sets:
@@ -262,73 +321,149 @@ class JobCommitRun:
                     tg.cancel_scope.cancel()
         raise AssertionError("unreachable")
 
-    async def _steps(self, resumed: bool) -> JobCommitResult:
-        j = self.journal
-        #: a resumed journal that claims every complete done: verified before _SUCCESS
-        claims_done = resumed and j.state in (State.REPLACING, State.SUCCEEDED)
+    async def _gate(self, active: Outcome[bool], journal: Outcome[Journal | None]) -> None:
+        """A fresh commit only of an active job that has no journal yet (the marker's
+        verdict first, then the journal's)."""
+        if not active.get():
+            raise JobNotActive(
+                f"job {self.job_id} is not active at {self.dest.uri} "
+                f"(never set up, or already committed/aborted)"
+            )
+        if journal.get() is not None:
+            raise JournalError(
+                f"job {self.job_id} already started a commit; use "
+                f"resume() or abort() (zerorename jobs resume|abort)"
+            )
+
+    async def _start(self, resumed: bool) -> None:
+        """Round 1 (read and check everything, write nothing) and round 2 (the journal,
+        the plan and the replace records at once): see the module's docstring. A journal
+        in state ``started`` (written by an older zerorename) resumes here too."""
+        ctx = self.ctx
+        self.phase = "scanning"
+        early = not precheck_needs_scan(ctx)
+        steps: list[Awaitable[Outcome[object]]] = [
+            caught(self._scan().run(0, tally=True)),
+            caught(precheck(ctx, set()) if early else _nothing()),
+        ]
+        if not resumed:
+            steps += [caught(job_is_active(ctx)), caught(read_journal(ctx))]
+        outcomes = await gather(*steps)
+        if not resumed:
+            await self._gate(outcomes[2], outcomes[3])
         try:
-            if j.state is State.STARTED:
-                self.phase = "scanning"
-                await self._scan().run(0, tally=True)
-                self._replace_plan = await precheck(self.ctx, self.partitions)
-                await self._move(Event.SCANNED)
-            elif j.state is State.COMPLETING:
-                # the sets not yet done, parsed and checked before anything is completed
-                self.phase = "scanning"
-                await self._scan().run(j.watermark, tally=False)
-            if j.state is State.COMPLETING:
-                self.phase = "completing"
-                await self._complete(
-                    j.watermark,
-                    uncertain_until=j.watermark + j.window if resumed else j.watermark,
+            outcomes[0].get()
+            old = outcomes[1].get()
+            if not early:
+                old = await precheck(ctx, self.partitions)
+            self._replace_plan = old if isinstance(old, list) else None
+            self._apply(Event.SCANNED)
+            # the journal first: a crash during these writes leaves no plan without it
+            writes: list[Awaitable[object]] = [self._save_journal()]
+            if not resumed:
+                writes.append(
+                    self.engine.put_object(
+                        self.dest.bucket, self.layout.plan, self.plan.to_json(), content_type=JSON
+                    )
                 )
-                # the state move saves the final watermark too: one journal write
-                j.watermark = len(self.plan.pendingsets)
-                await self._move(completed_event(self.ctx.conflict))
+            if self._replace_plan is not None:
+                writes += replace_records(ctx, self._replace_plan, self.partitions)
+            await gather(*writes)
         except BaseException as exc:
             with anyio.CancelScope(shield=True):
                 await self._failed(exc, resumed)
             raise AssertionError("unreachable") from exc  # _failed always raises
+        await self._report()
+
+    async def _steps(self, resumed: bool) -> JobCommitResult:
+        j = self.journal
+        #: a resumed journal that claims every complete done: verified before _SUCCESS
+        claims_done = resumed and j.state in (State.REPLACING, State.SUCCEEDED)
+        if not resumed or j.state is State.STARTED:
+            await self._start(resumed)
+        if j.state is State.COMPLETING:
+            try:
+                if resumed:
+                    # the sets not yet done, parsed and checked before anything is completed
+                    self.phase = "scanning"
+                    await self._scan().run(j.watermark, tally=False)
+                self.phase = "completing"
+                await complete_sets(
+                    self.ctx,
+                    self.sets,
+                    len(self.plan.pendingsets),
+                    j.window,
+                    j.watermark,
+                    j.watermark + j.window if resumed else j.watermark,
+                    self.c,
+                    self._save_mark,
+                    j.state.value,
+                )
+            except BaseException as exc:
+                with anyio.CancelScope(shield=True):
+                    await self._failed(exc, resumed)
+                raise AssertionError("unreachable") from exc  # _failed always raises
+            # the state move saves the final watermark too: one journal write
+            j.watermark = len(self.plan.pendingsets)
+            self._apply(completed_event(self.ctx.conflict))
+            moved = True
+        else:
+            moved = False
         try:
             if claims_done:
                 await self._verify_completed()
             if j.state is State.REPLACING:
-                await self._replace()
-                await self._move(Event.REPLACED)
-            success_key = await self._write_success()
+                await self._replace(self._save_journal() if moved else None)
+                self._apply(Event.REPLACED)
+                moved = True
         except BaseException as exc:
-            if isinstance(exc, RecordFormatError):
-                raise self._refused(exc, resumed) from exc  # the journal is left as it was
-            with anyio.CancelScope(shield=True):
-                j.error = f"{type(exc).__name__}: {exc}"
-                try:
-                    await self._save_journal()
-                except Exception:
-                    log.exception("could not save the journal of job %s", j.job_id)
-            if not isinstance(exc, Exception) or isinstance(exc, JobCommitError):
-                raise
-            raise JobCommitError(
-                f"job {j.job_id} failed in state {j.state.value} after its files were "
-                f"completed: {exc}; run resume to finish it",
-                job_id=j.job_id,
-                rolled_back=False,
-                state=j.state.value,
-            ) from exc
+            await self._stopped_after_completes(exc, resumed)
+        return await self._finish(moved, resumed)
+
+    async def _finish(self, moved: bool, resumed: bool) -> JobCommitResult:
+        """``_SUCCESS`` and the journal's ``succeeded`` (when ``moved`` there now) at once,
+        while the job's records and uploads are listed; then the release."""
+        j = self.journal
+        async with releasing(self.ctx) as release:
+            try:
+                success_key, _ = await gather(
+                    self._write_success(), self._save_journal() if moved else _nothing()
+                )
+            except BaseException as exc:
+                await self._stopped_after_completes(exc, resumed)
+            await self._report()
+            self.phase = "cleanup"
+            cleanup_error = None
+            try:
+                await release()
+            except Exception as exc:
+                cleanup_error = f"{type(exc).__name__}: {exc}"
+                log.warning(
+                    "job %s committed, but cleaning up its records failed: %s", j.job_id, exc
+                )
+        return await self._committed(success_key, resumed, cleanup_error)
+
+    async def _finish_release(self) -> JobCommitResult:
+        """A ``succeeded`` journal whose plan is gone: the release after ``_SUCCESS`` was
+        cut short (it deletes the plan, and begins only once ``_SUCCESS`` and the journal
+        were stored); finish it. ``_SUCCESS`` is left as it is."""
         self.phase = "cleanup"
-        cleanup_error = None
-        try:
-            await self._cleanup_records()
-        except Exception as exc:
-            cleanup_error = f"{type(exc).__name__}: {exc}"
-            log.warning("job %s committed, but cleaning up its records failed: %s", j.job_id, exc)
+        await release_job_storage(self.ctx)
+        success_key = self.layout.success if self.opts.write_success else None
+        return await self._committed(success_key, True, None)
+
+    async def _committed(
+        self, success_key: str | None, resumed: bool, cleanup_error: str | None
+    ) -> JobCommitResult:
+        j = self.journal
         self.phase = "committed"
-        self.c.sets_done = len(self.plan.pendingsets)
+        self.c.sets = j.pendingsets_total
         await self._report()
         return JobCommitResult(
             job_id=j.job_id,
             files=j.uploads_total,
             bytes=j.bytes_total,
-            pendingsets=len(self.plan.pendingsets),
+            pendingsets=j.pendingsets_total,
             duration=time.time() - j.started,
             retries=j.retries,
             throttles=j.throttles,
@@ -336,6 +471,28 @@ class JobCommitRun:
             resumed=resumed,
             cleanup_error=cleanup_error,
         )
+
+    async def _stopped_after_completes(self, exc: BaseException, resumed: bool) -> None:
+        """A failure once every file is complete: never rolled back; the journal (with the
+        error) is left for resume. Always raises."""
+        j = self.journal
+        if isinstance(exc, RecordFormatError):
+            raise self._refused(exc, resumed) from exc  # the journal is left as it was
+        with anyio.CancelScope(shield=True):
+            j.error = f"{type(exc).__name__}: {exc}"
+            try:
+                await self._save_journal()
+            except Exception:
+                log.exception("could not save the journal of job %s", j.job_id)
+        if not isinstance(exc, Exception) or isinstance(exc, JobCommitError):
+            raise exc
+        raise JobCommitError(
+            f"job {j.job_id} failed in state {j.state.value} after its files were "
+            f"completed: {exc}; run resume to finish it",
+            job_id=j.job_id,
+            rolled_back=False,
+            state=j.state.value,
+        ) from exc
 
     def _refused(self, exc: RecordFormatError, resumed: bool) -> JobCommitError:
         j = self.journal
@@ -352,17 +509,10 @@ class JobCommitRun:
     async def _failed(self, exc: BaseException, resumed: bool) -> None:
         """A commit failed before any old file was touched: roll back or leave a journal.
         A bad record is never a reason to roll back: it changes nothing (a fresh commit
-        refused by its scan removes the plan and journal it wrote)."""
+        refuses it in its first round, before writing anything)."""
         j = self.journal
         if isinstance(exc, RecordFormatError):
-            if not resumed and j.state is State.STARTED:
-                try:
-                    await self.engine.delete_objects(
-                        self.dest.bucket, [self.layout.plan, self.layout.journal]
-                    )
-                except Exception:
-                    log.exception("could not remove the plan and journal of job %s", j.job_id)
-            elif not resumed:
+            if not resumed and j.state is not State.STARTED:
                 j.error = f"{type(exc).__name__}: {exc}"
                 await self._save_journal()
             raise self._refused(exc, resumed) from exc
@@ -371,11 +521,12 @@ class JobCommitRun:
         if self.opts.rollback_on_failure and isinstance(exc, Exception):
             try:
                 # a racer's object at one of our keys carries our job id: keep it
-                await self.rollback(keep=exc.conflicts if isinstance(exc, ConflictError) else ())
+                keep = exc.conflicts if isinstance(exc, ConflictError) else ()
+                await self.rollback(keep=keep, check_success=False)
                 rolled = True
             except Exception:
                 log.exception("rolling back job %s failed; its journal is left", j.job_id)
-        else:
+        elif j.state is not State.STARTED:
             try:
                 await self._save_journal()
             except Exception:
@@ -408,135 +559,18 @@ class JobCommitRun:
         self.phase = "verifying"
         missing_ok = not await job_is_active(self.ctx)
         await self._scan().run(0, tally=False, missing_ok=missing_ok)
-        await self._complete(0, uncertain_until=len(self.plan.pendingsets), journal=False)
-
-    async def _settled(self, upload: PendingUpload, exc: BaseException) -> bool:
-        """After a failed complete: is the object there already, ours (an earlier attempt or
-        process completed it)? A PreconditionFailed on someone else's object is a conflict."""
-        try:
-            info = await self.engine.head_object(upload.bucket, upload.key)
-        except EngineError:
-            return False
-        why = Check.KEY_EXISTED if isinstance(exc, PreconditionFailed) else Check.FAILED
-        if is_ours(upload, info, why):
-            return True
-        if isinstance(exc, PreconditionFailed):
-            raise ConflictError(
-                f"another writer created {upload.uri} during the commit (If-None-Match)",
-                job_id=self.job_id,
-                conflicts=(upload.key,),
-            ) from exc
-        return False
-
-    async def _complete(self, start: int, uncertain_until: int, *, journal: bool = True) -> None:
-        """Complete the uploads of the scanned pendingsets from ``start`` on; those below
-        ``uncertain_until`` may be done already (checked first). The window decides what
-        to hand out and when to save the watermark (``journal``: into the journal); this
-        loop does the I/O. The caller saves the final watermark with its state move."""
-        win = CompletionWindow(
-            start, self.journal.window, len(self.plan.pendingsets), uncertain_until=uncertain_until
+        total = len(self.plan.pendingsets)
+        await complete_sets(
+            self.ctx, self.sets, total, self.journal.window, 0, total, self.c, None, "verifying"
         )
-        inflight: dict[tuple[str, str], int] = {}
-        changed = anyio.Event()
 
-        def wake() -> None:
-            nonlocal changed
-            changed.set()
-            changed = anyio.Event()
-
-        async def save(mark: int) -> None:
-            if journal:
-                self.journal.watermark = mark
-                with anyio.CancelScope(shield=True):
-                    await self._save_journal()
-            win.saved(mark)
-
-        def done(upload: PendingUpload) -> None:
-            self.c.uploads_done += 1
-            self.c.bytes_done += upload.length
-
-        async def on_result(upload: PendingUpload, exc: BaseException | None) -> None:
-            idx = inflight.pop((upload.key, upload.upload_id))
-            if exc is not None:
-                try:
-                    if await self._settled(upload, exc):
-                        exc = None
-                except ConflictError as conflict:
-                    exc = conflict
-            if exc is None:
-                done(upload)
-                win.succeeded(idx)
-                self.c.sets_done = win.low
-            else:
-                win.failed(exc)
-            wake()
-
-        async def records() -> AsyncIterator[PendingUpload]:
-            while True:
-                step = win.poll()
-                if step.action is Action.STOP:
-                    return
-                if step.action is Action.SAVE:
-                    await save(step.index)
-                    continue
-                if step.action is Action.WAIT:
-                    await changed.wait()
-                    continue
-                idx = step.index
-                win.open(idx)
-                # read by the scan of this process, else (a resumed completion) now; parsed
-                # to its end and checked either way before any of its uploads is handed out
-                loaded = self.sets.pop(idx)
-                for up in loaded.uploads() if loaded is not None else ():
-                    if win.stopped:
-                        return
-                    if win.must_check(idx) and is_ours(
-                        up, await self.engine.head_object(up.bucket, up.key), Check.RESUME
-                    ):
-                        done(up)
-                        continue
-                    win.handed_out(idx)
-                    inflight[(up.key, up.upload_id)] = idx
-                    yield up
-                win.close(idx)  # a set gone after the job's cleanup began closes empty
-                self.c.sets_done = win.low
-
-        async with unwrapped():
-            await self.engine.complete_many(
-                records(),
-                concurrency=self.opts.concurrency,
-                if_none_match=self.ctx.conflict is ConflictMode.FAIL,
-                on_result=on_result,
-            )
-        if win.failures:
-            first = win.failures[0]
-            if isinstance(first, CommitterError):
-                raise first
-            raise JobCommitError(
-                f"{len(win.failures)} uploads could not be completed: {first}",
-                job_id=self.job_id,
-                rolled_back=False,
-                state=self.journal.state.value,
-            ) from first
-        if win.unfinished:
-            raise JobCommitError(
-                f"internal error: {win.unfinished} pendingsets unfinished",
-                job_id=self.job_id,
-                rolled_back=False,
-                state="completing",
-            )
-
-    async def _replace(self) -> None:
-        """Delete the older objects in the destination or the touched partitions."""
+    async def _replace(self, meanwhile: Awaitable[None] | None) -> None:
+        """Delete the planned older objects still unchanged; ``meanwhile`` (the journal's
+        move to ``replacing``) is stored while they are listed, before any is deleted."""
         self.phase = "replacing"
-        parts: list[str] = sorted(self.partitions)
-        if self.ctx.scope is ConflictScope.PARTITIONS and self._replace_plan is None:
-            data = await read_optional(self.engine, self.dest.bucket, self.layout.partitions)
-            if data is None:
-                raise JournalError(f"job {self.job_id}: partitions record missing")
-            parts = parse_partitions_record(data, self.dest.uri_of(self.layout.partitions))
-        plan = plan_conflicts(ConflictMode.REPLACE, self.ctx.scope, self.dest, parts)
-        deleted = await run_replacement(self.ctx, plan.replace_prefixes, self._replace_plan)
+        deleted = await run_replacement(
+            self.ctx, self._replace_prefixes(), self._replace_plan, meanwhile=meanwhile
+        )
         log.info("job %s replaced %d older objects (its replace plan)", self.job_id, deleted)
 
     async def _write_success(self) -> str | None:
@@ -559,7 +593,7 @@ class JobCommitRun:
             "conflict": self.ctx.conflict.value,
             "scope": self.ctx.scope.value,
             "destination": self.dest.uri,
-            **self.c.diagnostics,
+            **self.diagnostics,
         }
         data = SuccessData(
             job_id=j.job_id,
@@ -570,16 +604,16 @@ class JobCommitRun:
             filenames=list(j.filenames),
         )
         await self.engine.put_object(
-            self.dest.bucket, self.layout.success, data.to_json(), content_type="application/json"
+            self.dest.bucket, self.layout.success, data.to_json(), content_type=JSON
         )
         return self.layout.success
 
-    async def _cleanup_records(self) -> None:
-        """After _SUCCESS: abort this job's leftover uploads (failed or superseded attempts,
-        stragglers) and delete its records; the journal goes last."""
-        await release_job_storage(self.ctx)
-
     # ---------------------------------------------------------------- rollback
+    async def _success_of_job(self) -> bool:
+        """A _SUCCESS at the destination names this job: its commit completed every file."""
+        data = await read_optional(self.engine, self.dest.bucket, self.layout.success)
+        return data is not None and f'"{self.job_id}"'.encode() in data
+
     async def _check_abort_unread(self, exc: RecordFormatError) -> None:
         """An abort with a malformed journal: its state is unknown, so abort only while
         the store proves the commit cannot have passed the point of no return (job still
@@ -589,20 +623,21 @@ class JobCommitRun:
             why = "the job replaces older files, which its commit may have deleted already"
         elif not await job_is_active(self.ctx):
             why = "the job's marker is gone: its commit may have succeeded"
-        else:
-            data = await read_optional(self.engine, self.dest.bucket, self.layout.success)
-            if data is not None and f'"{self.job_id}"'.encode() in data:
-                why = "a _SUCCESS of the job exists: its commit succeeded"
+        elif await self._success_of_job():
+            why = "a _SUCCESS of the job exists: its commit succeeded"
         if why:
             raise JournalError(
                 f"job {self.job_id}: abort refused: {exc.location} is malformed and "
                 f"{why}; repair the journal (or remove it once sure) and retry"
             ) from exc
 
-    async def rollback(self, *, keep: Iterable[str] = ()) -> AbortResult:
+    async def rollback(
+        self, *, keep: Iterable[str] = (), check_success: bool = True
+    ) -> AbortResult:
         """Abort every pending upload of the job and delete every object it completed and its
         records: afterwards nothing of the job is left. Refused once old files were
-        deleted (replace) or _SUCCESS was written. ``keep``: keys not deleted (another
+        deleted (replace) or _SUCCESS was written (``check_success``: look for it even
+        when the journal did not record it yet). ``keep``: keys not deleted (another
         writer's objects found at the job's keys)."""
         try:
             j = await read_journal(self.ctx)
@@ -610,13 +645,14 @@ class JobCommitRun:
             await self._check_abort_unread(exc)
             j = None  # proven safe to abort without it; it is deleted last
         if j is not None:
-            if not can_abort(j.state):
+            done = check_success and j.state is State.COMPLETING and await self._success_of_job()
+            if not can_abort(j.state) or done:
+                state = "succeeded (its _SUCCESS is written)" if done else j.state.value
                 raise JournalError(
-                    f"job {self.job_id} is in state {j.state.value}: its files are "
+                    f"job {self.job_id} is in state {state}: its files are "
                     f"complete and older files may be gone; resume it instead of aborting"
                 )
             self.journal = j
-            j.apply(Event.ABORT)
-            self.phase = "rolling_back"
+            self._apply(Event.ABORT)
             await self._save_journal()
         return await abort_job_storage(self.ctx, keep=keep)

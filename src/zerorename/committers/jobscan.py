@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from zerorename.committers.conflict import ConflictScope, OldObject, plan_conflicts
+from zerorename.committers.conflict import OldObject, plan_conflicts
 from zerorename.committers.context import JobContext
 from zerorename.committers.errors import ConflictError, RecordNotFound
-from zerorename.committers.jobstorage import partitions_record, plan_replacement
+from zerorename.committers.jobstorage import list_replacement
 from zerorename.committers.journal import CommitPlan, Journal
 from zerorename.committers.paths import partition_of
 from zerorename.committers.records import MAX_SUCCESS_FILENAMES, PendingRecord
@@ -80,14 +80,32 @@ class CommitScan:
             if planned.attempt is not None and loaded.header.attempt != planned.attempt:
                 mismatched += 1  # a later attempt overwrote it: still a valid task output
 
-        await bounded_map(range(start, total), scan_one, ctx.opts.scan_concurrency)
+        await bounded_map(range(start, total), scan_one, scan_width(ctx))
         if mismatched:
             self.diagnostics["pendingsets_from_other_attempt"] = str(mismatched)
 
 
+#: pendingsets read at once when the commit concurrency is not set (the engine's default
+#: batch concurrency): a scan takes one round trip up to that many tasks
+DEFAULT_SCAN_WIDTH = 64
+
+
+def scan_width(ctx: JobContext) -> int:
+    """Pendingsets read at once: the commit's concurrency (as many as it completes)."""
+    return ctx.opts.concurrency or DEFAULT_SCAN_WIDTH
+
+
+def precheck_needs_scan(ctx: JobContext) -> bool:
+    """The pre-check lists the partitions the scan finds (scope ``partitions``), so it
+    follows the scan; otherwise it lists the destination and may run beside the scan."""
+    return plan_conflicts(ctx.conflict, ctx.scope, ctx.dest).needs_partitions
+
+
 async def precheck(ctx: JobContext, partitions: set[str]) -> list[OldObject] | None:
-    """Conflict mode 'fail': nothing there yet; replace: list the older objects now (the
-    replace plan, returned) and, by partition, record the touched partitions."""
+    """Conflict mode 'fail': nothing there yet, else ConflictError; replace: the older
+    objects listed now (the replace plan, stored by the caller with the journal), so
+    replace deletes exactly these (if unchanged), never one written while the commit
+    runs. Reads only: nothing is written, a refusal has nothing to undo."""
     plan = plan_conflicts(ctx.conflict, ctx.scope, ctx.dest, partitions)
     for prefix in plan.check_prefixes:
         found = await first_foreign(ctx.engine, ctx.dest, prefix, ctx.job_id)
@@ -101,14 +119,4 @@ async def precheck(ctx: JobContext, partitions: set[str]) -> list[OldObject] | N
             )
     if not plan.replace_prefixes:
         return None
-    # the older objects are listed now, before anything is completed: replace deletes
-    # exactly these (if unchanged), never an object written while the commit runs
-    old = await plan_replacement(ctx, plan.replace_prefixes)
-    if plan.scope is ConflictScope.PARTITIONS:
-        await ctx.engine.put_object(
-            ctx.dest.bucket,
-            ctx.layout.partitions,
-            partitions_record(sorted(partitions)),
-            content_type="application/json",
-        )
-    return old
+    return await list_replacement(ctx, plan.replace_prefixes)

@@ -11,16 +11,17 @@ made (its multipart ETag).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import shutil
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import anyio
 
-from zerorename.aio import unwrapped
 from zerorename.committers.conflict import (
+    ConflictScope,
     OldObject,
     is_foreign,
     parse_replace_plan,
@@ -42,18 +43,22 @@ from zerorename.committers.store import (
     abort_uploads,
     bounded_map,
     check_record,
+    gather,
     is_ours,
     job_uploads,
     keys_under,
+    prefetch,
     read_optional,
     scan_pendingset,
 )
 from zerorename.committers.validate import load_json, malformed
+from zerorename.engine.records import ObjectInfo
 
 log = logging.getLogger("zerorename.committers")
 
 #: HEADs at once while an abort checks the objects its pendingsets name
 _CHECK_CONCURRENCY = 16
+JSON = "application/json"
 
 
 @dataclass
@@ -173,68 +178,123 @@ async def abort_job_storage(ctx: JobContext, *, keep: Iterable[str] = ()) -> Abo
     return res
 
 
-async def plan_replacement(ctx: JobContext, prefixes: Sequence[str]) -> list[OldObject]:
-    """Before completing anything: list the older objects under ``prefixes`` (not this
-    job's, not records) and store them as the job's replace plan. Returns them."""
-    engine, dest, lay = ctx.engine, ctx.dest, ctx.layout
+async def list_replacement(ctx: JobContext, prefixes: Sequence[str]) -> list[OldObject]:
+    """The older objects under ``prefixes`` (not this job's, not records): what a replace
+    deletes once the new files are complete, if they are still the same then."""
+    engine, dest = ctx.engine, ctx.dest
     found: dict[str, OldObject] = {}
     for prefix in prefixes:
         async for obj in engine.list_objects(dest.bucket, prefix):
             if is_foreign(dest, obj.key, ctx.job_id) and obj.etag:
                 found[obj.key] = OldObject(obj.key, obj.etag.strip('"'))
-    await engine.put_object(
-        dest.bucket,
-        lay.replace,
-        replace_plan_record(found.values()),
-        content_type="application/json",
-    )
     return list(found.values())
 
 
+def replace_records(
+    ctx: JobContext, old: Sequence[OldObject], partitions: Iterable[str]
+) -> list[Awaitable[str]]:
+    """The writes that store a replace commit's plan (and, by partition, the touched
+    partitions): sent with the journal, before anything is completed."""
+    engine, dest, lay = ctx.engine, ctx.dest, ctx.layout
+    puts: list[Awaitable[str]] = [
+        engine.put_object(dest.bucket, lay.replace, replace_plan_record(old), content_type=JSON)
+    ]
+    if ctx.scope is ConflictScope.PARTITIONS:
+        record = partitions_record(sorted(partitions))
+        puts.append(engine.put_object(dest.bucket, lay.partitions, record, content_type=JSON))
+    return puts
+
+
+async def plan_replacement(ctx: JobContext, prefixes: Sequence[str]) -> list[OldObject]:
+    """List the older objects under ``prefixes`` and store them as the job's replace plan
+    (:func:`list_replacement`, then its record). Returns them."""
+    old = await list_replacement(ctx, prefixes)
+    await ctx.engine.put_object(
+        ctx.dest.bucket, ctx.layout.replace, replace_plan_record(old), content_type=JSON
+    )
+    return old
+
+
+async def read_replace_plan(ctx: JobContext, prefixes: Sequence[str]) -> list[OldObject]:
+    """The stored replace plan, checked (:func:`parse_replace_plan`); RecordFormatError
+    when it is missing or names anything but an older object under ``prefixes``."""
+    where = ctx.dest.uri_of(ctx.layout.replace)
+    data = await read_optional(ctx.engine, ctx.dest.bucket, ctx.layout.replace)
+    if data is None:
+        raise RecordFormatError("the replace plan is missing; nothing replaced", location=where)
+    return parse_replace_plan(data, where, ctx.dest, ctx.job_id, prefixes)
+
+
 async def run_replacement(
-    ctx: JobContext, prefixes: Sequence[str], plan: Sequence[OldObject] | None = None
+    ctx: JobContext,
+    prefixes: Sequence[str],
+    plan: Sequence[OldObject] | None = None,
+    *,
+    meanwhile: Awaitable[object] | None = None,
 ) -> int:
     """After the new files are complete: delete the planned older objects that are still
     the same (key and ETag); anything written after the plan stays. ``plan``: the one this
-    process stored (else it is read back and checked). Returns how many."""
-    engine, dest, lay = ctx.engine, ctx.dest, ctx.layout
+    process stored or read (else it is read back and checked). ``meanwhile`` (the
+    journal's move to ``replacing``) runs while the objects are listed, and nothing is
+    deleted before it returned. Returns how many were deleted."""
+    engine, dest = ctx.engine, ctx.dest
     if plan is None:
-        where = dest.uri_of(lay.replace)
-        data = await read_optional(engine, dest.bucket, lay.replace)
-        if data is None:
-            raise RecordFormatError("the replace plan is missing; nothing replaced", location=where)
-        plan = parse_replace_plan(data, where, dest, ctx.job_id, prefixes)
+        plan = await read_replace_plan(ctx, prefixes)
     planned = {o.key: o.etag for o in plan}
 
-    async def doomed() -> AsyncIterator[str]:
+    async def listed() -> AsyncIterator[ObjectInfo]:
         for prefix in prefixes:
             async for obj in engine.list_objects(dest.bucket, prefix):
-                if still_planned(planned, obj.key, obj.etag):
-                    del planned[obj.key]
-                    yield obj.key
+                yield obj
 
-    return await engine.delete_objects(dest.bucket, doomed())
+    async def doomed(objs: AsyncIterator[ObjectInfo]) -> AsyncIterator[str]:
+        async for obj in objs:
+            if still_planned(planned, obj.key, obj.etag):
+                del planned[obj.key]
+                yield obj.key
+
+    async with prefetch(listed()) as objs:
+        if meanwhile is not None:
+            await meanwhile
+        return await engine.delete_objects(dest.bucket, doomed(objs))
+
+
+@contextlib.asynccontextmanager
+async def releasing(ctx: JobContext) -> AsyncIterator[Callable[[], Awaitable[int]]]:
+    """The release of a job's storage after its commit (:func:`release_job_storage`),
+    its two listings (records, pending uploads) started on entry: the block writes what
+    must come first (``_SUCCESS``, the journal) meanwhile, then calls the release.
+    Nothing is deleted or aborted before that call."""
+    engine, dest, lay = ctx.engine, ctx.dest, ctx.layout
+    skip = [lay.journal, lay.marker]
+    records = keys_under(engine, dest.bucket, lay.root, lambda k: True, skip=skip)
+    async with (
+        prefetch(records) as listed,
+        prefetch(job_uploads(engine, dest, ctx.job_id)) as uploads,
+    ):
+
+        async def doomed() -> AsyncIterator[str]:
+            yield lay.marker  # first: a straggler task attempt stops
+            async for key in listed:
+                yield key
+
+        async def release() -> int:
+            _, aborted = await gather(
+                engine.delete_objects(dest.bucket, doomed()), abort_uploads(engine, uploads)
+            )
+            # last: until this delete, a resume finds the journal and finishes the release
+            await engine.delete_objects(dest.bucket, [lay.journal])
+            await anyio.to_thread.run_sync(
+                lambda: shutil.rmtree(ctx.local_job_dir, ignore_errors=True)
+            )
+            return int(aborted)
+
+        yield release
 
 
 async def release_job_storage(ctx: JobContext) -> int:
-    """After a successful commit (or for cleanup): marker first, then this job's leftover
-    uploads and its records at the same time (neither depends on the other), journal last.
-    Returns uploads aborted."""
-    engine, dest, lay = ctx.engine, ctx.dest, ctx.layout
-    await engine.delete_objects(dest.bucket, [lay.marker])
-    aborted = 0
-
-    async def abort_leftovers() -> None:
-        nonlocal aborted
-        aborted = await abort_uploads(engine, job_uploads(engine, dest, ctx.job_id))
-
-    async def delete_records() -> None:
-        records = keys_under(engine, dest.bucket, lay.root, lambda k: True, skip=[lay.journal])
-        await engine.delete_objects(dest.bucket, records)
-
-    async with unwrapped(), anyio.create_task_group() as tg:
-        tg.start_soon(abort_leftovers)
-        tg.start_soon(delete_records)
-    await engine.delete_objects(dest.bucket, [lay.journal])
-    await anyio.to_thread.run_sync(lambda: shutil.rmtree(ctx.local_job_dir, ignore_errors=True))
-    return aborted
+    """After a successful commit (or for cleanup): the marker (stragglers stop) and the
+    job's records deleted and its leftover uploads aborted, all at once (neither depends
+    on the other), the journal last. Returns uploads aborted."""
+    async with releasing(ctx) as release:
+        return await release()

@@ -30,9 +30,13 @@ from zerorename.engine.errors import ObjectNotFound
 from zerorename.engine.records import PendingUpload
 from zerorename.units import MiB
 
-#: a pendingset up to this size is held in memory while it is read and parsed a line at a
-#: time; a larger one goes to the spill file and is parsed streaming.
+#: a pendingset up to this size is parsed whole (a line at a time); a larger one is parsed
+#: streaming from the spill file. It is held in memory while it is read when it fits in
+#: its share of SCAN_MEMORY.
 SPOOL_MEMORY = 4 * MiB
+#: bytes of pendingsets held in memory while they are read, all reads of a scan together:
+#: each in-flight read's spool keeps at most its share in memory, the rest is spilled.
+SCAN_MEMORY = 32 * MiB
 #: bytes of pendingsets whose parsed uploads a job commit keeps from the scan to the
 #: completion (the parsed form takes somewhat more memory); the others are parsed again.
 KEEP_PARSED = 16 * MiB
@@ -131,9 +135,11 @@ def parse_spool(
         yield from parse_pendingset(spool.chunks(), location, expect_job_id=job_id)
 
 
-async def fetch_spool(engine: Store, bucket: str, key: str, spill: SpillFile) -> Spool:
-    """Read a pendingset from the store into a spool."""
-    spool = Spool(spill)
+async def fetch_spool(
+    engine: Store, bucket: str, key: str, spill: SpillFile, memory_limit: int | None = None
+) -> Spool:
+    """Read a pendingset from the store into a spool (``memory_limit``: see :class:`Spool`)."""
+    spool = Spool(spill, memory_limit)
     try:
         async for chunk in engine.iter_object(bucket, key, chunk_size=READ_CHUNK):
             spool.write(chunk)
@@ -169,11 +175,13 @@ class LoadedSet:
 
 class PendingSetCache:
     """What one job commit read of its pendingsets, by plan index, between the scan and
-    the completion; the spill file lives as long as the cache (a context manager)."""
+    the completion; the spill file lives as long as the cache (a context manager).
+    ``readers``: pendingsets read at once, each spool's share of SCAN_MEMORY."""
 
-    def __init__(self, keep_parsed: int | None = None) -> None:
+    def __init__(self, keep_parsed: int | None = None, *, readers: int = 8) -> None:
         self.spill = SpillFile()
         self._budget = KEEP_PARSED if keep_parsed is None else keep_parsed
+        self.spool_memory = min(SPOOL_MEMORY, SCAN_MEMORY // max(1, readers))
         self._sets: dict[int, LoadedSet] = {}
 
     def __enter__(self) -> PendingSetCache:
@@ -210,7 +218,7 @@ class PendingSetCache:
         """Fetch, parse to the end and check pendingset ``index`` (``on_record`` runs for
         each record and may raise); held under ``index`` until :meth:`pop`."""
         location = f"s3://{bucket}/{key}"
-        spool = await fetch_spool(engine, bucket, key, self.spill)
+        spool = await fetch_spool(engine, bucket, key, self.spill, self.spool_memory)
         keep = spool.size <= self._budget
         if keep:
             self._budget -= spool.size

@@ -4,11 +4,14 @@ engine; engine errors are left to the callers, which wrap them."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from zerorename.aio import aiter_any, unwrapped
 from zerorename.committers.conflict import is_foreign
@@ -27,10 +30,10 @@ from zerorename.engine.records import ObjectInfo, PendingUpload, UploadInfo, is_
 from zerorename.units import KiB
 
 T = TypeVar("T")
-A = TypeVar("A")
-B = TypeVar("B")
 
 READ_CHUNK = 256 * KiB
+#: listed items read ahead by :func:`prefetch` (one listing page)
+PREFETCH = 1000
 
 
 async def bounded_map(
@@ -79,18 +82,95 @@ def is_ours(upload: PendingUpload, info: ObjectInfo | None, why: Check) -> bool:
     return is_completed_object(upload, info, strict=strict)
 
 
-async def both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
-    """Two independent requests at once (one round trip, not two); the first error of
-    either propagates and cancels the other."""
-    out: list[Any] = [None, None]
+async def gather(*steps: Awaitable[Any]) -> list[Any]:
+    """Run independent requests at once (one round trip, not one each) and wait for all
+    of them; then the first error in argument order is raised, so which error a caller
+    sees does not depend on timing. A cancellation or an interrupt is not waited on."""
+    out: list[Any] = [None] * len(steps)
+    errors: list[Exception | None] = [None] * len(steps)
 
-    async def run(i: int, aw: Awaitable[Any]) -> None:
-        out[i] = await aw
+    async def run(i: int, step: Awaitable[Any]) -> None:
+        try:
+            out[i] = await step
+        except Exception as exc:  # kept, raised below in argument order
+            errors[i] = exc
 
     async with unwrapped(), anyio.create_task_group() as tg:
-        tg.start_soon(run, 0, first)
-        tg.start_soon(run, 1, second)
-    return out[0], out[1]
+        for i, step in enumerate(steps):
+            tg.start_soon(run, i, step)
+    for exc in errors:
+        if exc is not None:
+            raise exc
+    return out
+
+
+@dataclass(frozen=True)
+class Outcome(Generic[T]):
+    """What an awaited step gave: its value or the error it raised."""
+
+    value: T | None = None
+    error: Exception | None = None
+
+    def get(self) -> T:
+        """The value, or the step's error raised here."""
+        if self.error is not None:
+            raise self.error
+        return self.value  # type: ignore[return-value]
+
+
+async def caught(step: Awaitable[T]) -> Outcome[T]:
+    """``step``'s outcome, an error kept rather than raised (for :func:`gather`, when the
+    caller decides which error counts first)."""
+    try:
+        return Outcome(await step)
+    except Exception as exc:
+        return Outcome(error=exc)
+
+
+class Prefetched(AsyncIterator[T]):
+    """What :func:`prefetch` read and is reading; a read error is raised here, after the
+    items read before it."""
+
+    def __init__(self, recv: MemoryObjectReceiveStream[T], failed: list[Exception]) -> None:
+        self._recv = recv
+        self._failed = failed
+
+    def __aiter__(self) -> Prefetched[T]:
+        return self
+
+    async def __anext__(self) -> T:
+        try:
+            return await self._recv.receive()
+        except anyio.EndOfStream:
+            if self._failed:
+                raise self._failed[0] from None
+            raise StopAsyncIteration from None
+
+
+@contextlib.asynccontextmanager
+async def prefetch(
+    source: AsyncIterable[T], buffer: int = PREFETCH
+) -> AsyncIterator[Prefetched[T]]:
+    """Start reading ``source`` (a listing) now, ``buffer`` items ahead at most, while the
+    block does something else first: the listing's first request overlaps the block's
+    instead of following it, and memory stays bounded. Leaving the block stops the read."""
+    send, recv = anyio.create_memory_object_stream[T](max(1, buffer))
+    failed: list[Exception] = []
+
+    async def read() -> None:
+        async with send:
+            try:
+                async for item in source:
+                    await send.send(item)
+            except Exception as exc:  # for the reader of the items, not the block
+                failed.append(exc)
+
+    async with unwrapped(), anyio.create_task_group() as tg, recv:
+        tg.start_soon(read)
+        try:
+            yield Prefetched(recv, failed)
+        finally:
+            tg.cancel_scope.cancel()
 
 
 async def read_optional(engine: Store, bucket: str, key: str) -> bytes | None:

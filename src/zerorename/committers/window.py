@@ -35,8 +35,11 @@ class CompletionWindow:
 
     ``low`` is the first set not yet done. Sets below ``uncertain_until`` may have been
     completed by an earlier process: their uploads are checked before being handed out
-    (:meth:`must_check`). The journal is saved when half the window was released since the
-    last save, when the next set may not open until it is, and at the end.
+    (:meth:`must_check`). The journal is saved only when the window gates (the next set
+    may not open until a save lifts the bound) and half the window was released since the
+    last save: the sets opened after a save complete while the next save is written. The
+    end is not saved here: the driver's state move carries the final watermark, so a
+    commit of at most ``window`` sets writes no journal between its completes.
     """
 
     def __init__(
@@ -59,18 +62,18 @@ class CompletionWindow:
 
     # ------------------------------------------------------------ decisions
     def poll(self) -> Step:
-        """The next thing to do; a failure stops handing out at once."""
+        """The next thing to do; a failure stops handing out at once. A set opens when the
+        bound allows; the journal is saved only when it gates (the next set waits for a
+        save) and half the window was released since the last save."""
         if self.failures:
             return Step(Action.STOP)
-        if self._should_save():
-            return Step(Action.SAVE, self.low)
         if self._next >= self.total:
             return Step(Action.STOP)
         if self._next < self.persisted + self.window:
             return Step(Action.OPEN, self._next)
-        if self.low > self.persisted:  # blocked by the bound: saving lifts it
+        if self.low - self.persisted >= max(1, self.window // 2):
             return Step(Action.SAVE, self.low)
-        return Step(Action.WAIT)
+        return Step(Action.WAIT)  # sets in flight will release at least half the window
 
     def must_check(self, index: int) -> bool:
         """Set ``index`` may be done already: check each upload before completing it."""
@@ -126,7 +129,3 @@ class CompletionWindow:
         while self.low in self._done:
             self._done.discard(self.low)
             self.low += 1
-
-    def _should_save(self) -> bool:
-        released = self.low - self.persisted
-        return released >= max(1, self.window // 2) or (self.low >= self.total and released > 0)
