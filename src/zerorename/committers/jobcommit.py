@@ -1,30 +1,31 @@
 """Job commit, resume and rollback: the I/O that runs the journal's state machine, in few
-round trips (a remote store's commit time is its chain of dependent requests).
+round trips (against a remote store a commit's time is its chain of dependent requests).
 
-A fresh commit, each numbered step one round trip (its requests sent together):
+A fresh commit; each step is one round trip, its requests sent together:
 
 1. read: the job's marker (HEAD), its journal (none yet), every pendingset of the plan
-   (parsed to its end and checked; see :mod:`spool`) and, for conflicts judged over the
+   (parsed to its end and checked, see :mod:`spool`) and, for conflicts judged over the
    whole destination, the conflict listing (fail: nothing there; replace: the older
-   objects, the replace plan). Nothing is written yet: a bad record or a conflict
-   refuses with nothing to undo. (By partition, the listing needs the scan's partitions:
-   one round more.)
-2. write: the journal (``completing``), the plan, and for replace its plan and touched
-   partitions. Completes start only once all of them are stored; a crash in between
-   leaves at most a journal without its plan, which resume refuses (nothing was
-   completed) and abort removes.
+   objects, the replace plan). Nothing is written: a bad record or a conflict refuses
+   with nothing to undo. (By partition, the listing needs the scan's partitions: one
+   round more.)
+2. write: the journal (``completing``, first), the plan, and for replace its plan and
+   touched partitions. Completes start only once all are stored; a crash in between can
+   leave a journal without its plan: nothing was completed, resume refuses, abort
+   removes it.
 3. complete every upload, at most ``window`` pendingsets in flight (:mod:`jobcomplete`);
    the journal is saved in between only when more sets are left than the window holds.
-4. replace only: the journal's move to ``replacing`` while the older objects are listed
-   again; then (5) the planned ones still unchanged are deleted.
-5. ``_SUCCESS`` and the journal's move to ``succeeded`` together, while the job's records
-   and its pending uploads are listed. A crash may leave ``_SUCCESS`` with the journal
-   still ``completing``: every complete was done, and abort refuses it (resume finishes).
-6. the marker and records deleted and the leftover uploads aborted; 7. the journal last,
-   so a crash during 6 leaves a ``succeeded`` journal that resume finishes (without its
-   plan when that was deleted already: ``_SUCCESS`` was written before 6 began).
+4. replace only: the journal's move to ``replacing`` (abort refuses from then on) while
+   the older objects are listed again; then the planned ones still unchanged are deleted.
+5. ``_SUCCESS`` and the journal's move to ``succeeded``, while the job's records and
+   pending uploads are listed. A crash may keep ``_SUCCESS`` and lose the journal's
+   write: every file is complete then, abort refuses it (it looks for the job's
+   ``_SUCCESS``) and resume finishes.
+6. the marker and records deleted, the leftover uploads aborted; then the journal. A
+   crash before the journal's delete leaves a ``succeeded`` journal that resume finishes,
+   without its plan when that was deleted already (``_SUCCESS`` was stored before 6).
 
-Append: 6 requests in sequence up to ``concurrency`` tasks, replace 8. Memory does not
+Append: 6 requests in sequence up to ``concurrency`` tasks; replace: 8. Memory does not
 grow with the number of uploads: pendingsets are spooled, listings streamed.
 """
 
@@ -32,8 +33,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Iterable, Mapping
 
 import anyio
 
@@ -42,7 +42,6 @@ from zerorename.committers.conflict import (
     ConflictMode,
     ConflictScope,
     OldObject,
-    parse_replace_plan,
     plan_conflicts,
 )
 from zerorename.committers.context import JobContext
@@ -54,17 +53,21 @@ from zerorename.committers.errors import (
     RecordFormatError,
 )
 from zerorename.committers.jobcomplete import Completed, complete_sets
+from zerorename.committers.jobresult import CommitProgress, JobCommitResult, ProgressFn
 from zerorename.committers.jobscan import CommitScan, precheck, precheck_needs_scan, scan_width
 from zerorename.committers.jobstorage import (
     AbortResult,
     abort_job_storage,
+    check_abort_unread,
+    cut_short,
     job_is_active,
-    parse_partitions_record,
     read_journal,
     release_job_storage,
     releasing,
     replace_records,
     run_replacement,
+    stored_replace_records,
+    success_of_job,
 )
 from zerorename.committers.journal import (
     CommitPlan,
@@ -85,40 +88,6 @@ __all__ = ["CommitProgress", "JobCommitResult", "JobCommitRun", "ProgressFn"]
 
 log = logging.getLogger("zerorename.committers")
 JSON = "application/json"
-
-
-@dataclass(frozen=True)
-class CommitProgress:
-    """A snapshot handed to the progress callback (at least once a second while working)."""
-
-    job_id: str
-    phase: str
-    pendingsets_done: int
-    pendingsets_total: int
-    uploads_done: int
-    uploads_total: int
-    bytes_done: int
-    bytes_total: int
-    elapsed: float
-
-
-ProgressFn = Callable[[CommitProgress], "Awaitable[None] | None"]
-
-
-@dataclass(frozen=True)
-class JobCommitResult:
-    """What a successful job commit did."""
-
-    job_id: str
-    files: int
-    bytes: int
-    pendingsets: int
-    duration: float
-    retries: int
-    throttles: int
-    success_key: str | None
-    resumed: bool = False
-    cleanup_error: str | None = None
 
 
 async def _nothing() -> None:
@@ -264,48 +233,17 @@ class JobCommitRun:
         if plan_data is None:
             if j.state is State.SUCCEEDED:
                 return await self._finish_release()
-            self._cut_short("plan", j)
+            raise cut_short(self.ctx, "plan", j.state)
         self.plan = resumable_plan(plan_data, j, lay, self.dest.uri)
         if ctx.replaces and j.state in (State.COMPLETING, State.REPLACING):
             try:
-                self._read_replace_records(j, replace_data, parts_data)
+                parts, self._replace_plan = stored_replace_records(
+                    ctx, j.state, replace_data, parts_data
+                )
             except RecordFormatError as exc:
                 raise self._refused(exc, True) from exc
+            self.partitions = set(parts)
         return await self._run(resumed=True)
-
-    def _cut_short(self, what: str, j: Journal) -> None:
-        """A record stored with the journal before the first complete is missing: in a
-        state that can abort, the commit stopped before completing anything."""
-        where = self.dest.uri_of(getattr(self.layout, what))
-        if j.state in (State.STARTED, State.COMPLETING):
-            raise JournalError(
-                f"job {self.job_id}: its journal ({j.state.value}) has no {what} record "
-                f"({where}): the commit stopped before completing anything; abort it "
-                f"(zerorename jobs abort {self.dest.uri} {self.job_id})"
-            )
-        raise JournalError(
-            f"job {self.job_id}: its journal ({j.state.value}) has no {what} record ({where}); "
-            f"restore it to resume"
-        )
-
-    def _read_replace_records(self, j: Journal, data: bytes | None, parts: bytes | None) -> None:
-        """The stored replace plan (and touched partitions), checked before anything is
-        completed or deleted."""
-        ctx = self.ctx
-        if ctx.scope is ConflictScope.PARTITIONS:
-            if parts is None:
-                self._cut_short("partitions", j)
-            assert parts is not None
-            where = self.dest.uri_of(self.layout.partitions)
-            self.partitions = set(parse_partitions_record(parts, where))
-        if data is None:
-            if j.state is State.COMPLETING:
-                self._cut_short("replace", j)
-            where = self.dest.uri_of(self.layout.replace)
-            raise RecordFormatError("the replace plan is missing; nothing replaced", location=where)
-        prefixes = self._replace_prefixes()
-        where = self.dest.uri_of(self.layout.replace)
-        self._replace_plan = parse_replace_plan(data, where, self.dest, self.job_id, prefixes)
 
     def _replace_prefixes(self) -> tuple[str, ...]:
         plan = plan_conflicts(ConflictMode.REPLACE, self.ctx.scope, self.dest, self.partitions)
@@ -321,7 +259,7 @@ class JobCommitRun:
                     tg.cancel_scope.cancel()
         raise AssertionError("unreachable")
 
-    async def _gate(self, active: Outcome[bool], journal: Outcome[Journal | None]) -> None:
+    def _gate(self, active: Outcome[bool], journal: Outcome[Journal | None]) -> None:
         """A fresh commit only of an active job that has no journal yet (the marker's
         verdict first, then the journal's)."""
         if not active.get():
@@ -350,7 +288,7 @@ class JobCommitRun:
             steps += [caught(job_is_active(ctx)), caught(read_journal(ctx))]
         outcomes = await gather(*steps)
         if not resumed:
-            await self._gate(outcomes[2], outcomes[3])
+            self._gate(outcomes[2], outcomes[3])
         try:
             outcomes[0].get()
             old = outcomes[1].get()
@@ -533,11 +471,12 @@ class JobCommitRun:
                 log.exception("could not save the journal of job %s", j.job_id)
         if not isinstance(exc, Exception):
             raise exc
-        what = (
-            "rolled back: nothing of it is left"
-            if rolled
-            else "left for resume/abort (see its journal)"
-        )
+        if rolled:
+            what = "rolled back: nothing of it is left"
+        elif j.state is State.STARTED and not resumed:
+            what = "nothing of the commit was written: commit again, or abort the job"
+        else:
+            what = "left for resume/abort (see its journal)"
         msg = f"job {j.job_id} commit failed in state {j.state.value}: {exc}; {what}"
         if isinstance(exc, ConflictError):
             raise ConflictError(
@@ -609,28 +548,6 @@ class JobCommitRun:
         return self.layout.success
 
     # ---------------------------------------------------------------- rollback
-    async def _success_of_job(self) -> bool:
-        """A _SUCCESS at the destination names this job: its commit completed every file."""
-        data = await read_optional(self.engine, self.dest.bucket, self.layout.success)
-        return data is not None and f'"{self.job_id}"'.encode() in data
-
-    async def _check_abort_unread(self, exc: RecordFormatError) -> None:
-        """An abort with a malformed journal: its state is unknown, so abort only while
-        the store proves the commit cannot have passed the point of no return (job still
-        active, no _SUCCESS of the job, a conflict mode that deletes no older file)."""
-        why = ""
-        if self.ctx.replaces:
-            why = "the job replaces older files, which its commit may have deleted already"
-        elif not await job_is_active(self.ctx):
-            why = "the job's marker is gone: its commit may have succeeded"
-        elif await self._success_of_job():
-            why = "a _SUCCESS of the job exists: its commit succeeded"
-        if why:
-            raise JournalError(
-                f"job {self.job_id}: abort refused: {exc.location} is malformed and "
-                f"{why}; repair the journal (or remove it once sure) and retry"
-            ) from exc
-
     async def rollback(
         self, *, keep: Iterable[str] = (), check_success: bool = True
     ) -> AbortResult:
@@ -642,10 +559,10 @@ class JobCommitRun:
         try:
             j = await read_journal(self.ctx)
         except RecordFormatError as exc:
-            await self._check_abort_unread(exc)
+            await check_abort_unread(self.ctx, exc)
             j = None  # proven safe to abort without it; it is deleted last
         if j is not None:
-            done = check_success and j.state is State.COMPLETING and await self._success_of_job()
+            done = check_success and j.state is State.COMPLETING and await success_of_job(self.ctx)
             if not can_abort(j.state) or done:
                 state = "succeeded (its _SUCCESS is written)" if done else j.state.value
                 raise JournalError(

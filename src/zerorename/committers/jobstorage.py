@@ -21,16 +21,18 @@ from dataclasses import dataclass
 import anyio
 
 from zerorename.committers.conflict import (
+    ConflictMode,
     ConflictScope,
     OldObject,
     is_foreign,
     parse_replace_plan,
+    plan_conflicts,
     replace_plan_record,
     still_planned,
 )
 from zerorename.committers.context import JobContext
 from zerorename.committers.errors import JournalError, PathError, RecordFormatError
-from zerorename.committers.journal import Journal
+from zerorename.committers.journal import Journal, State, can_abort
 from zerorename.committers.paths import (
     PENDINGSET_SUFFIX,
     check_relative_path,
@@ -298,3 +300,60 @@ async def release_job_storage(ctx: JobContext) -> int:
     on the other), the journal last. Returns uploads aborted."""
     async with releasing(ctx) as release:
         return await release()
+
+
+def cut_short(ctx: JobContext, what: str, state: State) -> JournalError:
+    """The error for a record (``plan``, ``replace``, ``partitions``) that a commit stores
+    with its journal, before its first complete, found missing by resume: in a state that
+    can abort, the commit stopped before completing anything."""
+    where = ctx.dest.uri_of(getattr(ctx.layout, what))
+    head = f"job {ctx.job_id}: its journal ({state.value}) has no {what} record ({where})"
+    if can_abort(state):
+        return JournalError(
+            f"{head}: the commit stopped before completing anything; abort it "
+            f"(zerorename jobs abort {ctx.dest.uri} {ctx.job_id})"
+        )
+    return JournalError(f"{head}; restore it to resume")
+
+
+def stored_replace_records(
+    ctx: JobContext, state: State, plan: bytes | None, partitions: bytes | None
+) -> tuple[list[str], list[OldObject]]:
+    """For a resumed replace commit: the touched partitions (scope ``partitions``) and the
+    replace plan as stored, checked before anything is completed or deleted."""
+    parts: list[str] = []
+    if ctx.scope is ConflictScope.PARTITIONS:
+        if partitions is None:
+            raise cut_short(ctx, "partitions", state)
+        parts = parse_partitions_record(partitions, ctx.dest.uri_of(ctx.layout.partitions))
+    where = ctx.dest.uri_of(ctx.layout.replace)
+    if plan is None:
+        if state is State.COMPLETING:
+            raise cut_short(ctx, "replace", state)
+        raise RecordFormatError("the replace plan is missing; nothing replaced", location=where)
+    prefixes = plan_conflicts(ConflictMode.REPLACE, ctx.scope, ctx.dest, parts).replace_prefixes
+    return parts, parse_replace_plan(plan, where, ctx.dest, ctx.job_id, prefixes)
+
+
+async def success_of_job(ctx: JobContext) -> bool:
+    """A _SUCCESS at the destination names the job: its commit completed every file."""
+    data = await read_optional(ctx.engine, ctx.dest.bucket, ctx.layout.success)
+    return data is not None and f'"{ctx.job_id}"'.encode() in data
+
+
+async def check_abort_unread(ctx: JobContext, exc: RecordFormatError) -> None:
+    """An abort with a malformed journal: its state is unknown, so abort only while the
+    store proves the commit cannot have passed the point of no return (job still active,
+    no _SUCCESS of the job, a conflict mode that deletes no older file)."""
+    why = ""
+    if ctx.replaces:
+        why = "the job replaces older files, which its commit may have deleted already"
+    elif not await job_is_active(ctx):
+        why = "the job's marker is gone: its commit may have succeeded"
+    elif await success_of_job(ctx):
+        why = "a _SUCCESS of the job exists: its commit succeeded"
+    if why:
+        raise JournalError(
+            f"job {ctx.job_id}: abort refused: {exc.location} is malformed and "
+            f"{why}; repair the journal (or remove it once sure) and retry"
+        ) from exc
