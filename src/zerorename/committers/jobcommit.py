@@ -81,17 +81,13 @@ from zerorename.committers.journal import (
 )
 from zerorename.committers.records import SuccessData
 from zerorename.committers.spool import PendingSetCache
-from zerorename.committers.store import Outcome, caught, gather, read_optional
+from zerorename.committers.store import Outcome, caught, gather, nothing, read_optional
 from zerorename.committers.validate import UploadSet
 
 __all__ = ["CommitProgress", "JobCommitResult", "JobCommitRun", "ProgressFn"]
 
 log = logging.getLogger("zerorename.committers")
 JSON = "application/json"
-
-
-async def _nothing() -> None:
-    """A step with no request (a slot of :func:`gather` left empty)."""
 
 
 class JobCommitRun:
@@ -207,10 +203,10 @@ class JobCommitRun:
             read_optional(self.engine, self.dest.bucket, lay.plan),
             read_optional(self.engine, self.dest.bucket, lay.replace)
             if ctx.replaces
-            else _nothing(),
+            else nothing(),
             read_optional(self.engine, self.dest.bucket, lay.partitions)
             if parts_record
-            else _nothing(),
+            else nothing(),
         )
         if j is None:
             raise JournalError(
@@ -282,7 +278,7 @@ class JobCommitRun:
         early = not precheck_needs_scan(ctx)
         steps: list[Awaitable[Outcome[object]]] = [
             caught(self._scan().run(0, tally=True)),
-            caught(precheck(ctx, set()) if early else _nothing()),
+            caught(precheck(ctx, set()) if early else nothing()),
         ]
         if not resumed:
             steps += [caught(job_is_active(ctx)), caught(read_journal(ctx))]
@@ -365,7 +361,7 @@ class JobCommitRun:
         async with releasing(self.ctx) as release:
             try:
                 success_key, _ = await gather(
-                    self._write_success(), self._save_journal() if moved else _nothing()
+                    self._write_success(), self._save_journal() if moved else nothing()
                 )
             except BaseException as exc:
                 await self._stopped_after_completes(exc, resumed)

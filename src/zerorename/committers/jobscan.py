@@ -15,7 +15,7 @@ from zerorename.committers.journal import CommitPlan, Journal
 from zerorename.committers.paths import partition_of
 from zerorename.committers.records import MAX_SUCCESS_FILENAMES, PendingRecord
 from zerorename.committers.spool import PendingSetCache
-from zerorename.committers.store import bounded_map, check_record, first_foreign
+from zerorename.committers.store import bounded_map, check_record, first_foreign_in
 from zerorename.committers.validate import UploadSet, check_output_key
 
 
@@ -107,8 +107,8 @@ async def precheck(ctx: JobContext, partitions: set[str]) -> list[OldObject] | N
     replace deletes exactly these (if unchanged), never one written while the commit
     runs. Reads only: nothing is written, a refusal has nothing to undo."""
     plan = plan_conflicts(ctx.conflict, ctx.scope, ctx.dest, partitions)
-    for prefix in plan.check_prefixes:
-        found = await first_foreign(ctx.engine, ctx.dest, prefix, ctx.job_id)
+    if plan.check_prefixes:
+        found = await first_foreign_in(ctx.engine, ctx.dest, plan.check_prefixes, ctx.job_id)
         if found:
             raise ConflictError(
                 f"destination {ctx.dest.uri} already has objects where job "

@@ -41,6 +41,7 @@ from zerorename.committers.paths import (
 )
 from zerorename.committers.records import PendingRecord
 from zerorename.committers.store import (
+    LIST_CONCURRENCY,
     Check,
     abort_uploads,
     bounded_map,
@@ -49,12 +50,12 @@ from zerorename.committers.store import (
     is_ours,
     job_uploads,
     keys_under,
+    nothing,
     prefetch,
     read_optional,
     scan_pendingset,
 )
 from zerorename.committers.validate import load_json, malformed
-from zerorename.engine.records import ObjectInfo
 
 log = logging.getLogger("zerorename.committers")
 
@@ -185,11 +186,14 @@ async def list_replacement(ctx: JobContext, prefixes: Sequence[str]) -> list[Old
     deletes once the new files are complete, if they are still the same then."""
     engine, dest = ctx.engine, ctx.dest
     found: dict[str, OldObject] = {}
-    for prefix in prefixes:
+
+    async def one(prefix: str) -> None:
         async for obj in engine.list_objects(dest.bucket, prefix):
             if is_foreign(dest, obj.key, ctx.job_id) and obj.etag:
                 found[obj.key] = OldObject(obj.key, obj.etag.strip('"'))
-    return list(found.values())
+
+    await bounded_map(prefixes, one, LIST_CONCURRENCY)
+    return sorted(found.values(), key=lambda o: o.key)
 
 
 def replace_records(
@@ -243,22 +247,16 @@ async def run_replacement(
     if plan is None:
         plan = await read_replace_plan(ctx, prefixes)
     planned = {o.key: o.etag for o in plan}
+    doomed: list[str] = []  # at most the plan's objects
 
-    async def listed() -> AsyncIterator[ObjectInfo]:
-        for prefix in prefixes:
-            async for obj in engine.list_objects(dest.bucket, prefix):
-                yield obj
-
-    async def doomed(objs: AsyncIterator[ObjectInfo]) -> AsyncIterator[str]:
-        async for obj in objs:
+    async def one(prefix: str) -> None:
+        async for obj in engine.list_objects(dest.bucket, prefix):
             if still_planned(planned, obj.key, obj.etag):
-                del planned[obj.key]
-                yield obj.key
+                del planned[obj.key]  # once, however many prefixes list it
+                doomed.append(obj.key)
 
-    async with prefetch(listed()) as objs:
-        if meanwhile is not None:
-            await meanwhile
-        return await engine.delete_objects(dest.bucket, doomed(objs))
+    await gather(meanwhile or nothing(), bounded_map(prefixes, one, LIST_CONCURRENCY))
+    return await engine.delete_objects(dest.bucket, sorted(doomed))
 
 
 @contextlib.asynccontextmanager

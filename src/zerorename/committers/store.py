@@ -5,7 +5,15 @@ engine; engine errors are left to the callers, which wrap them."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Sequence,
+)
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
@@ -34,6 +42,8 @@ T = TypeVar("T")
 READ_CHUNK = 256 * KiB
 #: listed items read ahead by :func:`prefetch` (one listing page)
 PREFETCH = 1000
+#: prefixes (partitions, directories) listed at once by a conflict check or a replace
+LIST_CONCURRENCY = 16
 
 
 async def bounded_map(
@@ -80,6 +90,10 @@ def is_ours(upload: PendingUpload, info: ObjectInfo | None, why: Check) -> bool:
     engine's complete retry applies the same rule (strict only on 412)."""
     strict = why in (Check.KEY_EXISTED, Check.DELETE)
     return is_completed_object(upload, info, strict=strict)
+
+
+async def nothing() -> None:
+    """No request: an empty slot of :func:`gather` (a step that does not apply)."""
 
 
 async def gather(*steps: Awaitable[Any]) -> list[Any]:
@@ -284,27 +298,48 @@ async def first_foreign(
 ) -> list[str]:
     """Up to ``limit`` objects under ``prefix`` not created by this job (ignoring every
     job's records). For the whole destination, top-level ``__magic*`` directories are
-    skipped without listing them."""
+    skipped without listing them; the other directories are listed at once."""
     found: list[str] = []
-    if prefix == dest.list_prefix:
-        async for obj in engine.list_objects(dest.bucket, prefix, delimiter="/"):
+    if prefix != dest.list_prefix:
+        async for obj in engine.list_objects(dest.bucket, prefix):
             if is_foreign(dest, obj.key, job_id):
                 found.append(obj.key)
                 if len(found) >= limit:
-                    return found
-        async for sub in engine.list_prefixes(dest.bucket, prefix):
-            rel = dest.rel(sub) or ""
-            if rel.startswith("__magic"):
-                continue
-            found += await first_foreign(
-                dest=dest, engine=engine, prefix=sub, job_id=job_id, limit=limit - len(found)
-            )
-            if len(found) >= limit:
-                return found
+                    break
         return found
-    async for obj in engine.list_objects(dest.bucket, prefix):
+    async for obj in engine.list_objects(dest.bucket, prefix, delimiter="/"):
         if is_foreign(dest, obj.key, job_id):
             found.append(obj.key)
             if len(found) >= limit:
-                break
-    return found
+                return found
+    subs = [
+        sub
+        async for sub in engine.list_prefixes(dest.bucket, prefix)
+        if not (dest.rel(sub) or "").startswith("__magic")
+    ]
+    return found + await first_foreign_in(engine, dest, subs, job_id, limit - len(found))
+
+
+async def first_foreign_in(
+    engine: Store, dest: Destination, prefixes: Sequence[str], job_id: str, limit: int = 5
+) -> list[str]:
+    """Up to ``limit`` objects not created by this job under any of ``prefixes`` (each
+    listed by :func:`first_foreign`), in prefix order: the prefixes are listed
+    ``LIST_CONCURRENCY`` at once, and no more are started once ``limit`` were found."""
+    by_prefix: dict[int, list[str]] = {}
+
+    def enough() -> bool:
+        return sum(len(v) for v in by_prefix.values()) >= limit
+
+    def indexes() -> Iterator[int]:
+        for i in range(len(prefixes)):
+            if enough():
+                return
+            yield i
+
+    async def one(i: int) -> None:
+        if not enough():
+            by_prefix[i] = await first_foreign(engine, dest, prefixes[i], job_id, limit)
+
+    await bounded_map(indexes(), one, LIST_CONCURRENCY)
+    return [key for i in sorted(by_prefix) for key in by_prefix[i]][:limit]

@@ -492,3 +492,19 @@ async def test_sequential_requests_of_a_replace_commit(tasks: int, tmp_path: Pat
     count, line = await sequential_commit(p, LATENCY)
     print(f"\nstaging replace, {tasks} tasks: {line}")
     assert count <= REPLACE_BOUND
+
+
+@pytest.mark.parametrize(
+    ("kind", "conflict", "bound"),
+    [("partitioned", "replace", 9), ("partitioned", "fail", 7), ("magic", "fail", 7)],
+)
+async def test_sequential_requests_of_the_other_modes(
+    kind: str, conflict: str, bound: int, tmp_path: Path
+) -> None:
+    """By partition the conflict listing follows the scan (one round more than by
+    destination); fail mode's destination listing takes two rounds (top level, then its
+    directories at once). Measured 9, 7, 7."""
+    p = await prepare(kind, conflict, tmp_path, tasks=12, files=1, old=conflict != "fail")
+    count, line = await sequential_commit(p, LATENCY)
+    print(f"\n{kind} {conflict}, 12 tasks: {line}")
+    assert count <= bound
