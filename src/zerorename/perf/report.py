@@ -27,6 +27,8 @@ _ORDER = [
     "objects_s",
     "completes_s",
     "commit_s",
+    "requests",
+    "sequential_requests",
     "write_s",
     "wall_s",
     "cpu_s_per_gib",
