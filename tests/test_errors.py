@@ -3,10 +3,8 @@ configuration family, boundaries that map what crosses them (map_exceptions), an
 README's error table naming every public error class.
 
 The boundary tests talk to moto over HTTP (a bucket that does not exist, or failures
-injected on the wire by the FaultProxy). The ones marked ``xfail(strict=True)`` show a
-leak that a file outside this helper's ownership still has; each names the pending change.
-When it is applied the test passes, strict xfail turns that into a failure, and the mark
-is removed.
+injected on the wire by the FaultProxy): each public call maps an engine failure into
+the committers' family, with the engine's error as the cause.
 """
 
 from __future__ import annotations
@@ -303,7 +301,6 @@ def test_the_readme_table_has_one_row_per_family() -> None:
 
 #: a small retry budget: an injected failure that persists exhausts it at once
 SMALL_RETRY = dict(max_attempts=2, base_delay=0.01, max_delay=0.02, max_elapsed=10)
-PENDING = "pending issue 12 section 2 in {where}: {change}; remove this mark when applied"
 
 
 def missing_bucket() -> str:
@@ -316,21 +313,8 @@ def small_engine(s3: S3Target) -> Any:
     return UploadEngine(s3.engine_config(retry=RetryConfig(**SMALL_RETRY)))
 
 
-def pending(where: str, change: str, raises: type[BaseException]) -> pytest.MarkDecorator:
-    return pytest.mark.xfail(
-        strict=True, raises=raises, reason=PENDING.format(where=where, change=change)
-    )
-
-
-async def call(obj: Any, method: str, *args: Any, wrap: str | None = None) -> Any:
-    """``obj.method(*args)``; with ``wrap``, the method wrapped as the pending change would
-    wrap it (``wrap_engine_errors(wrap)``), so the proposed lines are checked today."""
-    from zerorename.committers.errors import wrap_engine_errors
-
-    fn = getattr(type(obj), method)
-    if wrap is not None:
-        fn = wrap_engine_errors(wrap)(fn)
-    return await fn(obj, *args)
+async def call(obj: Any, method: str, *args: Any) -> Any:
+    return await getattr(obj, method)(*args)
 
 
 async def test_wrap_engine_errors_maps_a_real_engine_failure(moto_s3: S3Target) -> None:
@@ -347,7 +331,7 @@ async def test_wrap_engine_errors_maps_a_real_engine_failure(moto_s3: S3Target) 
     assert "NoSuchBucket" in str(info.value) and "\n" not in str(info.value)
 
 
-async def on_missing_bucket(s3: S3Target, step: str, wrap: str | None = None) -> None:
+async def on_missing_bucket(s3: S3Target, step: str) -> None:
     """``open_job`` or ``Job.status`` of a committer whose bucket does not exist."""
     from zerorename.committers import MagicCommitter
 
@@ -355,9 +339,9 @@ async def on_missing_bucket(s3: S3Target, step: str, wrap: str | None = None) ->
         committer = MagicCommitter(engine, f"s3://{missing_bucket()}/table")
         job_id = str(uuid.uuid4())
         if step == "open_job":
-            await call(committer, "open_job", job_id, wrap=wrap)
+            await call(committer, "open_job", job_id)
         else:
-            await call(committer.job(job_id), "status", wrap=wrap)
+            await call(committer.job(job_id), "status")
 
 
 async def attempt_failing_on_the_wire(
@@ -365,7 +349,6 @@ async def attempt_failing_on_the_wire(
     fault_proxy: Callable[..., Any],
     step: str,
     operation: str,
-    wrap: str | None = None,
 ) -> None:
     """A magic job set up through a proxy, then every ``operation`` request answered 500
     while a task attempt runs ``step`` (setup, or abort after a good setup)."""
@@ -383,7 +366,7 @@ async def attempt_failing_on_the_wire(
         if step == "abort":
             await ta.setup()
         proxy.add_rule(FaultRule(operation=operation, fault="internal_error"))
-        await call(ta, step, wrap=wrap)
+        await call(ta, step)
 
 
 def _engine_error() -> type[BaseException]:
@@ -396,10 +379,6 @@ def _committer_error() -> type[BaseException]:
     from zerorename.committers.errors import CommitterError
 
     return CommitterError
-
-
-def wrap_line(what: str, doing: str) -> str:
-    return f"{what} body in `async with wrap_engine_errors({doing})`"
 
 
 #: what each job call's error says it was doing (committer.py wraps them)
@@ -455,15 +434,7 @@ def unknown_committer_kind() -> None:
     [
         pytest.param(bad_conflict_mode, "conflict mode"),
         pytest.param(bad_commit_options, "window"),
-        pytest.param(
-            unknown_committer_kind,
-            "rename",
-            marks=pending(
-                "committers/committer.py",
-                "committer_class raises CommitterConfigError for an unknown kind",
-                _committer_error(),
-            ),
-        ),
+        pytest.param(unknown_committer_kind, "rename"),
     ],
 )
 def test_bad_committer_settings_are_config_errors(refused: Callable[[], None], match: str) -> None:

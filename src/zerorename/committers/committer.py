@@ -19,11 +19,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
 
 from zerorename.committers.conflict import ConflictMode, ConflictScope
 from zerorename.committers.context import CommitOptions, CommitterKind, JobContext
 from zerorename.committers.errors import (
+    CommitterConfigError,
     CommitterError,
     JobCommitError,
     JobNotFound,
@@ -39,6 +39,7 @@ from zerorename.committers.jobstorage import (
     release_job_storage,
 )
 from zerorename.committers.journal import CommitPlan, JobMarker, Journal, PlannedSet, State
+from zerorename.committers.maintenance import uploads_older_than
 from zerorename.committers.objectstore import UploadStore
 from zerorename.committers.paths import (
     PENDINGSET_SUFFIX,
@@ -169,7 +170,7 @@ def committer_class(kind: str) -> type[Committer]:
     try:
         return _KINDS[kind]
     except KeyError:
-        raise CommitterError(f"unknown committer {kind!r}; one of {sorted(_KINDS)}") from None
+        raise CommitterConfigError(f"unknown committer {kind!r}; one of {sorted(_KINDS)}") from None
 
 
 class Job:
@@ -348,13 +349,8 @@ class Job:
                 )
             aborted = await self.release()
             if older_than is not None:
-                from zerorename.committers.maintenance import uploads_older_than
-                from zerorename.engine import UploadEngine
-
-                # maintenance still names UploadEngine; it only lists uploads (a Store's)
-                engine = cast(UploadEngine, self.engine)
                 aborted += await abort_uploads(
-                    self.engine, uploads_older_than(engine, self.dest, older_than)
+                    self.engine, uploads_older_than(self.engine, self.dest, older_than)
                 )
             return aborted
         except CommitterError:

@@ -51,11 +51,12 @@ class CommitOptions:
     #: completes in flight during job commit (None: the engine's batch_concurrency).
     concurrency: int | None = None
     #: pendingsets being completed at once: what a crash can leave half done (resume
-    #: re-checks those). The journal is written each time half of it is released, so a
-    #: small window makes a commit of many small pendingsets wait on journal writes.
+    #: re-checks those). The journal's watermark is written only when the window holds
+    #: pendingsets back (more sets than the window), each time half of it is released.
     window: int = DEFAULT_WINDOW
-    #: pendingsets read at once in the scan before completing.
-    scan_concurrency: int = 8
+    #: pendingsets read at once before completing (None: the commit's concurrency, or 64
+    #: when that is not set either): the read is one round trip up to that many tasks.
+    scan_concurrency: int | None = None
     #: uploads at once in a staging task commit.
     task_concurrency: int = 8
     #: seconds between progress callbacks during job commit (half a second, so a busy
@@ -71,8 +72,10 @@ class CommitOptions:
     staging_dir: Path = field(default_factory=lambda: Path(tempfile.gettempdir()))
 
     def __post_init__(self) -> None:
-        if self.window < 1 or self.scan_concurrency < 1 or self.task_concurrency < 1:
-            raise CommitterConfigError("window, scan_concurrency and task_concurrency must be >= 1")
+        if self.window < 1 or self.task_concurrency < 1:
+            raise CommitterConfigError("window and task_concurrency must be >= 1")
+        if self.scan_concurrency is not None and self.scan_concurrency < 1:
+            raise CommitterConfigError("scan_concurrency must be >= 1")
         if self.concurrency is not None and self.concurrency < 1:
             raise CommitterConfigError("concurrency must be >= 1")
         if self.progress_interval <= 0:

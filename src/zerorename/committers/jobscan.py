@@ -91,8 +91,9 @@ DEFAULT_SCAN_WIDTH = 64
 
 
 def scan_width(ctx: JobContext) -> int:
-    """Pendingsets read at once: the commit's concurrency (as many as it completes)."""
-    return ctx.opts.concurrency or DEFAULT_SCAN_WIDTH
+    """Pendingsets read at once: ``scan_concurrency`` if set, else the commit's concurrency
+    (as many as it completes), so the scan is one round trip up to that many tasks."""
+    return ctx.opts.scan_concurrency or ctx.opts.concurrency or DEFAULT_SCAN_WIDTH
 
 
 def precheck_needs_scan(ctx: JobContext) -> bool:
