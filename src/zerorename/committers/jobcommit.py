@@ -82,6 +82,7 @@ from zerorename.committers.journal import (
 from zerorename.committers.records import SuccessData
 from zerorename.committers.spool import PendingSetCache
 from zerorename.committers.store import Outcome, caught, gather, nothing, read_optional
+from zerorename.committers.successdata import success_filename
 from zerorename.committers.validate import UploadSet
 
 __all__ = ["CommitProgress", "JobCommitResult", "JobCommitRun", "ProgressFn"]
@@ -518,7 +519,7 @@ class JobCommitRun:
             "uploads": j.uploads_total,
             "bytes": j.bytes_total,
             "pendingsets": len(self.plan.pendingsets),
-            "duration_seconds": round(time.time() - j.started, 3),
+            "duration_ms": round((time.time() - j.started) * 1000),
             "retries": j.retries + self.engine.stats.retries - r0,
             "throttles": j.throttles + self.engine.stats.throttles - t0,
             "commit_processes": j.processes,
@@ -536,7 +537,7 @@ class JobCommitRun:
             metrics=metrics,
             description=f"zerorename {self.ctx.kind.value} committer",
             diagnostics=diag,
-            filenames=list(j.filenames),
+            filenames=[success_filename(self.dest.key(rel)) for rel in j.filenames],
         )
         await self.engine.put_object(
             self.dest.bucket, self.layout.success, data.to_json(), content_type=JSON

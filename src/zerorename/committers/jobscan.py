@@ -5,6 +5,7 @@ then the conflict pre-check. Takes what it reads into (:class:`CommitScan`), not
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from zerorename.committers.conflict import OldObject, plan_conflicts
@@ -13,7 +14,7 @@ from zerorename.committers.errors import ConflictError, RecordNotFound
 from zerorename.committers.jobstorage import list_replacement
 from zerorename.committers.journal import CommitPlan, Journal
 from zerorename.committers.paths import partition_of
-from zerorename.committers.records import MAX_SUCCESS_FILENAMES, PendingRecord
+from zerorename.committers.records import MAX_SUCCESS_FILENAMES, PendingRecord, Unchecked
 from zerorename.committers.spool import PendingSetCache
 from zerorename.committers.store import bounded_map, check_record, first_foreign_in
 from zerorename.committers.validate import UploadSet, check_output_key
@@ -32,6 +33,8 @@ class CommitScan:
     seen: UploadSet
     partitions: set[str] = field(default_factory=set)
     diagnostics: dict[str, str] = field(default_factory=dict)
+    #: records per check they could not get (S3A's have no part sizes), this run
+    unchecked: Counter[Unchecked] = field(default_factory=Counter)
 
     def check(self, rec: PendingRecord, location: str) -> None:
         """An upload the job may complete: where a task may write, the job's, once."""
@@ -39,6 +42,7 @@ class CommitScan:
         check_output_key(rec, ctx.dest, location)
         check_record(rec, ctx.dest, ctx.job_id, location, partitioned=ctx.partitioned)
         self.seen.add(rec, location)
+        self.unchecked.update(rec.unchecked)
 
     def _tally(self, rec: PendingRecord, location: str) -> None:
         self.check(rec, location)
@@ -63,6 +67,7 @@ class CommitScan:
             j.uploads_total = j.bytes_total = 0
             j.filenames = []
             j.pendingsets_total = total
+            self.unchecked.clear()
         on_record = self._tally if tally else self.check
         mismatched = 0
 
@@ -83,6 +88,13 @@ class CommitScan:
         await bounded_map(range(start, total), scan_one, scan_width(ctx))
         if mismatched:
             self.diagnostics["pendingsets_from_other_attempt"] = str(mismatched)
+        self.diagnostics.update(unchecked_diagnostics(self.unchecked))
+
+
+def unchecked_diagnostics(counts: Counter[Unchecked]) -> dict[str, str]:
+    """What a scan could not check, for ``_SUCCESS``'s diagnostics: ``unchecked: <check>``
+    -> how many records (none when every record was checked in full)."""
+    return {f"unchecked: {check.value}": str(n) for check, n in counts.items() if n}
 
 
 #: pendingsets read at once when the commit concurrency is not set (the engine's default

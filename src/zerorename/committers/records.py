@@ -1,24 +1,27 @@
 """The committers' persistent records: ``.pending``, ``.pendingset`` and ``_SUCCESS``.
 
-Versioned JSON, UTF-8, written with ``ensure_ascii=False`` so keys with spaces, unicode,
-'%', '+' and '#' round-trip exactly. Field names are S3A's where S3A has one
-(``SinglePendingCommit``, ``PendingSet``, ``SuccessData``); our additions are
-``parts`` (number, etag, size, checksum per part), ``checksumAlgorithm`` and
-``taskAttempt``.
+Written in S3A's formats, so Hadoop's own classes read them (``SinglePendingCommit``
+version 2, ``PendingSet`` version 3, ``SuccessData``, see :mod:`successdata`), and read
+in S3A's formats and in zerorename 0.1's (version 1). UTF-8, ``ensure_ascii=False`` so
+keys with spaces, unicode, '%', '+' and '#' round-trip exactly. Hadoop ignores members it
+does not know, so ours stay: ``parts`` (number, etag, size, checksum per part),
+``checksumAlgorithm`` and ``taskAttempt``. An S3A ``.pending`` has ``etags`` and no part
+sizes: such a record completes from its ETags, and its :attr:`PendingRecord.unchecked`
+names the checks that needed the sizes.
 
 A pendingset is written with its header members first and the ``commits`` array last,
 one commit per line; it is plain JSON, and :class:`PendingSetParser` reads it
-incrementally (see :mod:`jsonstream`), so a reader never holds the whole file. A small
-pendingset held in memory is read a line at a time (:func:`read_pendingset`), the same
-records and errors, faster.
+incrementally (see :mod:`jsonstream`), wherever ``commits`` is and however it is laid
+out (S3A writes it pretty-printed or compact). A small pendingset held in memory is read
+a line at a time (:func:`read_pendingset`), the same records and errors, faster.
 """
 
 from __future__ import annotations
 
+import enum
 import json
-import socket
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,14 +38,55 @@ from zerorename.committers.jsonstream import (
     iter_line_events,
     iter_object_stream,
 )
-from zerorename.committers.validate import MAX_INT, MAX_TIME, Fields, load_json
+from zerorename.committers.s3aformat import (
+    add_counters,
+    check_iostatistics,
+    counters_of,
+    iso_date,
+    s3a_uri,
+    snapshot,
+    uri_names,
+)
+from zerorename.committers.successdata import (
+    LEGACY_SUCCESS_NAME,
+    MAX_SUCCESS_FILENAMES,
+    SUCCESS_NAME,
+    SuccessData,
+)
+from zerorename.committers.validate import MAX_INT, MAX_TIME, Fields, Fingerprints, load_json
 from zerorename.engine.errors import RecordError
+from zerorename.engine.planning import MAX_PARTS
 from zerorename.engine.records import PartInfo, PendingUpload
 
-PENDING_VERSION = 1
-PENDINGSET_VERSION = 1
-SUCCESS_NAME = "zerorename.committers.SuccessData/1"
-MAX_SUCCESS_FILENAMES = 100
+__all__ = [
+    "LEGACY_PENDINGSET_VERSION",
+    "LEGACY_PENDING_VERSION",
+    "LEGACY_SUCCESS_NAME",
+    "MAX_SUCCESS_FILENAMES",
+    "PENDINGSET_VERSION",
+    "PENDING_VERSION",
+    "SUCCESS_NAME",
+    "PendingRecord",
+    "PendingSetHeader",
+    "PendingSetParser",
+    "SuccessData",
+    "Unchecked",
+    "encode_pendingset",
+    "parse_pendingset",
+    "pendingset_bytes",
+    "read_pendingset",
+    "stream_error",
+]
+
+#: S3A ``SinglePendingCommit``'s version, which zerorename writes
+PENDING_VERSION = 2
+#: S3A ``PendingSet``'s version, which zerorename writes (its commits: PENDING_VERSION)
+PENDINGSET_VERSION = 3
+#: zerorename 0.1's versions, still read
+LEGACY_PENDING_VERSION = 1
+LEGACY_PENDINGSET_VERSION = 1
+#: pendingset version -> the version of its commits
+_COMMIT_VERSION = {PENDINGSET_VERSION: PENDING_VERSION, LEGACY_PENDINGSET_VERSION: 1}
 _COMMITS = "commits"
 #: the latest time a record may hold, in milliseconds
 _MAX_MS = int(MAX_TIME * 1000)
@@ -50,10 +94,6 @@ _MAX_MS = int(MAX_TIME * 1000)
 
 def _dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
-
-
-def _date(ts: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
 def _str_map(value: Any, what: str, location: str) -> dict[str, str]:
@@ -72,9 +112,57 @@ def _check_names(**values: Any) -> None:
             raise TypeError(f"{name} must be a non-empty string")
 
 
+class Unchecked(enum.Enum):
+    """A check a record could not get: S3A's ``.pending`` carries ETags, no part sizes."""
+
+    #: the parts add up to the record's length (the sizes are not known)
+    PART_SIZES = "part sizes add up to the length"
+
+
+def _etag_list(value: Any) -> list[str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(e, str) and e for e in value):
+        raise TypeError("etags must be a list of non-empty strings")
+    if len(value) > MAX_PARTS:
+        raise ValueError(f"etags holds {len(value)} entries, an upload has at most {MAX_PARTS}")
+    return value
+
+
+def _parts_of(
+    raw_parts: Any, etags: list[str] | None, length: int
+) -> tuple[tuple[PartInfo, ...], tuple[Unchecked, ...]]:
+    """The parts of a record: from ``parts`` (ours, with sizes) when present, else from
+    S3A's ``etags`` alone, numbered 1..n; their sizes are then unknown (0, the last one
+    carrying the whole length, so the upload's sum holds) and said so."""
+    if raw_parts is not None:
+        if not isinstance(raw_parts, list):
+            raise TypeError("parts must be a list")
+        if len(raw_parts) > MAX_PARTS:
+            raise ValueError(f"parts holds {len(raw_parts)} entries, at most {MAX_PARTS}")
+        parts = tuple([PartInfo.from_dict(p) for p in raw_parts])
+        if etags is not None and etags != [p.etag for p in parts]:
+            raise ValueError("etags and parts disagree")
+        unchecked: tuple[Unchecked, ...] = ()
+    elif etags is None:
+        raise KeyError("etags")
+    else:
+        n = len(etags)
+        parts = tuple(
+            PartInfo(i + 1, etag, length if i == n - 1 else 0) for i, etag in enumerate(etags)
+        )
+        unchecked = (Unchecked.PART_SIZES,)
+    if not parts:
+        raise ValueError("no parts (S3 completes no upload of no parts)")
+    return parts, unchecked
+
+
 @dataclass(frozen=True)
 class PendingRecord:
-    """One deferred upload (S3A ``SinglePendingCommit``) with the job and task that made it."""
+    """One deferred upload (S3A ``SinglePendingCommit``) with the job and task that made it.
+
+    ``job_id`` and ``task_id`` may be empty in a record S3A wrote (a magic task's
+    ``.pending``); ``unchecked`` names the checks the record could not get."""
 
     upload: PendingUpload
     job_id: str
@@ -83,18 +171,28 @@ class PendingRecord:
     saved: float = field(default_factory=time.time)
     text: str = ""
     extra: Mapping[str, str] = field(default_factory=dict)
+    unchecked: tuple[Unchecked, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
+    def iostatistics(self) -> dict[str, Any]:
+        """The upload's statistics under S3A's names (what S3A's output stream counts)."""
         u = self.upload
-        return {
+        return snapshot(
+            {"stream_write_block_uploads": len(u.parts), "stream_write_bytes": u.length}
+        )
+
+    def to_dict(self, *, stats: bool = True) -> dict[str, Any]:
+        """The record as S3A's version 2 plus our members; ``stats``: with its own
+        ``iostatistics`` (in a pendingset the set holds them, as S3A does)."""
+        u = self.upload
+        d: dict[str, Any] = {
             "version": PENDING_VERSION,
-            "uri": u.uri,
+            "uri": s3a_uri(u.bucket, u.key),
             "bucket": u.bucket,
             "destinationKey": u.key,
             "uploadId": u.upload_id,
             "created": round(u.created * 1000),
             "saved": round(self.saved * 1000),
-            "date": _date(self.saved),
+            "date": iso_date(self.saved),
             "jobId": self.job_id,
             "taskId": self.task_id,
             "taskAttempt": self.attempt,
@@ -102,32 +200,38 @@ class PendingRecord:
             "etags": [p.etag for p in u.parts],
             "length": u.length,
             "checksumAlgorithm": u.checksum_algorithm,
-            "parts": [p.to_dict() for p in u.parts],
             "extraData": dict(self.extra),
         }
+        if Unchecked.PART_SIZES not in self.unchecked:
+            d["parts"] = [p.to_dict() for p in u.parts]
+        if stats:
+            d["iostatistics"] = self.iostatistics()
+        return d
 
     def to_json(self) -> str:
         return _dumps(self.to_dict())
 
     @classmethod
     def from_dict(cls, d: Any, *, location: str = "") -> PendingRecord:
-        """Validate and convert; RecordFormatError names ``location`` on any problem."""
+        """Validate and convert a version 2 (S3A) or version 1 (zerorename 0.1) record;
+        RecordFormatError names ``location`` on any problem."""
         if type(d) is not dict and not isinstance(d, Mapping):
             raise RecordFormatError("a pending commit must be a JSON object", location=location)
         version = d.get("version")
-        if version != PENDING_VERSION:
+        if type(version) is not int or version not in (PENDING_VERSION, LEGACY_PENDING_VERSION):
             raise RecordFormatError(
                 f"pending commit version {version!r} is not supported (this zerorename "
-                f"reads version {PENDING_VERSION})",
+                f"reads version {PENDING_VERSION}, S3A's, and {LEGACY_PENDING_VERSION})",
                 location=location,
             )
+        legacy = version == LEGACY_PENDING_VERSION
         try:
             bucket, key, upload_id = d["bucket"], d["destinationKey"], d["uploadId"]
-            raw_parts = d["parts"]
-            if not isinstance(raw_parts, list):
-                raise TypeError("parts must be a list")
-            parts = tuple([PartInfo.from_dict(p) for p in raw_parts])
-            job_id, task_id = d["jobId"], d["taskId"]
+            if legacy:
+                job_id, task_id, raw_parts, etags = d["jobId"], d["taskId"], d["parts"], None
+            else:  # S3A: the ids may be empty, etags are required, parts are ours
+                job_id, task_id, raw_parts = d.get("jobId", ""), d.get("taskId", ""), d.get("parts")
+                etags = _etag_list(d["etags"])
             # one test for the usual record; the name of a bad field is looked for after
             if not (
                 type(bucket) is str
@@ -137,17 +241,15 @@ class PendingRecord:
                 and type(upload_id) is str
                 and upload_id
                 and type(job_id) is str
-                and job_id
+                and (job_id or not legacy)
                 and type(task_id) is str
-                and task_id
+                and (task_id or not legacy)
             ):
-                _check_names(
-                    bucket=bucket,
-                    destinationKey=key,
-                    uploadId=upload_id,
-                    jobId=job_id,
-                    taskId=task_id,
-                )
+                _check_names(bucket=bucket, destinationKey=key, uploadId=upload_id)
+                if legacy:
+                    _check_names(jobId=job_id, taskId=task_id)
+                elif not (isinstance(job_id, str) and isinstance(task_id, str)):
+                    raise TypeError("jobId and taskId must be strings")
             length, created, saved = d["length"], d["created"], d["saved"]
             if not (type(length) is int and type(created) is int and type(saved) is int):
                 raise TypeError("length, created and saved must be integers")
@@ -156,12 +258,16 @@ class PendingRecord:
                     "length must be 0..2^63-1 bytes, created and saved times in ms "
                     "between 1970 and 9999"
                 )
+            if legacy:
+                etags = _etag_list(d.get("etags"))
+            parts, unchecked = _parts_of(raw_parts, etags, length)
             algo = d.get("checksumAlgorithm")
             if algo is not None and not isinstance(algo, str):
                 raise TypeError("checksumAlgorithm must be a string or null")
             attempt = d.get("taskAttempt", 0)
             if type(attempt) is not int or not 0 <= attempt <= MAX_INT:
                 raise TypeError("taskAttempt must be an integer >= 0")
+            check_iostatistics(d.get("iostatistics"))
             upload = PendingUpload(
                 bucket=bucket,
                 key=key,
@@ -176,15 +282,8 @@ class PendingRecord:
             raise RecordFormatError(
                 f"malformed pending commit: {what}", location=location
             ) from None
-        if not parts:
-            raise RecordFormatError(
-                f"pending commit of {upload.uri} has no parts", location=location
-            )
-        etags = d.get("etags")
-        if etags is not None and etags != [p.etag for p in parts]:
-            raise RecordFormatError(f"etags and parts of {upload.uri} disagree", location=location)
         uri = d.get("uri")
-        if uri is not None and uri != f"s3://{bucket}/{key}" and uri != f"s3a://{bucket}/{key}":
+        if uri is not None and (not isinstance(uri, str) or not uri_names(uri, bucket, key)):
             raise RecordFormatError(f"uri {uri!r} does not match bucket and key", location=location)
         text = d.get("text", "")
         extra = d.get("extraData")
@@ -196,6 +295,7 @@ class PendingRecord:
             saved=saved / 1000.0,
             text=text if isinstance(text, str) else "",
             extra={} if extra is None or extra == {} else _str_map(extra, "extraData", location),
+            unchecked=unchecked,
         )
 
     @classmethod
@@ -205,7 +305,8 @@ class PendingRecord:
 
 @dataclass(frozen=True)
 class PendingSetHeader:
-    """A pendingset's members other than ``commits`` (S3A ``PendingSet``)."""
+    """A pendingset's members other than ``commits`` (S3A ``PendingSet``). ``job_id`` may
+    be empty in a set S3A wrote (its magic committer sets the id on each commit only)."""
 
     job_id: str
     task_id: str
@@ -220,26 +321,39 @@ class PendingSetHeader:
             "taskId": self.task_id,
             "taskAttempt": self.attempt,
             "saved": round(self.saved * 1000),
-            "date": _date(self.saved),
+            "date": iso_date(self.saved),
             "extraData": dict(self.extra),
         }
 
 
 def encode_pendingset(
-    header: PendingSetHeader, records: Iterable[PendingRecord]
+    header: PendingSetHeader,
+    records: Iterable[PendingRecord],
+    *,
+    iostatistics: Mapping[str, Any] | None = None,
 ) -> Iterator[bytes]:
-    """Chunks of a pendingset: header members first, ``commits`` last, one per line."""
-    head = _dumps(header.to_dict())
-    yield (head[:-1] + ',"commits":[').encode("utf-8")
+    """Chunks of a pendingset: header members (and ``iostatistics``, the set's sum, when
+    given) first, ``commits`` last, one per line, each without statistics of its own."""
+    head = header.to_dict()
+    if iostatistics is not None:
+        head["iostatistics"] = dict(iostatistics)
+    text = _dumps(head)
+    yield (text[:-1] + ',"commits":[').encode("utf-8")
     first = True
     for rec in records:
-        yield (("\n" if first else ",\n") + rec.to_json()).encode("utf-8")
+        yield (("\n" if first else ",\n") + _dumps(rec.to_dict(stats=False))).encode("utf-8")
         first = False
     yield b"\n]}\n"
 
 
 def pendingset_bytes(header: PendingSetHeader, records: Iterable[PendingRecord]) -> bytes:
-    return b"".join(encode_pendingset(header, records))
+    """A whole pendingset, its ``iostatistics`` the sum of its commits' (as S3A's)."""
+    recs: Sequence[PendingRecord] = records if isinstance(records, Sequence) else list(records)
+    total: dict[str, int] = {}
+    for rec in recs:
+        add_counters(total, counters_of(rec.iostatistics()))
+    stats = snapshot(total)
+    return b"".join(encode_pendingset(header, recs, iostatistics=stats))
 
 
 class PendingSetParser:
@@ -247,7 +361,10 @@ class PendingSetParser:
 
     Feed every event to :meth:`handle`; it returns a record for each commit. Call
     :meth:`finish` after the last event: it returns the header, and raises unless the
-    file parsed to its end. ``expect_job_id`` rejects records of another job.
+    file parsed to its end. Reads version 3 (S3A's, commits of version 2) and version 1
+    (zerorename 0.1, commits of version 1); ``commits`` may come anywhere in the object.
+    No two commits may name one destination key. ``expect_job_id`` rejects a record
+    whose job id is another (an empty one too: pass None for a set S3A wrote).
     """
 
     _HEADER_TYPES: Mapping[str, type | tuple[type, ...]] = {
@@ -258,6 +375,7 @@ class PendingSetParser:
         "saved": int,
         "date": str,
         "extraData": dict,
+        "iostatistics": dict,
     }
 
     def __init__(self, location: str, *, expect_job_id: str | None = None) -> None:
@@ -268,13 +386,24 @@ class PendingSetParser:
         self._members: dict[str, Any] = {}
         self._ended = False
         self._saw_commits = False
+        #: the version the commits must have once the set's version is known
+        self._commit_version: int | None = None
+        #: versions of the commits seen before the set's version
+        self._early_versions: set[int] = set()
+        self._keys = Fingerprints()
 
     def handle(self, ev: Event) -> PendingRecord | None:
         if isinstance(ev, Item):
-            rec = PendingRecord.from_dict(
-                ev.value, location=f"{self.location} (commit #{self.count + 1})"
-            )
+            where = f"{self.location} (commit #{self.count + 1})"
+            rec = PendingRecord.from_dict(ev.value, location=where)
+            self._check_version(ev.value["version"], where)
             self._check_job(rec.job_id)
+            if not self._keys.add(hash(rec.upload.key)):
+                raise RecordFormatError(
+                    f"destination {rec.upload.key!r} is written by more than one commit of "
+                    f"the pendingset (S3A refuses it too)",
+                    location=where,
+                )
             self.count += 1
             self.bytes += rec.upload.length
             return rec
@@ -284,14 +413,15 @@ class PendingSetParser:
                 raise RecordFormatError(
                     f"pendingset member {ev.key!r} has the wrong type", location=self.location
                 )
-            if ev.key == "version" and ev.value != PENDINGSET_VERSION:
-                raise RecordFormatError(
-                    f"pendingset version {ev.value!r} is not supported (this zerorename "
-                    f"reads version {PENDINGSET_VERSION})",
-                    location=self.location,
-                )
-            if ev.key == "jobId":
+            if ev.key == "version":
+                self._set_version(ev.value)
+            elif ev.key == "jobId":
                 self._check_job(ev.value)
+            elif ev.key == "iostatistics":
+                try:
+                    check_iostatistics(ev.value)
+                except TypeError as exc:
+                    raise RecordFormatError(f"pendingset {exc}", location=self.location) from None
             self._members[ev.key] = ev.value
         elif isinstance(ev, ArrayStart):
             self._saw_commits = True
@@ -300,6 +430,28 @@ class PendingSetParser:
         elif isinstance(ev, ArrayEnd):
             pass
         return None
+
+    def _set_version(self, version: int) -> None:
+        commit_version = _COMMIT_VERSION.get(version)
+        if commit_version is None:
+            raise RecordFormatError(
+                f"pendingset version {version!r} is not supported (this zerorename reads "
+                f"version {PENDINGSET_VERSION}, S3A's, and {LEGACY_PENDINGSET_VERSION})",
+                location=self.location,
+            )
+        self._commit_version = commit_version
+        for v in self._early_versions:
+            self._check_version(v, self.location)
+
+    def _check_version(self, version: int, where: str) -> None:
+        if self._commit_version is None:
+            self._early_versions.add(version)
+        elif version != self._commit_version:
+            raise RecordFormatError(
+                f"a commit of version {version} in a pendingset whose commits are version "
+                f"{self._commit_version}",
+                location=where,
+            )
 
     def _check_job(self, job_id: str) -> None:
         if self.expect_job_id is not None and job_id != self.expect_job_id:
@@ -318,11 +470,15 @@ class PendingSetParser:
             raise RecordFormatError("pendingset has no version", location=self.location)
         if not self._saw_commits:
             raise RecordFormatError("pendingset has no commits array", location=self.location)
-        if not isinstance(m.get("jobId"), str) or not m["jobId"]:
+        legacy = m["version"] == LEGACY_PENDINGSET_VERSION
+        job_id = m.get("jobId", "")
+        if legacy and not job_id:
             raise RecordFormatError("pendingset has no jobId", location=self.location)
+        if "jobId" not in m:
+            self._check_job(job_id)  # a set without an id is no job's to expect
         f = Fields(m, "pendingset", self.location)
         return PendingSetHeader(
-            job_id=m["jobId"],
+            job_id=job_id,
             task_id=f.str_("taskId", required=False, empty=True),
             attempt=f.int_("taskAttempt", required=False),
             saved=f.int_("saved", required=False, hi=_MAX_MS) / 1000.0,
@@ -380,60 +536,3 @@ def read_pendingset(
         else:
             return item, records
     raise AssertionError("parse_pendingset ends with the header")  # pragma: no cover
-
-
-@dataclass
-class SuccessData:
-    """The ``_SUCCESS`` summary of a committed job (S3A ``SuccessData`` field names)."""
-
-    job_id: str
-    committer: str
-    description: str = ""
-    job_id_source: str = "zerorename"
-    timestamp: float = field(default_factory=time.time)
-    hostname: str = field(default_factory=socket.gethostname)
-    metrics: dict[str, int | float] = field(default_factory=dict)
-    diagnostics: dict[str, str] = field(default_factory=dict)
-    filenames: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": SUCCESS_NAME,
-            "timestamp": round(self.timestamp * 1000),
-            "date": _date(self.timestamp),
-            "hostname": self.hostname,
-            "committer": self.committer,
-            "description": self.description,
-            "jobId": self.job_id,
-            "jobIdSource": self.job_id_source,
-            "metrics": dict(self.metrics),
-            "diagnostics": dict(self.diagnostics),
-            "filenames": list(self.filenames[:MAX_SUCCESS_FILENAMES]),
-        }
-
-    def to_json(self) -> bytes:
-        return json.dumps(self.to_dict(), ensure_ascii=False, indent=1).encode("utf-8")
-
-    @classmethod
-    def from_json(cls, data: bytes | str, *, location: str = "") -> SuccessData:
-        f = Fields(load_json(data, "_SUCCESS", location), "_SUCCESS", location)
-        if f.d.get("name") != SUCCESS_NAME:
-            raise RecordFormatError(
-                f"not a zerorename _SUCCESS record (name {f.d.get('name')!r})", location=location
-            )
-        metrics = f.d.get("metrics", {})
-        if not isinstance(metrics, dict) or not all(
-            type(v) in (int, float) for v in metrics.values()
-        ):
-            raise f.fail("metrics", "must map names to numbers")
-        return cls(
-            job_id=f.str_("jobId"),
-            committer=f.str_("committer"),
-            description=f.str_("description", required=False, empty=True),
-            job_id_source=f.str_("jobIdSource", required=False, empty=True),
-            timestamp=f.int_("timestamp", hi=_MAX_MS) / 1000.0,
-            hostname=f.str_("hostname", required=False, empty=True),
-            metrics=dict(metrics),
-            diagnostics=f.str_map("diagnostics"),
-            filenames=f.str_list("filenames", required=False),
-        )
