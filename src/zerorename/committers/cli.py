@@ -3,7 +3,11 @@
     zerorename uploads list  s3://bucket/prefix [--older-than 2h] [--json]
     zerorename uploads abort s3://bucket/prefix [--older-than 2h] [--dry-run] [--all-of-bucket]
     zerorename jobs list|show|resume|abort s3://bucket/dest [JOB_ID]
-    zerorename inspect s3://bucket/key   (a _SUCCESS, .pending or .pendingset) [--json]
+    zerorename inspect s3://bucket/key|FILE   (a _SUCCESS, .pending or .pendingset) [--json]
+
+``jobs`` knows zerorename's jobs and Hadoop S3A's magic jobs (:mod:`s3ajobs`): a JOB_ID
+whose ``__magic_job-<id>/`` holds S3A's ``job-<id>/`` is S3A's. ``inspect`` reads
+zerorename's and S3A's records, from the store or from a local file.
 
 A prefix is always taken as a directory (``prefix + '/'``): ``s3://b/dataset1`` never
 touches ``s3://b/dataset10/...``; an empty path component (``s3://b//``) is refused, and
@@ -27,7 +31,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from zerorename.committers.committer import MagicCommitter
-from zerorename.committers.errors import CommitterError
+from zerorename.committers.errors import CommitterError, RecordFormatError
 from zerorename.committers.jobcommit import CommitProgress
 from zerorename.committers.maintenance import (
     inspect_record,
@@ -35,7 +39,15 @@ from zerorename.committers.maintenance import (
     uploads_older_than,
     uploads_under,
 )
-from zerorename.committers.paths import Destination
+from zerorename.committers.paths import PENDING_SUFFIX, PENDINGSET_SUFFIX, Destination
+from zerorename.committers.records import PendingRecord, SuccessData, read_pendingset
+from zerorename.committers.s3ajobs import (
+    abort_s3a_job,
+    is_s3a_job,
+    list_s3a_jobs,
+    resume_s3a_job,
+    show_s3a_job,
+)
 from zerorename.committers.store import abort_uploads, job_uploads
 from zerorename.engine import EngineConfig, UploadEngine, run
 from zerorename.engine.errors import EngineError
@@ -207,14 +219,68 @@ async def _uploads_abort(eng: UploadEngine, args: argparse.Namespace) -> int:
 
 
 async def _jobs_list(eng: UploadEngine, args: argparse.Namespace) -> int:
+    """zerorename's jobs and Hadoop S3A's magic jobs, one line each, sorted by job id; the
+    kind column tells them apart (``zerorename/<committer>`` or ``s3a/magic``)."""
     dest = Destination.parse(args.dest)
-    n = 0
+    rows: list[tuple[str, str, str, str]] = []
+    s3a = set()
+    async for sj in list_s3a_jobs(eng, dest):
+        s3a.add(sj.job_id)
+        rows.append((sj.job_id, "s3a/magic", sj.state, _when(sj.created)))
     async for entry in list_jobs(eng, dest):
-        n += 1
+        if entry.job_id in s3a and entry.marker is None and entry.journal is None:
+            continue  # S3A's directory, listed above
         created = _when(entry.marker.created) if entry.marker else "?"
-        kind = entry.marker.committer if entry.marker else "?"
-        print(safe(f"{entry.job_id}  {entry.state:<24}  {kind:<11}  created {created}"))
-    print(f"{n} jobs under {safe(dest.uri)}", file=sys.stderr)
+        kind = "zerorename/" + (entry.marker.committer if entry.marker else "?")
+        rows.append((entry.job_id, kind, entry.state, created))
+    for job_id, kind, state, created in sorted(rows):
+        print(safe(f"{job_id}  {kind:<20}  {state:<40}  created {created}"))
+    print(f"{len(rows)} jobs under {safe(dest.uri)}", file=sys.stderr)
+    return 0
+
+
+async def _s3a_action(eng: UploadEngine, dest: Destination, args: argparse.Namespace) -> int:
+    """show / resume / abort of a Hadoop S3A magic job (see :mod:`s3ajobs`)."""
+    job_id = str(args.job_id)
+
+    def say(line: str) -> None:
+        print(safe(line), file=sys.stderr)
+
+    if args.action == "show":
+        print(safe_json(await show_s3a_job(eng, dest, job_id)))
+        return 0
+    if args.action == "resume":
+        res = await resume_s3a_job(eng, dest, job_id, report=say)
+        print(
+            safe(
+                f"S3A job {res.job_id} committed: {res.files} files, {res.bytes} bytes "
+                f"({res.completed_now} completed now, {res.already_completed} were already); "
+                f"{res.open_uploads_aborted} uploads of uncommitted task attempts aborted; "
+                f"_SUCCESS written; {res.records_deleted} records deleted"
+            )
+        )
+        return 0
+    ab = await abort_s3a_job(eng, dest, job_id, report=say)
+    print(
+        safe(
+            f"S3A job {ab.job_id} aborted: {ab.uploads_aborted} uploads aborted, "
+            f"{ab.objects_deleted} objects deleted, {ab.records_deleted} records deleted"
+        )
+    )
+    for uri, why in ab.kept:
+        print(safe(f"kept {uri}: {why}"))
+    if ab.kept:
+        print(
+            "S3A names no job in its keys: an object is deleted only when it is exactly what "
+            "completing the job's recorded upload made"
+        )
+    if ab.other_pending:
+        print(
+            safe(
+                f"left {ab.other_pending} pending uploads under {dest.uri} that no record of "
+                "this job names (S3A keys carry no job id; see `zerorename uploads list`)"
+            )
+        )
     return 0
 
 
@@ -227,7 +293,11 @@ def _need_job(args: argparse.Namespace) -> str:
 async def _jobs_action(eng: UploadEngine, args: argparse.Namespace) -> int:
     if args.action == "list":
         return await _jobs_list(eng, args)
-    job = await MagicCommitter(eng, args.dest).open_job(_need_job(args))
+    job_id = _need_job(args)
+    dest = Destination.parse(args.dest)
+    if await is_s3a_job(eng, dest, job_id):
+        return await _s3a_action(eng, dest, args)
+    job = await MagicCommitter(eng, args.dest).open_job(job_id)
     if args.action == "show":
         st = await job.status()
         out: dict[str, Any] = {
@@ -322,12 +392,61 @@ def _inspect_lines(info: dict[str, Any], uri: str) -> list[str]:
     return lines
 
 
+def _is_store_uri(text: str) -> bool:
+    return text.startswith(("s3://", "s3a://", "s3n://"))
+
+
+def inspect_file(path: str, *, max_commits: int = 20) -> dict[str, Any]:
+    """A local ``_SUCCESS``, ``.pending`` or ``.pendingset`` (zerorename's or S3A's, copied
+    out of a store) read by the same parsers as one in the store, into the dict that
+    :func:`maintenance.inspect_record` gives."""
+    name = os.path.basename(path)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise RecordFormatError(f"cannot read it: {exc.strerror}", location=path) from None
+    if name.endswith(PENDINGSET_SUFFIX):
+        header, records = read_pendingset(data, path)
+        return {
+            "kind": "pendingset",
+            "uri": path,
+            **header.to_dict(),
+            "count": len(records),
+            "bytes": sum(r.upload.length for r in records),
+            "commits": [r.to_dict() for r in records[:max_commits]],
+            "commitsShown": min(len(records), max_commits),
+        }
+    if name.endswith(PENDING_SUFFIX):
+        return {"kind": "pending", **PendingRecord.from_json(data, location=path).to_dict()}
+    if name.endswith("_SUCCESS"):
+        return {"kind": "success", **SuccessData.from_json(data, location=path).to_dict()}
+    raise RecordFormatError("not a _SUCCESS, .pending or .pendingset file", location=path)
+
+
+def _print_inspected(info: dict[str, Any], where: str, as_json: bool) -> None:
+    if as_json:
+        print(safe_json(info))
+    else:
+        print("\n".join(_inspect_lines(info, where)))
+
+
 async def _inspect(eng: UploadEngine, args: argparse.Namespace) -> int:
     info = await inspect_record(eng, args.uri, max_commits=args.max_commits)
-    if args.json:
-        print(safe_json(info))
-        return 0
-    print("\n".join(_inspect_lines(info, args.uri)))
+    _print_inspected(info, args.uri, args.json)
+    return 0
+
+
+def _inspect_command(args: argparse.Namespace) -> int:
+    """``inspect``: an s3:// record through an engine, a local file with no request."""
+    if _is_store_uri(args.uri):
+        return _runner(_inspect)(args)
+    try:
+        info = inspect_file(args.uri, max_commits=args.max_commits)
+    except CommitterError as exc:
+        print(f"zerorename: error: {safe(exc)}", file=sys.stderr)
+        return 1
+    _print_inspected(info, args.uri, args.json)
     return 0
 
 
@@ -369,8 +488,10 @@ def add_subcommands(sub: Any) -> None:
     _engine_options(jobs)
     jobs.set_defaults(func=_runner(_jobs_action))
 
-    ins = sub.add_parser("inspect", help="show a _SUCCESS, .pending or .pendingset record")
-    ins.add_argument("uri", help="s3://bucket/key")
+    ins = sub.add_parser(
+        "inspect", help="show a _SUCCESS, .pending or .pendingset record (zerorename's or S3A's)"
+    )
+    ins.add_argument("uri", help="s3://bucket/key, or a local file copied out of a store")
     ins.add_argument("--json", action="store_true")
     ins.add_argument(
         "--max-commits",
@@ -379,7 +500,7 @@ def add_subcommands(sub: Any) -> None:
         help="commits of a pendingset to show (all are counted)",
     )
     _engine_options(ins)
-    ins.set_defaults(func=_runner(_inspect))
+    ins.set_defaults(func=_inspect_command)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,601 @@
+"""Hadoop S3A magic jobs under a destination, from Python: list, show, resume, abort.
+
+S3A's job commit cannot be resumed: when its driver dies mid-commit, the job's records sit
+in ``dest/__magic_job-<uuid>/`` (layout: :mod:`s3alayout`), some of its files are visible
+and the rest are pending multipart uploads. ``resume`` completes every upload of the task
+pendingsets of the job's attempt, aborts the uploads of task attempts that never committed,
+writes an S3A ``_SUCCESS`` and deletes the job's directory. ``abort`` aborts every upload
+the job's records name, deletes each object a committed task's record names if it is still
+exactly what completing that upload made (its multipart ETag and size: the job's own
+records are the only proof, as S3A keys carry no job id), keeps and reports every other,
+and deletes the job's directory. Every record is read and checked before the first
+request that changes anything; a bad one changes nothing. The records are held in memory
+while a command runs (as S3A's own job commit holds them).
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from zerorename.committers.errors import (
+    CommitterError,
+    JobNotFound,
+    JournalError,
+    RecordFormatError,
+    wrap_engine_errors,
+)
+from zerorename.committers.objectstore import Store
+from zerorename.committers.paths import JOB_MARKER, JOURNAL_NAME, Destination
+from zerorename.committers.records import PendingRecord, PendingSetHeader, SuccessData
+from zerorename.committers.s3alayout import (
+    S3AJobLayout,
+    S3AKey,
+    S3AKind,
+    check_output_key,
+    job_id_of_dir,
+    owns_record_job,
+    s3a_id_problem,
+)
+from zerorename.committers.store import (
+    Check,
+    bounded_map,
+    is_ours,
+    keys_under,
+    read_optional,
+    scan_pendingset,
+)
+from zerorename.engine.records import ObjectInfo, multipart_etag
+
+#: requests at once while reading records and looking at objects
+READ_CONCURRENCY = 16
+#: keys of one state a ``show`` lists (all are counted)
+SHOW_LIMIT = 100
+#: what S3A's magic committer calls itself in ``_SUCCESS``
+S3A_MAGIC = "magic"
+#: zerorename's own records at the top of a ``__magic_job-<id>/`` directory
+_ZERORENAME_NAMES = (JOB_MARKER, JOURNAL_NAME, "pendingsets/", "tasks/")
+
+Report = Callable[[str], None]
+
+
+@dataclass
+class S3AJobScan:
+    """One listing of an S3A job's directory, classified."""
+
+    layout: S3AJobLayout
+    pendingsets: dict[int, list[str]] = field(default_factory=dict)
+    pendings: list[S3AKey] = field(default_factory=list)
+    objects: int = 0
+    created: float = 0.0
+    #: keys of zerorename's own job layout found in the same directory
+    zerorename: bool = False
+    #: something under ``job-<uuid>/``: S3A made this directory
+    s3a: bool = False
+
+    @property
+    def attempts(self) -> list[int]:
+        return sorted(self.pendingsets)
+
+
+async def scan_job(store: Store, layout: S3AJobLayout) -> S3AJobScan:
+    """List the job's directory once (``root`` ends in '/': never a sibling job's)."""
+    scan = S3AJobScan(layout)
+    zr = tuple(layout.root + name for name in _ZERORENAME_NAMES)
+    async for obj in store.list_objects(layout.dest.bucket, layout.root):
+        entry = layout.classify(obj.key)
+        scan.objects += 1
+        if obj.last_modified and (not scan.created or obj.last_modified < scan.created):
+            scan.created = obj.last_modified
+        if obj.key.startswith(layout.attempts_dir):
+            scan.s3a = True
+        if obj.key.startswith(zr):
+            scan.zerorename = True
+        if entry.kind is S3AKind.PENDINGSET and entry.attempt is not None:
+            scan.pendingsets.setdefault(entry.attempt, []).append(obj.key)
+        elif entry.kind is S3AKind.PENDING:
+            scan.pendings.append(entry)
+    return scan
+
+
+async def open_scan(store: Store, dest: Destination, job_id: str) -> S3AJobScan:
+    """The scan of an S3A job that exists and is S3A's only, else a one-line error."""
+    layout = S3AJobLayout(dest, job_id)
+    scan = await scan_job(store, layout)
+    if not scan.s3a:
+        raise JobNotFound(f"no S3A job {job_id} under {dest.uri} (see `zerorename jobs list`)")
+    if scan.zerorename:
+        raise CommitterError(
+            f"{layout.uri(layout.root)} holds both zerorename's and S3A's records: refused; "
+            "look at it with `zerorename jobs show` and clean it up by hand"
+        )
+    return scan
+
+
+async def is_s3a_job(store: Store, dest: Destination, job_id: str) -> bool:
+    """True when ``dest/__magic_job-<job_id>/job-<job_id>/`` exists (one listing)."""
+    if s3a_id_problem(job_id) is not None:
+        return False
+    layout = S3AJobLayout(dest, job_id)
+    async for sub in store.list_prefixes(dest.bucket, layout.root):
+        if sub == layout.attempts_dir:
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class S3AJobEntry:
+    """One S3A magic job found under a destination."""
+
+    job_id: str
+    attempts: tuple[int, ...]
+    pendingsets: int
+    pending_records: int
+    objects: int
+    created: float
+
+    @property
+    def state(self) -> str:
+        return f"s3a: {self.pendingsets} committed tasks, {self.pending_records} open records"
+
+
+async def list_s3a_jobs(store: Store, dest: Destination) -> AsyncIterator[S3AJobEntry]:
+    """S3A magic jobs directly under the destination (directories holding ``job-<uuid>/``
+    and none of zerorename's own records)."""
+    async with wrap_engine_errors(f"listing S3A jobs under {dest.uri}"):
+        async for sub in store.list_prefixes(dest.bucket, dest.list_prefix):
+            job_id = job_id_of_dir(dest, sub)
+            if job_id is None:
+                continue
+            scan = await scan_job(store, S3AJobLayout(dest, job_id))
+            if scan.s3a and not scan.zerorename:
+                yield S3AJobEntry(
+                    job_id,
+                    tuple(scan.attempts),
+                    sum(len(v) for v in scan.pendingsets.values()),
+                    len(scan.pendings),
+                    scan.objects,
+                    scan.created,
+                )
+
+
+@dataclass(frozen=True)
+class S3ACommit:
+    """One upload an S3A job's record names, checked."""
+
+    record: PendingRecord
+    #: the record's object (a pendingset or a ``.pending``)
+    source: str
+    #: True: from a committed task's pendingset (job commit completes it)
+    committed: bool
+
+
+def _check_commit(
+    layout: S3AJobLayout, rec: PendingRecord, location: str, want_key: str | None
+) -> None:
+    """Refuse a record the job may not act on: another job's, a target outside the
+    destination, or (a ``.pending``) a target other than its path says."""
+    if not owns_record_job(layout.job_id, rec.job_id):
+        raise RecordFormatError(
+            f"belongs to job {rec.job_id!r}, not to S3A job {layout.job_id}", location=location
+        )
+    u = rec.upload
+    problem = check_output_key(layout.dest, u.bucket, u.key)
+    if problem is not None:
+        raise RecordFormatError(f"refused: {problem}", location=location)
+    if want_key is not None and u.key != want_key:
+        raise RecordFormatError(
+            f"names s3://{u.bucket}/{u.key}, but its path says s3://{u.bucket}/{want_key}",
+            location=location,
+        )
+
+
+async def _read_pendingset(store: Store, layout: S3AJobLayout, key: str) -> list[S3ACommit]:
+    location = layout.uri(key)
+    out: list[S3ACommit] = []
+    async for item in scan_pendingset(store, layout.dest.bucket, key, job_id=None):
+        if isinstance(item, PendingSetHeader):
+            if not owns_record_job(layout.job_id, item.job_id):
+                raise RecordFormatError(
+                    f"belongs to job {item.job_id!r}, not to S3A job {layout.job_id}",
+                    location=location,
+                )
+        else:
+            _check_commit(layout, item, location, None)
+            out.append(S3ACommit(item, location, True))
+    return out
+
+
+async def _read_pending(store: Store, layout: S3AJobLayout, entry: S3AKey) -> S3ACommit:
+    location = layout.uri(entry.key)
+    want = layout.final_key(entry)
+    if want is None:
+        raise RecordFormatError("its path maps to no output key: refused", location=location)
+    data = await read_optional(store, layout.dest.bucket, entry.key)
+    if data is None:
+        raise RecordFormatError("vanished while the job was read", location=location)
+    rec = PendingRecord.from_json(data, location=location)
+    _check_commit(layout, rec, location, want)
+    return S3ACommit(rec, location, False)
+
+
+async def read_commits(
+    store: Store, scan: S3AJobScan, attempts: list[int], *, pendings: bool = True
+) -> list[S3ACommit]:
+    """Every upload the records of ``attempts`` name (committed tasks' pendingsets, then,
+    with ``pendings``, the open task attempts' ``.pending`` records), each checked; a key
+    listed by two committed records is refused."""
+    lay = scan.layout
+    keys = [k for a in attempts for k in sorted(scan.pendingsets.get(a, []))]
+    entries = sorted(
+        (e for e in scan.pendings if pendings and e.attempt in attempts), key=lambda e: e.key
+    )
+    sets: dict[int, list[S3ACommit]] = {}
+    singles: dict[int, S3ACommit] = {}
+
+    async def one_set(i: int) -> None:
+        sets[i] = await _read_pendingset(store, lay, keys[i])
+
+    async def one_pending(i: int) -> None:
+        singles[i] = await _read_pending(store, lay, entries[i])
+
+    await bounded_map(range(len(keys)), one_set, READ_CONCURRENCY)
+    await bounded_map(range(len(entries)), one_pending, READ_CONCURRENCY)
+    commits = [c for i in range(len(keys)) for c in sets[i]]
+    seen: dict[str, str] = {}
+    for c in commits:
+        key = c.record.upload.key
+        if key in seen:
+            raise RecordFormatError(
+                f"s3://{lay.dest.bucket}/{key} is listed by two committed records "
+                f"({seen[key]} and {c.source}): refused",
+                location=c.source,
+            )
+        seen[key] = c.source
+    return commits + [singles[i] for i in range(len(entries))]
+
+
+class UploadState(StrEnum):
+    """Where one recorded upload stands."""
+
+    PENDING = "pending"
+    COMPLETED = "completed"
+    #: neither pending nor the object completing it makes (gone, or another object there)
+    MISSING = "missing"
+
+
+async def pending_index(store: Store, dest: Destination) -> set[tuple[str, str]]:
+    """(key, upload id) of every pending upload under the destination (one listing)."""
+    return {
+        (u.key, u.upload_id)
+        async for u in store.list_uploads(dest.bucket, dest.list_prefix, directory=False)
+        if dest.rel(u.key) is not None
+    }
+
+
+async def _heads(store: Store, commits: list[S3ACommit]) -> list[ObjectInfo | None]:
+    out: list[ObjectInfo | None] = [None] * len(commits)
+
+    async def one(i: int) -> None:
+        u = commits[i].record.upload
+        out[i] = await store.head_object(u.bucket, u.key)
+
+    await bounded_map(range(len(commits)), one, READ_CONCURRENCY)
+    return out
+
+
+async def states_of(
+    store: Store, commits: list[S3ACommit], index: set[tuple[str, str]], why: Check
+) -> tuple[list[UploadState], list[ObjectInfo | None]]:
+    """Each commit's state (an upload still listed is pending; else completed when the
+    object is what completing it makes, by the ``why`` rule) and the object looked at."""
+    pending = [(c.record.upload.key, c.record.upload.upload_id) in index for c in commits]
+    todo = [c for c, p in zip(commits, pending, strict=True) if not p]
+    infos_todo = iter(await _heads(store, todo))
+    states: list[UploadState] = []
+    infos: list[ObjectInfo | None] = []
+    for c, p in zip(commits, pending, strict=True):
+        if p:
+            states.append(UploadState.PENDING)
+            infos.append(None)
+            continue
+        info = next(infos_todo)
+        infos.append(info)
+        ours = is_ours(c.record.upload, info, why)
+        states.append(UploadState.COMPLETED if ours else UploadState.MISSING)
+    return states, infos
+
+
+async def _read_success(store: Store, dest: Destination) -> SuccessData | None:
+    """The destination's ``_SUCCESS`` if it is a record one can read; an empty marker (the
+    classic committer's) or anything else unreadable names no job."""
+    key = dest.key("_SUCCESS")
+    data = await read_optional(store, dest.bucket, key)
+    if not data:
+        return None
+    try:
+        return SuccessData.from_json(data, location=dest.uri_of(key))
+    except RecordFormatError:
+        return None
+
+
+def _attempt_to_finish(scan: S3AJobScan) -> int | None:
+    """The one job attempt whose pendingsets a resume completes (None: no committed task);
+    pendingsets in two attempts are refused: which attempt's commit died is unknown."""
+    attempts = scan.attempts
+    if len(attempts) > 1:
+        names = ", ".join(f"{a:02d}" for a in attempts)
+        raise CommitterError(
+            f"S3A job {scan.layout.job_id} has committed tasks in attempts {names}: resume "
+            "cannot tell which attempt's commit to finish; `zerorename jobs abort` rolls it back"
+        )
+    return attempts[0] if attempts else None
+
+
+def _limited(items: list[str]) -> list[str]:
+    return items[:SHOW_LIMIT] + (
+        [f"... {len(items) - SHOW_LIMIT} more"] if len(items) > SHOW_LIMIT else []
+    )
+
+
+async def show_s3a_job(store: Store, dest: Destination, job_id: str) -> dict[str, Any]:
+    """What an S3A job left: its attempts and records, which uploads are completed (the
+    object exists and is what completing it makes), pending, or missing, and whether the
+    destination's ``_SUCCESS`` names it. Reads only."""
+    async with wrap_engine_errors(f"reading S3A job {job_id} under {dest.uri}"):
+        scan = await open_scan(store, dest, job_id)
+        attempts = sorted(
+            set(scan.attempts) | {e.attempt for e in scan.pendings if e.attempt is not None}
+        )
+        commits = await read_commits(store, scan, attempts)
+        index = await pending_index(store, dest)
+        states, _ = await states_of(store, commits, index, Check.RESUME)
+        success = await _read_success(store, dest)
+    by_state: dict[str, list[str]] = {s.value: [] for s in UploadState}
+    open_pending = 0
+    for c, s in zip(commits, states, strict=True):
+        if c.committed:
+            by_state[s.value].append(c.record.upload.uri)
+        elif s is UploadState.PENDING:
+            open_pending += 1
+    named = {(c.record.upload.key, c.record.upload.upload_id) for c in commits}
+    return {
+        "jobId": job_id,
+        "kind": "s3a-magic",
+        "directory": scan.layout.uri(scan.layout.root),
+        "attempts": [f"{a:02d}" for a in attempts],
+        "committedTasks": sum(len(v) for v in scan.pendingsets.values()),
+        "openTaskRecords": len(scan.pendings),
+        "objects": scan.objects,
+        "committed": success is not None and success.job_id == job_id,
+        "uploads": {k: len(v) for k, v in by_state.items()},
+        **{k: _limited(v) for k, v in by_state.items()},
+        "openTaskUploadsPending": open_pending,
+        "otherPendingUploadsUnderDestination": len(index - named),
+    }
+
+
+@dataclass(frozen=True)
+class S3AResumeResult:
+    """What ``resume`` did to an S3A job."""
+
+    job_id: str
+    files: int
+    bytes: int
+    completed_now: int
+    already_completed: int
+    open_uploads_aborted: int
+    records_deleted: int
+
+
+def _fail_batch(what: str, result: Any) -> None:
+    if result.failed:
+        first = result.failures[0]
+        raise CommitterError(
+            f"{what}: {result.failed} failed, e.g. s3://{first.bucket}/{first.key}: "
+            f"{first.error}; the job's records are kept: run the command again"
+        )
+
+
+async def _delete_directory(store: Store, layout: S3AJobLayout) -> int:
+    return await store.delete_objects(
+        layout.dest.bucket, keys_under(store, layout.dest.bucket, layout.root, lambda _: True)
+    )
+
+
+async def resume_s3a_job(
+    store: Store,
+    dest: Destination,
+    job_id: str,
+    *,
+    concurrency: int | None = None,
+    report: Report | None = None,
+) -> S3AResumeResult:
+    """Finish an S3A job whose job commit died: complete every pending upload of its
+    committed tasks (one already completed counts as done), abort the uploads of task
+    attempts that never committed, write an S3A ``_SUCCESS``, delete the job's directory.
+    Refused, with nothing changed, when a record is bad or an upload is missing."""
+    say = report or (lambda _: None)
+    async with wrap_engine_errors(f"resuming S3A job {job_id} under {dest.uri}"):
+        scan = await open_scan(store, dest, job_id)
+        attempt = _attempt_to_finish(scan)
+        attempts = [attempt] if attempt is not None else []
+        attempts += sorted(
+            {e.attempt for e in scan.pendings if e.attempt is not None} - set(attempts)
+        )
+        commits = await read_commits(store, scan, attempts)
+        mine = [c for c in commits if c.committed]
+        index = await pending_index(store, dest)
+        states, _ = await states_of(store, mine, index, Check.RESUME)
+        missing = [c for c, s in zip(mine, states, strict=True) if s is UploadState.MISSING]
+        if missing:
+            u = missing[0].record.upload
+            raise CommitterError(
+                f"S3A job {job_id}: {len(missing)} uploads are neither pending nor completed, "
+                f"e.g. {u.uri} (upload {u.upload_id}): the job cannot be finished; "
+                "`zerorename jobs abort` rolls it back"
+            )
+        todo = [
+            c.record.upload for c, s in zip(mine, states, strict=True) if s is UploadState.PENDING
+        ]
+        say(f"completing {len(todo)} uploads ({len(mine) - len(todo)} already completed)")
+        _fail_batch(
+            "completing the job's uploads", await store.complete_many(todo, concurrency=concurrency)
+        )
+        kept = {c.record.upload.upload_id for c in mine}
+        strays = [
+            c.record.upload
+            for c in commits
+            if not c.committed
+            and c.record.upload.upload_id not in kept
+            and (c.record.upload.key, c.record.upload.upload_id) in index
+        ]
+        if strays:
+            say(f"aborting {len(strays)} uploads of task attempts that never committed")
+            _fail_batch(
+                "aborting uncommitted task attempts' uploads",
+                await store.abort_many(strays, concurrency=concurrency),
+            )
+        total = sum(c.record.upload.length for c in mine)
+        success = SuccessData(
+            job_id=job_id,
+            committer=S3A_MAGIC,
+            description=f"S3A magic job {job_id}, its commit finished by zerorename jobs resume",
+            job_id_source="S3A job directory",
+            hostname=socket.gethostname(),
+            timestamp=time.time(),
+            metrics={
+                "committer_commits_completed": len(todo),
+                "committer_bytes_committed": total,
+                "files": len(mine),
+            },
+            diagnostics={
+                "zerorename.action": "jobs resume",
+                "zerorename.already_completed": str(len(mine) - len(todo)),
+            },
+            filenames=["/" + c.record.upload.key for c in mine],
+        )
+        await store.put_object(dest.bucket, scan.layout.success, success.to_json())
+        deleted = await _delete_directory(store, scan.layout)
+    return S3AResumeResult(
+        job_id, len(mine), total, len(todo), len(mine) - len(todo), len(strays), deleted
+    )
+
+
+@dataclass(frozen=True)
+class S3AAbortResult:
+    """What ``abort`` did to an S3A job, and what it left and why."""
+
+    job_id: str
+    uploads_aborted: int
+    objects_deleted: int
+    records_deleted: int
+    #: (object URI, why it was kept) for each completed-looking object not deleted
+    kept: tuple[tuple[str, str], ...]
+    #: pending uploads under the destination that no record of this job names
+    other_pending: int
+
+
+def _why_kept(c: S3ACommit, info: ObjectInfo, foreign: dict[str, str]) -> str | None:
+    """Why the object at a committed record's key is not deleted (None: delete it)."""
+    u = c.record.upload
+    if "/" + u.key in foreign:
+        return f"named by job {foreign['/' + u.key]}'s _SUCCESS"
+    if is_ours(u, info, Check.DELETE):
+        return None
+    have = info.etag.strip('"')
+    if multipart_etag(u) is None:
+        return "the job's part ETags are not MD5s (an encrypted store?): it cannot be proven"
+    if info.size != u.length or "-" in have:
+        return "its size or ETag differs from what this job uploaded: another writer's"
+    return (
+        "its ETag is not the multipart ETag of the job's upload (another writer's, or a store "
+        "that names multipart objects otherwise): it cannot be proven"
+    )
+
+
+async def abort_s3a_job(
+    store: Store,
+    dest: Destination,
+    job_id: str,
+    *,
+    concurrency: int | None = None,
+    report: Report | None = None,
+) -> S3AAbortResult:
+    """Roll back an S3A job: abort every pending upload its records name, delete each
+    object its committed tasks' records name if it is exactly what completing that upload
+    made, keep (and report) every other, delete the job's directory. Refused when the
+    destination's ``_SUCCESS`` names the job (it committed: resume finishes its cleanup)."""
+    say = report or (lambda _: None)
+    async with wrap_engine_errors(f"aborting S3A job {job_id} under {dest.uri}"):
+        scan = await open_scan(store, dest, job_id)
+        success = await _read_success(store, dest)
+        if success is not None and success.job_id == job_id:
+            raise JournalError(
+                f"S3A job {job_id} committed ({dest.uri}/_SUCCESS names it): abort would "
+                "delete committed output; `zerorename jobs resume` finishes its cleanup"
+            )
+        foreign = {n: success.job_id for n in success.filenames} if success is not None else {}
+        attempts = sorted(
+            set(scan.attempts) | {e.attempt for e in scan.pendings if e.attempt is not None}
+        )
+        commits = await read_commits(store, scan, attempts)
+        index = await pending_index(store, dest)
+        named = {(c.record.upload.key, c.record.upload.upload_id) for c in commits}
+        pending = {
+            (c.record.upload.key, c.record.upload.upload_id): c.record.upload
+            for c in commits
+            if (c.record.upload.key, c.record.upload.upload_id) in index
+        }
+        say(f"aborting {len(pending)} pending uploads")
+        _fail_batch(
+            "aborting the job's uploads",
+            await store.abort_many(list(pending.values()), concurrency=concurrency),
+        )
+        done = [
+            c
+            for c in commits
+            if c.committed and (c.record.upload.key, c.record.upload.upload_id) not in pending
+        ]
+        infos = await _heads(store, done)
+        doomed: list[str] = []
+        kept: list[tuple[str, str]] = []
+        for c, info in zip(done, infos, strict=True):
+            if info is None:
+                continue
+            why = _why_kept(c, info, foreign)
+            if why is None:
+                doomed.append(c.record.upload.key)
+            else:
+                kept.append((c.record.upload.uri, why))
+        if doomed:
+            say(f"deleting {len(doomed)} objects the job had completed")
+            await store.delete_objects(dest.bucket, doomed)
+        deleted = await _delete_directory(store, scan.layout)
+    return S3AAbortResult(
+        job_id, len(pending), len(doomed), deleted, tuple(kept), len(index - named)
+    )
+
+
+__all__ = [
+    "S3AAbortResult",
+    "S3ACommit",
+    "S3AJobEntry",
+    "S3AJobScan",
+    "S3AResumeResult",
+    "UploadState",
+    "abort_s3a_job",
+    "is_s3a_job",
+    "list_s3a_jobs",
+    "open_scan",
+    "pending_index",
+    "read_commits",
+    "resume_s3a_job",
+    "scan_job",
+    "show_s3a_job",
+    "states_of",
+]
