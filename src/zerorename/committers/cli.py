@@ -40,7 +40,12 @@ from zerorename.committers.maintenance import (
     uploads_under,
 )
 from zerorename.committers.paths import PENDING_SUFFIX, PENDINGSET_SUFFIX, Destination
-from zerorename.committers.records import PendingRecord, SuccessData, read_pendingset
+from zerorename.committers.records import (
+    PendingRecord,
+    SuccessData,
+    Unchecked,
+    read_pendingset,
+)
 from zerorename.committers.s3ajobs import (
     abort_s3a_job,
     is_s3a_job,
@@ -367,14 +372,14 @@ def _inspect_lines(info: dict[str, Any], uri: str) -> list[str]:
         )
         for c in info["commits"]:
             lines.append(
-                f"  {safe(_object_uri(c))}  {safe(c['length'])} bytes  {len(c['parts'])} parts  "
+                f"  {safe(_object_uri(c))}  {safe(c['length'])} bytes  {_part_count(c)} parts  "
                 f"upload {safe(c['uploadId'])}"
             )
         if info["count"] > info["commitsShown"]:
             lines.append(f"  ... {info['count'] - info['commitsShown']} more")
     elif kind == "pending":
         lines.append(
-            f"  {safe(_object_uri(info))}  {safe(info['length'])} bytes  {len(info['parts'])} parts"
+            f"  {safe(_object_uri(info))}  {safe(info['length'])} bytes  {_part_count(info)} parts"
         )
         lines.append(
             f"  job {safe(info['jobId'])}  task {safe(info['taskId'])}  "
@@ -389,7 +394,46 @@ def _inspect_lines(info: dict[str, Any], uri: str) -> list[str]:
         )
         lines += [f"  {safe(k)}: {safe(v)}" for k, v in info["metrics"].items()]
         lines += [f"  {safe(name)}" for name in info["filenames"]]
+    lines += [f"  checked: {text}" for text in info.get("checked", [])]
+    lines += [f"  not checked: {text}" for text in info.get("notChecked", [])]
     return lines
+
+
+def _part_count(commit: dict[str, Any]) -> int:
+    """Parts of a commit: ours lists them with sizes, S3A's only their ETags."""
+    return len(commit.get("parts") or commit.get("etags") or [])
+
+
+def with_checks(info: dict[str, Any]) -> dict[str, Any]:
+    """``info`` plus what reading the record could and could not check (``checked``,
+    ``notChecked``): an S3A record has no part sizes, and a record alone says nothing of
+    its uploads' state in the store."""
+    kind = info["kind"]
+    if kind not in ("pending", "pendingset", "success"):
+        return info
+    checked = ["strict JSON, the version, every field's type and range"]
+    unchecked: list[str] = []
+    if kind == "success":
+        unchecked.append("whether the listed files exist (a _SUCCESS lists at most 100)")
+        return {**info, "checked": checked, "notChecked": unchecked}
+    commits = info["commits"] if kind == "pendingset" else [info]
+    checked.append("bucket, key and upload id of each upload, its ETags in part order")
+    if kind == "pendingset":
+        checked.append("every commit's record and job, no destination twice")
+    sizeless = sum(1 for c in commits if "parts" not in c)
+    if sizeless:
+        of = f" ({sizeless} of the {len(commits)} shown)" if kind == "pendingset" else ""
+        unchecked.append(
+            f"{Unchecked.PART_SIZES.value}: S3A records carry no part sizes{of}; they "
+            "complete from their ETags"
+        )
+    if len(commits) > sizeless:
+        checked.append(Unchecked.PART_SIZES.value)
+    unchecked.append(
+        "whether each upload is still pending, completed or gone (the record alone; "
+        "`zerorename jobs show` asks the store)"
+    )
+    return {**info, "checked": checked, "notChecked": unchecked}
 
 
 def _is_store_uri(text: str) -> bool:
@@ -425,6 +469,7 @@ def inspect_file(path: str, *, max_commits: int = 20) -> dict[str, Any]:
 
 
 def _print_inspected(info: dict[str, Any], where: str, as_json: bool) -> None:
+    info = with_checks(info)
     if as_json:
         print(safe_json(info))
     else:

@@ -31,7 +31,7 @@ from zerorename.committers.errors import (
 )
 from zerorename.committers.objectstore import Store
 from zerorename.committers.paths import JOB_MARKER, JOURNAL_NAME, Destination
-from zerorename.committers.records import PendingRecord, PendingSetHeader, SuccessData
+from zerorename.committers.records import PendingRecord, PendingSetHeader
 from zerorename.committers.s3alayout import (
     S3AJobLayout,
     S3AKey,
@@ -49,6 +49,7 @@ from zerorename.committers.store import (
     read_optional,
     scan_pendingset,
 )
+from zerorename.committers.successdata import SuccessData, success_filename
 from zerorename.engine.records import ObjectInfo, multipart_etag
 
 #: requests at once while reading records and looking at objects
@@ -469,15 +470,16 @@ async def resume_s3a_job(
             hostname=socket.gethostname(),
             timestamp=time.time(),
             metrics={
-                "committer_commits_completed": len(todo),
-                "committer_bytes_committed": total,
-                "files": len(mine),
+                "uploads": len(mine),
+                "bytes": total,
+                "pendingsets": len(scan.pendingsets.get(attempt, [])) if attempt is not None else 0,
+                "completed_by_resume": len(todo),
             },
             diagnostics={
                 "zerorename.action": "jobs resume",
                 "zerorename.already_completed": str(len(mine) - len(todo)),
             },
-            filenames=["/" + c.record.upload.key for c in mine],
+            filenames=[success_filename(c.record.upload.key) for c in mine],
         )
         await store.put_object(dest.bucket, scan.layout.success, success.to_json())
         deleted = await _delete_directory(store, scan.layout)
@@ -503,8 +505,9 @@ class S3AAbortResult:
 def _why_kept(c: S3ACommit, info: ObjectInfo, foreign: dict[str, str]) -> str | None:
     """Why the object at a committed record's key is not deleted (None: delete it)."""
     u = c.record.upload
-    if "/" + u.key in foreign:
-        return f"named by job {foreign['/' + u.key]}'s _SUCCESS"
+    name = success_filename(u.key)
+    if name in foreign:
+        return f"named by job {foreign[name]}'s _SUCCESS"
     if is_ours(u, info, Check.DELETE):
         return None
     have = info.etag.strip('"')

@@ -365,3 +365,28 @@ def test_inspect_reads_s3a_records_from_a_file_and_from_the_store(
             assert code == 0 and out.startswith(f"{kind}: "), (where, err)
     code, _, err = cli(capsys, "inspect", str(tmp_path / "nothing.pendingset"))
     assert code == 1 and err.startswith("zerorename: error: ") and err.count("\n") == 1
+
+
+def test_resume_refuses_a_job_whose_upload_was_lost_and_abort_still_cleans_it(
+    s3: S3Target, s3a_records: dict[str, Any], aws_env: list[str], capsys: Any
+) -> None:
+    st = lay_out(s3, s3a_records)
+    c = s3.boto3_client()
+    pending = {
+        u["UploadId"]: u["Key"]
+        for u in c.list_multipart_uploads(Bucket=s3.bucket, Prefix=st.dest).get("Uploads", [])
+    }
+    lost = next(uid for uid, key in sorted(pending.items()) if key.endswith("part-00003.parquet"))
+    c.abort_multipart_upload(Bucket=s3.bucket, Key=pending[lost], UploadId=lost)
+    before = bucket_state(s3)
+    code, out, err = cli(capsys, "jobs", "resume", dest_uri(s3), JOB, *aws_env)
+    assert code == 1 and out == "" and "neither pending nor completed" in err
+    assert "jobs abort" in err and err.count("\n") == 1
+    assert bucket_state(s3) == before
+    others = st.others()
+    code, out, err = cli(capsys, "jobs", "abort", dest_uri(s3), JOB, *aws_env)
+    assert code == 0 and "2 uploads aborted, 2 objects deleted" in out, err
+    objs, ups = bucket_state(s3)
+    assert [k for k in objs if st.mine(k)] == []
+    assert [u for u in ups if u[1] in st.job_uploads] == []
+    assert st.others() == others
