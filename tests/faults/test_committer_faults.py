@@ -365,7 +365,7 @@ async def test_lost_answers_still_give_exactly_once_results(
     assert proxy.stats.faults("PutObject", "drop_response") == 3
     success = assert_committed(s3, job, expected)
     assert success.metrics["files"] == len(expected)
-    assert sorted(success.filenames) == sorted(with_job_id(r, job.job_id) for r in expected)
+    assert sorted(success.filenames) == sorted("/" + final_key(job, r) for r in expected)
 
 
 async def test_lost_answer_then_failing_retries_is_settled_from_the_store(

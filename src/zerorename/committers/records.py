@@ -180,9 +180,8 @@ class PendingRecord:
             {"stream_write_block_uploads": len(u.parts), "stream_write_bytes": u.length}
         )
 
-    def to_dict(self, *, stats: bool = True) -> dict[str, Any]:
-        """The record as S3A's version 2 plus our members; ``stats``: with its own
-        ``iostatistics`` (in a pendingset the set holds them, as S3A does)."""
+    def to_dict(self) -> dict[str, Any]:
+        """The record as S3A's version 2 plus our members, with its ``iostatistics``."""
         u = self.upload
         d: dict[str, Any] = {
             "version": PENDING_VERSION,
@@ -204,8 +203,7 @@ class PendingRecord:
         }
         if Unchecked.PART_SIZES not in self.unchecked:
             d["parts"] = [p.to_dict() for p in u.parts]
-        if stats:
-            d["iostatistics"] = self.iostatistics()
+        d["iostatistics"] = self.iostatistics()
         return d
 
     def to_json(self) -> str:
@@ -225,12 +223,15 @@ class PendingRecord:
                 location=location,
             )
         legacy = version == LEGACY_PENDING_VERSION
+        etags: list[str] | None = None
         try:
             bucket, key, upload_id = d["bucket"], d["destinationKey"], d["uploadId"]
             if legacy:
-                job_id, task_id, raw_parts, etags = d["jobId"], d["taskId"], d["parts"], None
-            else:  # S3A: the ids may be empty, etags are required, parts are ours
-                job_id, task_id, raw_parts = d.get("jobId", ""), d.get("taskId", ""), d.get("parts")
+                job_id, task_id, raw_parts = d["jobId"], d["taskId"], d["parts"]
+            else:  # S3A: the ids may be empty (or Java's null), etags required, parts ours
+                job_id, task_id, raw_parts = d.get("jobId"), d.get("taskId"), d.get("parts")
+                job_id = "" if job_id is None else job_id
+                task_id = "" if task_id is None else task_id
                 etags = _etag_list(d["etags"])
             # one test for the usual record; the name of a bad field is looked for after
             if not (
@@ -261,6 +262,9 @@ class PendingRecord:
             if legacy:
                 etags = _etag_list(d.get("etags"))
             parts, unchecked = _parts_of(raw_parts, etags, length)
+            count = d.get("partCount")  # S3A writes it (its getter): the ETags' count
+            if count is not None and (type(count) is not int or count != len(parts)):
+                raise ValueError(f"partCount {count!r} is not the number of parts ({len(parts)})")
             algo = d.get("checksumAlgorithm")
             if algo is not None and not isinstance(algo, str):
                 raise TypeError("checksumAlgorithm must be a string or null")
@@ -333,7 +337,7 @@ def encode_pendingset(
     iostatistics: Mapping[str, Any] | None = None,
 ) -> Iterator[bytes]:
     """Chunks of a pendingset: header members (and ``iostatistics``, the set's sum, when
-    given) first, ``commits`` last, one per line, each without statistics of its own."""
+    given) first, ``commits`` last, one per line, each as :meth:`PendingRecord.to_json`."""
     head = header.to_dict()
     if iostatistics is not None:
         head["iostatistics"] = dict(iostatistics)
@@ -341,7 +345,7 @@ def encode_pendingset(
     yield (text[:-1] + ',"commits":[').encode("utf-8")
     first = True
     for rec in records:
-        yield (("\n" if first else ",\n") + _dumps(rec.to_dict(stats=False))).encode("utf-8")
+        yield (("\n" if first else ",\n") + rec.to_json()).encode("utf-8")
         first = False
     yield b"\n]}\n"
 

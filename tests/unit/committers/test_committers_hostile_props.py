@@ -113,7 +113,10 @@ def valid(value: Any) -> bool:
     if isinstance(value, PendingRecord):
         u = value.upload
         return (
-            all(isinstance(x, str) and x for x in (u.bucket, u.key, u.upload_id, value.job_id))
+            all(isinstance(x, str) and x for x in (u.bucket, u.key, u.upload_id))
+            and isinstance(value.job_id, str)  # empty in S3A's version 2 .pending
+            and isinstance(value.task_id, str)
+            and sum(p.size for p in u.parts) == u.length
             and _int(u.length)
             and _int(value.attempt)
             and _time(u.created)

@@ -20,6 +20,9 @@ from zerorename.committers.jsonstream import (
 )
 from zerorename.committers.records import (
     MAX_SUCCESS_FILENAMES,
+    PENDING_VERSION,
+    PENDINGSET_VERSION,
+    SUCCESS_NAME,
     PendingRecord,
     PendingSetHeader,
     PendingSetParser,
@@ -28,6 +31,7 @@ from zerorename.committers.records import (
     parse_pendingset,
     pendingset_bytes,
 )
+from zerorename.committers.s3aformat import s3a_uri, uri_names
 from zerorename.engine.records import PartInfo, PendingUpload
 
 JOB = "6f1c2b9e-8a4d-4c57-9a0e-3b2f1d0c9e8a"
@@ -86,9 +90,11 @@ def test_pending_roundtrip_with_odd_keys_and_s3a_names() -> None:
             "checksumAlgorithm",
         ):
             assert name in d
-        assert d["destinationKey"] == key and d["uri"] == f"s3://bkt/{key}"
+        assert d["version"] == PENDING_VERSION == 2
+        assert d["destinationKey"] == key and d["uri"] == s3a_uri("bkt", key)
+        assert uri_names(d["uri"], "bkt", key) and uri_names(f"s3://bkt/{key}", "bkt", key)
         if '"' not in key and "\\" not in key:
-            assert key in r.to_json()  # not escaped to \\u sequences
+            assert f'"destinationKey":"{key}"' in r.to_json()  # not escaped to \\u sequences
         back = PendingRecord.from_json(r.to_json())
         assert back.upload == r.upload and back.job_id == JOB and back.attempt == 1
         assert back.extra == {"k": "v"}
@@ -144,7 +150,8 @@ def test_pendingset_is_json_and_streams_at_any_chunk_size(chunk: int) -> None:
     data = make_set(50)
     whole = json.loads(data)  # plain JSON, header first, commits last
     assert list(whole)[-1] == "commits" and len(whole["commits"]) == 50
-    assert whole["jobId"] == JOB and whole["version"] == 1
+    assert whole["jobId"] == JOB and whole["version"] == PENDINGSET_VERSION == 3
+    assert all(c["version"] == PENDING_VERSION for c in whole["commits"])
     recs, header = read_all(data, chunk)
     assert [r.upload.key for r in recs] == [f"d/{i} ü #{i}.csv" for i in range(50)]
     assert header.task_id == "00003" and header.attempt == 2 and header.extra == {"a": "b"}
@@ -184,7 +191,8 @@ def test_truncated_pendingset_fails_at_every_cut() -> None:
 @pytest.mark.parametrize(
     "corrupt",
     [
-        lambda s: s.replace(b'"version":1,', b'"version":7,', 1),
+        lambda s: s.replace(b'"version":3,', b'"version":7,', 1),
+        lambda s: s.replace(b'"version":2,', b'"version":1,', 1),
         lambda s: s.replace(JOB.encode(), b"11111111-2222-4333-8444-555555555555", 1),
         lambda s: s.replace(b"uploadId", b"uploadID", 1),
         lambda s: s.replace(b'"commits":[', b'"commits":{', 1),
@@ -243,7 +251,7 @@ def test_success_roundtrip_and_limits() -> None:
         job_id=JOB,
         committer="magic",
         description="d",
-        metrics={"files": 3, "bytes": 10, "duration_seconds": 1.5},
+        metrics={"files": 3, "bytes": 10, "duration_ms": 1500},
         diagnostics={"conflict": "append"},
         filenames=[f"f{i} ü" for i in range(150)],
     )
@@ -260,8 +268,10 @@ def test_success_roundtrip_and_limits() -> None:
         "metrics",
         "diagnostics",
         "filenames",
+        "iostatistics",
     ):
         assert name in d
+    assert d["name"] == SUCCESS_NAME == "org.apache.hadoop.fs.s3a.commit.files.SuccessData/1"
     assert len(d["filenames"]) == MAX_SUCCESS_FILENAMES
     back = SuccessData.from_json(s.to_json())
     assert back.metrics == s.metrics and back.filenames[0] == "f0 ü"
