@@ -29,6 +29,7 @@ from zerorename.committers.records import (
     read_pendingset,
 )
 from zerorename.committers.s3aformat import s3a_uri
+from zerorename.engine.records import PartInfo, PendingUpload
 from zerorename.testing.targets import S3Target
 from zerorename.units import MiB
 
@@ -118,6 +119,7 @@ def _make_real(s3: S3Target, commit: dict[str, Any], key: str, parts: list[bytes
         uri=s3a_uri(s3.bucket, key),
         uploadId=upload_id,
         etags=etags,
+        partCount=len(etags),
         length=sum(map(len, parts)),
     )
     return b"".join(parts)
@@ -163,3 +165,29 @@ async def test_records_hadoop_writes_are_read_and_complete_from_their_etags(
     assert result.ok and result.succeeded == 3
     assert data_objects(s3, prefix) == {k[len(prefix) :]: v for k, v in want.items()}
     assert uploads(s3, prefix) == []
+
+
+def test_the_oracle_refuses_what_zerorename_0_1_wrote(
+    tmp_path: Path,
+    s3a_oracle: Oracle,  # noqa: F811
+) -> None:
+    """The checks above can fail: Hadoop refuses version 1 records, the old _SUCCESS
+    name, and a uri with a raw space (why zerorename percent-encodes it)."""
+    up = PendingUpload("bkt", "d/a b.csv", "u1", (PartInfo(1, '"e"', 5),), 5, created=1.0)
+    new = json.loads(PendingRecord(up, "j", "t", 0, saved=2.0).to_json())
+    old = {**new, "version": 1}
+    raw_uri = {**new, "uri": "s3a://bkt/d/a b.csv"}
+    old_set = {"version": 1, "jobId": "j", "commits": [new]}
+    success = json.loads(SuccessData("j", "magic", timestamp=3.0).to_json())
+    old_success = {**success, "name": "zerorename.committers.SuccessData/1"}
+    files = _save(
+        tmp_path,
+        {"old": json.dumps(old).encode(), "raw": json.dumps(raw_uri).encode()},
+    )
+    assert [v.valid for v in s3a_oracle.check("pending", *files)] == [False, False]
+    (tmp_path / "s").write_text(json.dumps(old_set))
+    assert not s3a_oracle.check("pendingset", tmp_path / "s")[0].valid
+    (tmp_path / "ok").write_text(json.dumps(success))
+    (tmp_path / "old").write_text(json.dumps(old_success))
+    verdicts = s3a_oracle.check("success", tmp_path / "ok", tmp_path / "old")
+    assert [v.valid for v in verdicts] == [True, False]
