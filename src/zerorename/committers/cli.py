@@ -261,7 +261,7 @@ async def _s3a_action(eng: UploadEngine, dest: Destination, args: argparse.Names
                 f"S3A job {res.job_id} committed: {res.files} files, {res.bytes} bytes "
                 f"({res.completed_now} completed now, {res.already_completed} were already); "
                 f"{res.open_uploads_aborted} uploads of uncommitted task attempts aborted; "
-                f"_SUCCESS written; {res.records_deleted} records deleted"
+                f"_SUCCESS written; its directory ({res.records_deleted} objects) deleted"
             )
         )
         return 0
@@ -269,7 +269,8 @@ async def _s3a_action(eng: UploadEngine, dest: Destination, args: argparse.Names
     print(
         safe(
             f"S3A job {ab.job_id} aborted: {ab.uploads_aborted} uploads aborted, "
-            f"{ab.objects_deleted} objects deleted, {ab.records_deleted} records deleted"
+            f"{ab.objects_deleted} objects deleted, its directory ({ab.records_deleted} objects) "
+            "deleted"
         )
     )
     for uri, why in ab.kept:
@@ -405,17 +406,14 @@ def _part_count(commit: dict[str, Any]) -> int:
 
 
 def with_checks(info: dict[str, Any]) -> dict[str, Any]:
-    """``info`` plus what reading the record could and could not check (``checked``,
-    ``notChecked``): an S3A record has no part sizes, and a record alone says nothing of
-    its uploads' state in the store."""
+    """``info`` (a ``.pending`` or ``.pendingset``) plus what reading it could and could not
+    check (``checked``, ``notChecked``): an S3A record has no part sizes, and a record alone
+    says nothing of its uploads' state in the store."""
     kind = info["kind"]
-    if kind not in ("pending", "pendingset", "success"):
+    if kind not in ("pending", "pendingset"):
         return info
     checked = ["strict JSON, the version, every field's type and range"]
     unchecked: list[str] = []
-    if kind == "success":
-        unchecked.append("whether the listed files exist (a _SUCCESS lists at most 100)")
-        return {**info, "checked": checked, "notChecked": unchecked}
     commits = info["commits"] if kind == "pendingset" else [info]
     checked.append("bucket, key and upload id of each upload, its ETags in part order")
     if kind == "pendingset":

@@ -141,7 +141,7 @@ class S3AJobEntry:
 
     @property
     def state(self) -> str:
-        return f"s3a: {self.pendingsets} committed tasks, {self.pending_records} open records"
+        return f"{self.pendingsets} committed tasks, {self.pending_records} open task records"
 
 
 async def list_s3a_jobs(store: Store, dest: Destination) -> AsyncIterator[S3AJobEntry]:

@@ -54,6 +54,7 @@ def s3a_commit(p: PendingUpload, job_id: str, task_attempt: str, now_ms: int) ->
             "meanstatistics": {},
         },
         "length": p.length,
+        "partCount": len(p.parts),
     }
 
 
