@@ -357,12 +357,14 @@ async def show_s3a_job(store: Store, dest: Destination, job_id: str) -> dict[str
         states, _ = await states_of(store, commits, index, Check.RESUME)
         success = await _read_success(store, dest)
     by_state: dict[str, list[str]] = {s.value: [] for s in UploadState}
-    open_pending = 0
+    committed = {(c.record.upload.key, c.record.upload.upload_id) for c in commits if c.committed}
+    open_pending: set[tuple[str, str]] = set()
     for c, s in zip(commits, states, strict=True):
+        u = c.record.upload
         if c.committed:
-            by_state[s.value].append(c.record.upload.uri)
-        elif s is UploadState.PENDING:
-            open_pending += 1
+            by_state[s.value].append(u.uri)
+        elif s is UploadState.PENDING and (u.key, u.upload_id) not in committed:
+            open_pending.add((u.key, u.upload_id))
     named = {(c.record.upload.key, c.record.upload.upload_id) for c in commits}
     return {
         "jobId": job_id,
@@ -375,7 +377,7 @@ async def show_s3a_job(store: Store, dest: Destination, job_id: str) -> dict[str
         "committed": success is not None and success.job_id == job_id,
         "uploads": {k: len(v) for k, v in by_state.items()},
         **{k: _limited(v) for k, v in by_state.items()},
-        "openTaskUploadsPending": open_pending,
+        "openTaskUploadsPending": len(open_pending),
         "otherPendingUploadsUnderDestination": len(index - named),
     }
 

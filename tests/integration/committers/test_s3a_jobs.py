@@ -20,6 +20,7 @@ from committer_helpers import bucket_state, committer, dest_prefix, dest_uri, en
 
 from s3a_oracle import oracle as s3a_oracle_module
 from zerorename.committers.cli import main
+from zerorename.committers.successdata import SuccessData
 from zerorename.testing.targets import S3Target
 from zerorename.units import MiB
 
@@ -159,6 +160,12 @@ def lay_out(
                 )
                 st.completed.add(key)
         _put(c, b, f"{attempt}{task}.pendingset", _pendingset(recs, JOB, commits, pretty=i == 1))
+        if i == 1:  # its task commit saved the pendingset, then died before deleting the
+            # attempt's directory: the same uploads again in .pending records
+            stale = f"{attempt}tasks/{task.replace('task_', 'attempt_')}_0/__base/"
+            for rel, commit in zip(OUTPUTS[task], commits, strict=True):
+                single = dict(commit, jobId="", taskId="")
+                _put(c, b, f"{stale}{rel}.pending", json.dumps(single))
     # a task attempt that never committed: its .pending, the magic stream's 0-byte file
     key = dest + OPEN_OUTPUT
     uid, etags = _upload(c, b, key, [b"never committed"])
@@ -203,7 +210,7 @@ async def test_list_shows_s3a_jobs_next_to_zerorenames(
     assert code == 0, err
     lines = {line.split()[0]: line for line in out.splitlines()}
     assert set(lines) == {JOB, OTHER, zr.job_id}  # not the sibling destination's
-    assert "s3a/magic" in lines[JOB] and "2 committed tasks, 1 open task records" in lines[JOB]
+    assert "s3a/magic" in lines[JOB] and "2 committed tasks, 3 open task records" in lines[JOB]
     assert "s3a/magic" in lines[OTHER] and "zerorename/magic" in lines[zr.job_id]
     assert "3 jobs under" in err
 
@@ -223,7 +230,7 @@ def test_show_says_what_is_completed_and_what_is_pending(
     assert code == 0, err
     shown = json.loads(out)
     assert shown["kind"] == "s3a-magic" and shown["attempts"] == ["00"]
-    assert shown["committedTasks"] == 2 and shown["openTaskRecords"] == 1
+    assert shown["committedTasks"] == 2 and shown["openTaskRecords"] == 3
     assert shown["uploads"] == {"pending": 2, "completed": 2, "missing": 0}
     uri = f"s3://{s3.bucket}/"
     assert sorted(shown["completed"]) == sorted(uri + k for k in st.completed)
@@ -279,7 +286,7 @@ def test_abort_keeps_what_it_cannot_prove_is_the_jobs(
 ) -> None:
     st = lay_out(s3, s3a_records)
     c = s3.boto3_client()
-    rewritten = sorted(st.completed)[0]
+    rewritten, named = sorted(st.completed)
     c.put_object(Bucket=s3.bucket, Key=rewritten, Body=b"another writer, after the crash")
     code, out, err = cli(capsys, "jobs", "abort", dest_uri(s3), JOB, *aws_env)
     assert code == 0, err
@@ -288,6 +295,14 @@ def test_abort_keeps_what_it_cannot_prove_is_the_jobs(
     objs, _ = bucket_state(s3)
     assert objs[rewritten] == b"another writer, after the crash"
     assert [k for k in objs if st.mine(k) and k != rewritten] == []
+    # a job that committed the same key since: its _SUCCESS names it, so it stays
+    st = lay_out(s3, s3a_records)
+    theirs = SuccessData(job_id=OTHER, committer="magic", filenames=["/" + named])
+    c.put_object(Bucket=s3.bucket, Key=st.dest + "_SUCCESS", Body=theirs.to_json())
+    code, out, err = cli(capsys, "jobs", "abort", dest_uri(s3), JOB, *aws_env)
+    assert code == 0 and "1 objects deleted" in out, err
+    assert f"kept s3://{s3.bucket}/{named}: named by job {OTHER}'s _SUCCESS" in out
+    assert bucket_state(s3)[0][named] == st.outputs[named]
 
 
 @pytest.mark.parametrize(
