@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from zerorename.committers import CommitOptions, MagicCommitter
 from zerorename.committers.errors import RecordFormatError
 from zerorename.committers.jobscan import unchecked_diagnostics
 from zerorename.committers.paths import Destination
@@ -35,6 +37,7 @@ from zerorename.committers.s3aformat import s3a_uri, uri_names
 from zerorename.committers.successdata import key_of_filename, success_filename
 from zerorename.engine.records import PartInfo, PendingUpload
 from zerorename.spark_adapter.success import SuccessInfo
+from zerorename.testing.memstore import MemoryState, MemoryStore
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 JOB = "3f2a9c1e-6c0b-4d57-9a59-0123456789ab"
@@ -539,3 +542,30 @@ def test_s3a_success_parses_or_raises_the_record_error(data: st.DataObject, kind
         return
     assert SuccessData.from_json(s.to_json()).to_dict() == s.to_dict()
     assert all(type(v) is int for v in s.to_dict()["metrics"].values())
+
+
+# ------------------------------------------------------------------- the job-commit scan
+async def test_job_commit_of_records_without_part_sizes_says_so(tmp_path: Path) -> None:
+    """A pendingset whose commits carry S3A's ETags and no sizes completes, and the
+    commit's _SUCCESS says how many records went without the size check."""
+    store = MemoryStore(MemoryState("bkt"))
+    c = MagicCommitter(store, "s3://bkt/out", options=CommitOptions(staging_dir=tmp_path))
+    job = await c.setup_job()
+    ta = job.task_attempt(0)
+    await ta.setup()
+    for i in range(2):
+        async with ta.open(f"f{i}.csv") as out:
+            await out.write(b"x" * (i + 3))
+    summary = await ta.commit()
+    dest = Destination.parse(summary.pendingset.rsplit("/__magic", 1)[0])
+    key = summary.pendingset.removeprefix("s3://bkt/")
+    d = json.loads(await store.get_object("bkt", key))
+    for commit in d["commits"]:
+        del commit["parts"]
+    await store.put_object("bkt", key, json.dumps(d).encode())
+    result = await job.commit([summary])
+    assert result.files == 2
+    success = SuccessData.from_json(await store.get_object("bkt", dest.key("_SUCCESS")))
+    assert success.diagnostics["unchecked: part sizes add up to the length"] == "2"
+    names = sorted(k for k in success.filenames)
+    assert [len(await store.get_object("bkt", n[1:])) for n in names] == [3, 4]
