@@ -48,11 +48,11 @@ from zerorename.committers.records import (
 )
 from zerorename.committers.s3ajobs import (
     abort_s3a_job,
-    is_s3a_job,
     list_s3a_jobs,
     resume_s3a_job,
     show_s3a_job,
 )
+from zerorename.committers.s3aread import is_s3a_job
 from zerorename.committers.store import abort_uploads, job_uploads
 from zerorename.engine import EngineConfig, UploadEngine, run
 from zerorename.engine.errors import EngineError

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from zerorename.committers.objectstore import UploadStore
 from zerorename.committers.paths import Destination
 from zerorename.committers.s3alayout import S3AJobLayout
 from zerorename.engine import EngineConfig, PendingUpload, UploadEngine, run
@@ -75,34 +76,44 @@ def s3a_pendingset(job_id: str, commits: list[dict[str, Any]]) -> bytes:
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
-async def lay_out(uri: str, job_id: str) -> tuple[S3AJobLayout, dict[str, bytes]]:
-    """Write the crashed job under ``uri``; its layout and its pendingsets by file name."""
+async def lay_out_on(
+    store: UploadStore, uri: str, job_id: str
+) -> tuple[S3AJobLayout, dict[str, bytes]]:
+    """Write the crashed job under ``uri`` through ``store`` (the engine, or the in-memory
+    store of the unit tests); its layout and its pendingsets by file name."""
     dest = Destination.parse(uri)
     layout = S3AJobLayout(dest, job_id)
     now = int(time.time() * 1000)
     saved: dict[str, bytes] = {}
     b = dest.bucket
-    async with UploadEngine(EngineConfig()) as eng:
-        await eng.put_object(b, layout.attempt_dir(0), b"")  # setupJob's directory
-        for task in range(3):
-            commits = []
-            for n in range(2):
-                rel = f"part-{task * 2 + n:05d}-{job_id}-c000.csv"
-                data = f"task {task}, file {n}\n".encode()
-                p = await eng.upload(b, dest.key(rel), data, defer=True)
-                if task == 0:  # the job commit got this far before it died
-                    await eng.complete(p)
-                commits.append(s3a_commit(p, job_id, ATTEMPT.format(task), now))
-                if task == 2:  # never committed: only its .pending records exist
-                    key = layout.pending(0, ATTEMPT.format(task), rel)
-                    one = dict(commits[-1], jobId="", taskId="")
-                    await eng.put_object(b, key, json.dumps(one).encode())
-            if task < 2:
-                key = layout.pendingset(0, TASK.format(task))
-                data = s3a_pendingset(job_id, commits)
-                await eng.put_object(b, key, data)
-                saved[key.rpartition("/")[2]] = data
+    await store.put_object(b, layout.attempt_dir(0), b"")  # setupJob's directory
+    for task in range(3):
+        commits = []
+        for n in range(2):
+            rel = f"part-{task * 2 + n:05d}-{job_id}-c000.csv"
+            data = f"task {task}, file {n}\n".encode()
+            p = await store.upload(b, dest.key(rel), data, defer=True)
+            if task == 0:  # the job commit got this far before it died
+                done = await store.complete_many([p])
+                if not done.ok:
+                    raise RuntimeError(f"could not complete {p.uri}: {done.failures[0].error}")
+            commits.append(s3a_commit(p, job_id, ATTEMPT.format(task), now))
+            if task == 2:  # never committed: only its .pending records exist
+                key = layout.pending(0, ATTEMPT.format(task), rel)
+                one = dict(commits[-1], jobId="", taskId="")
+                await store.put_object(b, key, json.dumps(one).encode())
+        if task < 2:
+            key = layout.pendingset(0, TASK.format(task))
+            data = s3a_pendingset(job_id, commits)
+            await store.put_object(b, key, data)
+            saved[key.rpartition("/")[2]] = data
     return layout, saved
+
+
+async def lay_out(uri: str, job_id: str) -> tuple[S3AJobLayout, dict[str, bytes]]:
+    """:func:`lay_out_on` an engine configured from the environment (AWS_ENDPOINT_URL...)."""
+    async with UploadEngine(EngineConfig()) as eng:
+        return await lay_out_on(eng, uri, job_id)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
