@@ -29,7 +29,7 @@ ProxyFactory = Callable[..., FaultProxy]
 TASKS = 12
 #: per request on both stores: requests sent together overlap by far more than the
 #: jitter of a loaded machine, requests sent one after another do not
-LATENCY = 0.03
+LATENCY = 0.1
 #: what another writer holds in the destination before the job (a partition the job
 #: writes, one it does not)
 OLD = {"y=0/old.csv": b"old0", "z=9/keep.csv": b"z9"}

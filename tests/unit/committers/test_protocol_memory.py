@@ -465,16 +465,17 @@ async def sequential_commit(p: Prepared, latency: float) -> tuple[int, str]:
     return sequential_requests(log), describe(log)
 
 
-#: 50 ms per request: requests sent together overlap by far more than the loop's jitter
-LATENCY = 0.05
+#: 200 ms per request: requests sent together overlap by far more than the loop's jitter,
+#: also on a loaded CI machine (at 50 ms a 64-task replace once chained 9 under load)
+LATENCY = 0.2
 #: sequential requests of a commit (issue 12's goal: <= 6 for append and <= 8 for replace
 #: up to the commit concurrency, 64): read everything > write journal and plan >
 #: complete > [_SUCCESS, journal, listings] > [delete records, abort leftovers] > delete
 #: journal; replace adds [journal, listing] > delete older files. Beyond the concurrency
 #: (200 tasks) the pendingsets take 4 rounds of reads and the window's journal saves
 #: chain between completes: 15 to 17 measured (as saves and completes of equal latency
-#: race), one more allowed for a stalled loop.
-APPEND_BOUND = {12: 6, 64: 6, 200: 18}
+#: race); the bound there guards against the 43 of the old sequential scan.
+APPEND_BOUND = {12: 6, 64: 6, 200: 20}
 REPLACE_BOUND = 8
 
 
