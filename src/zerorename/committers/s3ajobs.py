@@ -156,6 +156,27 @@ class S3AResumeResult:
     records_deleted: int
 
 
+#: seconds between two progress lines of a long batch
+PROGRESS_INTERVAL = 5.0
+
+
+def _ticker(verb: str, total: int, say: Report) -> Callable[[Any, BaseException | None], None]:
+    """An ``on_result`` that reports a long batch's progress at most every
+    :data:`PROGRESS_INTERVAL` seconds (a silent commit of hours looks hung)."""
+    done = 0
+    last = time.monotonic()
+
+    def tick(_: Any, exc: BaseException | None) -> None:
+        nonlocal done, last
+        done += exc is None
+        now = time.monotonic()
+        if now - last >= PROGRESS_INTERVAL:
+            last = now
+            say(f"{verb} {done}/{total} uploads")
+
+    return tick
+
+
 def _fail_batch(what: str, result: Any) -> None:
     if result.failed:
         first = result.failures[0]
@@ -211,7 +232,10 @@ async def resume_s3a_job(
         ]
         say(f"completing {len(todo)} uploads ({len(mine) - len(todo)} already completed)")
         _fail_batch(
-            "completing the job's uploads", await store.complete_many(todo, concurrency=concurrency)
+            "completing the job's uploads",
+            await store.complete_many(
+                todo, concurrency=concurrency, on_result=_ticker("completed", len(todo), say)
+            ),
         )
         kept = {c.record.upload.upload_id for c in mine}
         strays = [
