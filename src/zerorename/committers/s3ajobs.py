@@ -85,17 +85,24 @@ async def list_s3a_jobs(store: Store, dest: Destination) -> AsyncIterator[S3AJob
                 )
 
 
-def _attempt_to_finish(scan: S3AJobScan) -> int | None:
-    """The one job attempt whose pendingsets a resume completes (None: no committed task);
-    pendingsets in two attempts are refused: which attempt's commit died is unknown."""
+def _attempt_to_finish(scan: S3AJobScan) -> int:
+    """The one job attempt whose pendingsets a resume completes. None is refused (no task
+    committed: S3A's job commit, which runs after every task committed, never started, and
+    "finishing" it would publish an empty job), and so are pendingsets in two attempts
+    (which attempt's commit died is unknown)."""
     attempts = scan.attempts
+    if not attempts:
+        raise CommitterError(
+            f"S3A job {scan.layout.job_id} has no committed task: its job commit never "
+            "started, there is nothing to finish; `zerorename jobs abort` rolls it back"
+        )
     if len(attempts) > 1:
         names = ", ".join(f"{a:02d}" for a in attempts)
         raise CommitterError(
             f"S3A job {scan.layout.job_id} has committed tasks in attempts {names}: resume "
             "cannot tell which attempt's commit to finish; `zerorename jobs abort` rolls it back"
         )
-    return attempts[0] if attempts else None
+    return attempts[0]
 
 
 def _limited(items: list[str]) -> list[str]:
@@ -211,10 +218,8 @@ async def resume_s3a_job(
         if success is not None and success.job_id == job_id:
             return await _finish_cleanup(store, scan, success, concurrency, say)
         attempt = _attempt_to_finish(scan)
-        attempts = [attempt] if attempt is not None else []
-        attempts += sorted(
-            {e.attempt for e in scan.pendings if e.attempt is not None} - set(attempts)
-        )
+        others = {e.attempt for e in scan.pendings if e.attempt is not None} - {attempt}
+        attempts = [attempt, *sorted(others)]
         commits = await read_commits(store, scan, attempts)
         mine = [c for c in commits if c.committed]
         index = await pending_index(store, dest)
@@ -262,7 +267,7 @@ async def resume_s3a_job(
             metrics={
                 "uploads": len(mine),
                 "bytes": total,
-                "pendingsets": len(scan.pendingsets.get(attempt, [])) if attempt is not None else 0,
+                "pendingsets": len(scan.pendingsets[attempt]),
                 "completed_by_resume": len(todo),
             },
             diagnostics={
@@ -382,19 +387,19 @@ async def abort_s3a_job(
             if c.committed and (c.record.upload.key, c.record.upload.upload_id) not in pending
         ]
         infos = await heads(store, done)
-        doomed: list[str] = []
+        doomed: dict[str, None] = {}  # each key once (two attempts may name one key)
         kept: list[tuple[str, str]] = []
         for c, info in zip(done, infos, strict=True):
             if info is None:
                 continue
             why = _why_kept(c, info, foreign)
             if why is None:
-                doomed.append(c.record.upload.key)
+                doomed[c.record.upload.key] = None
             else:
                 kept.append((c.record.upload.uri, why))
         if doomed:
             say(f"deleting {len(doomed)} objects the job had completed")
-            await store.delete_objects(dest.bucket, doomed)
+            await store.delete_objects(dest.bucket, list(doomed))
         deleted = await _delete_directory(store, scan.layout)
     return S3AAbortResult(
         job_id, len(pending), len(doomed), deleted, tuple(kept), len(index - named)

@@ -110,6 +110,8 @@ class S3ACommit:
     source: str
     #: True: from a committed task's pendingset (job commit completes it)
     committed: bool
+    #: the job attempt (``NN``) whose record it is
+    attempt: int | None = None
 
 
 def _check_commit(
@@ -132,7 +134,9 @@ def _check_commit(
         )
 
 
-async def _read_pendingset(store: Store, layout: S3AJobLayout, key: str) -> list[S3ACommit]:
+async def _read_pendingset(
+    store: Store, layout: S3AJobLayout, key: str, attempt: int
+) -> list[S3ACommit]:
     location = layout.uri(key)
     out: list[S3ACommit] = []
     async for item in scan_pendingset(store, layout.dest.bucket, key, job_id=None):
@@ -144,7 +148,7 @@ async def _read_pendingset(store: Store, layout: S3AJobLayout, key: str) -> list
                 )
         else:
             _check_commit(layout, item, location, None)
-            out.append(S3ACommit(item, location, True))
+            out.append(S3ACommit(item, location, True, attempt))
     return out
 
 
@@ -158,7 +162,7 @@ async def _read_pending(store: Store, layout: S3AJobLayout, entry: S3AKey) -> S3
         raise RecordFormatError("vanished while the job was read", location=location)
     rec = PendingRecord.from_json(data, location=location)
     _check_commit(layout, rec, location, want)
-    return S3ACommit(rec, location, False)
+    return S3ACommit(rec, location, False, entry.attempt)
 
 
 async def read_commits(
@@ -168,13 +172,15 @@ async def read_commits(
     tasks', then the open task attempts' ``.pending`` records), each checked; a key listed
     by two committed records is refused."""
     lay = scan.layout
-    keys = [k for a in attempts for k in sorted(scan.pendingsets.get(a, []))] if pendingsets else []
+    keys = [(a, k) for a in attempts for k in sorted(scan.pendingsets.get(a, []))]
+    if not pendingsets:
+        keys = []
     entries = sorted((e for e in scan.pendings if e.attempt in attempts), key=lambda e: e.key)
     sets: dict[int, list[S3ACommit]] = {}
     singles: dict[int, S3ACommit] = {}
 
     async def one_set(i: int) -> None:
-        sets[i] = await _read_pendingset(store, lay, keys[i])
+        sets[i] = await _read_pendingset(store, lay, keys[i][1], keys[i][0])
 
     async def one_pending(i: int) -> None:
         singles[i] = await _read_pending(store, lay, entries[i])
@@ -182,16 +188,16 @@ async def read_commits(
     await bounded_map(range(len(keys)), one_set, READ_CONCURRENCY)
     await bounded_map(range(len(entries)), one_pending, READ_CONCURRENCY)
     commits = [c for i in range(len(keys)) for c in sets[i]]
-    seen: dict[str, str] = {}
+    seen: dict[tuple[int | None, str], str] = {}
     for c in commits:
         key = c.record.upload.key
-        if key in seen:
+        if (c.attempt, key) in seen:
             raise RecordFormatError(
                 f"s3://{lay.dest.bucket}/{key} is listed by two committed records "
-                f"({seen[key]} and {c.source}): refused",
+                f"({seen[c.attempt, key]} and {c.source}): refused",
                 location=c.source,
             )
-        seen[key] = c.source
+        seen[c.attempt, key] = c.source
     return commits + [singles[i] for i in range(len(entries))]
 
 

@@ -11,9 +11,10 @@ import json
 
 import pytest
 
-from zerorename.committers.errors import JobNotFound, JournalError
+from zerorename.committers.errors import CommitterError, JobNotFound, JournalError
 from zerorename.committers.paths import Destination
 from zerorename.committers.s3ajobs import abort_s3a_job, resume_s3a_job
+from zerorename.committers.s3alayout import S3AJobLayout
 from zerorename.testing.memfaults import ProcessCrashed
 from zerorename.testing.memstate import MemoryState
 from zerorename.testing.memstore import MemoryStore
@@ -152,3 +153,37 @@ async def test_a_resume_cut_short_in_its_cleanup_keeps_the_whole_success() -> No
     await resume(state)
     assert state.objects(B)["s3a/out/_SUCCESS"] == first
     assert len(json.loads(first)["filenames"]) == 4
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ("no committed task", "has no committed task"),
+        ("two attempts", "committed tasks in attempts 00, 01"),
+    ],
+)
+async def test_resume_refuses_what_it_cannot_finish_and_changes_nothing(
+    change: str, says: str
+) -> None:
+    state = await crashed()
+    attempt = f"{ROOT}job-{JOB}/00/"
+    sets = sorted(k for k in state.objects(B, attempt) if k.endswith(".pendingset"))
+    objs = state.buckets[B]
+    layout = S3AJobLayout(DEST, JOB)
+    for key in sets:
+        if change == "two attempts":  # the second app attempt committed this task again
+            objs[key.replace("/00/", "/01/")] = objs[key]
+            continue
+        # the task never committed: its uploads are named by its attempt's .pending files
+        for i, commit in enumerate(json.loads(state.objects(B)[key])["commits"]):
+            rel = commit["destinationKey"][len("s3a/out/") :]
+            pending = layout.pending(0, f"attempt_{i}_{len(sets)}", rel)
+            await MemoryStore(state).put_object(B, pending, json.dumps(commit).encode())
+        del objs[key]
+    before = (state.objects(B), state.pending(B))
+    with pytest.raises(CommitterError, match=says) as ei:
+        await resume(state)
+    assert "\n" not in str(ei.value) and "jobs abort" in str(ei.value)
+    assert (state.objects(B), state.pending(B)) == before
+    await abort(state)  # what the message says to do
+    assert state.objects(B, ROOT) == {} and [u for u in state.pending(B) if JOB in u[0]] == []
