@@ -187,3 +187,15 @@ def test_final_rel_is_hadoops_final_destination() -> None:
 def test_records_of_the_job_or_of_none() -> None:
     assert owns_record_job(JOB, JOB) and owns_record_job(JOB, "")
     assert not owns_record_job(JOB, "job_1_2") and not owns_record_job(JOB, JOB.upper())
+
+
+@given(st.text(max_size=140))
+def test_any_job_id_a_user_gives_is_taken_whole_or_refused_in_one_line(text: str) -> None:
+    try:
+        job = check_s3a_job_id(text)
+    except PathError as exc:
+        assert "\n" not in str(exc).replace(repr(text), "")
+        return
+    lay = S3AJobLayout(DEST, job)
+    assert job == text and job_id_of_dir(DEST, lay.root) == job
+    assert lay.classify(lay.attempts_dir + "00/t.pendingset").kind is S3AKind.PENDINGSET
