@@ -210,7 +210,8 @@ async def resume_s3a_job(
     """Finish an S3A job whose job commit died: complete every pending upload of its
     committed tasks (one already completed counts as done), abort the uploads of task
     attempts that never committed, write an S3A ``_SUCCESS``, delete the job's directory.
-    Refused, with nothing changed, when a record is bad or an upload is missing."""
+    Refused, with nothing changed, when a record is bad, an upload is missing, no task
+    committed, or tasks committed in two application attempts."""
     say = report or (lambda _: None)
     async with wrap_engine_errors(f"resuming S3A job {job_id} under {dest.uri}"):
         scan = await open_scan(store, dest, job_id)
@@ -243,18 +244,16 @@ async def resume_s3a_job(
             ),
         )
         kept = {c.record.upload.upload_id for c in mine}
-        strays = [
-            c.record.upload
-            for c in commits
-            if not c.committed
-            and c.record.upload.upload_id not in kept
-            and (c.record.upload.key, c.record.upload.upload_id) in index
-        ]
+        strays = {
+            (u.key, u.upload_id): u
+            for u in (c.record.upload for c in commits if not c.committed)
+            if u.upload_id not in kept and (u.key, u.upload_id) in index
+        }
         if strays:
             say(f"aborting {len(strays)} uploads of task attempts that never committed")
             _fail_batch(
                 "aborting uncommitted task attempts' uploads",
-                await store.abort_many(strays, concurrency=concurrency),
+                await store.abort_many(list(strays.values()), concurrency=concurrency),
             )
         total = sum(c.record.upload.length for c in mine)
         success = SuccessData(
