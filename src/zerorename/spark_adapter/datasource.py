@@ -40,6 +40,7 @@ from zerorename.spark_adapter.jobs import (
     setup_job,
 )
 from zerorename.spark_adapter.options import WriteOptions
+from zerorename.spark_adapter.streaming import ZeroRenameStreamWriter, check_stream_options
 
 log = logging.getLogger("zerorename.spark")
 
@@ -134,6 +135,20 @@ class ZeroRenameDataSource(DataSource):  # type: ignore[misc]
         _check_spark_schema(schema, opts)
         job_id = setup_job(opts)
         return self.writer_class()(opts, job_id)
+
+    def stream_writer_class(self) -> type[ZeroRenameStreamWriter]:
+        """The streaming writer to build (subclasses swap it, e.g. for fault tests)."""
+        return ZeroRenameStreamWriter
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> ZeroRenameStreamWriter:
+        """``df.writeStream.format("zerorename")``: one job per micro-batch, append only
+        (see :mod:`zerorename.spark_adapter.streaming`). Called per batch, without I/O."""
+        opts = WriteOptions.parse(dict(self.options), overwrite=overwrite)
+        check_stream_options(opts, overwrite)
+        if opts.unknown:
+            log.warning("zerorename: ignoring unknown options %s", ", ".join(opts.unknown))
+        _check_spark_schema(schema, opts)
+        return self.stream_writer_class()(opts)
 
 
 def register(spark: Any) -> None:

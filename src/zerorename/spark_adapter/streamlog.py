@@ -1,0 +1,324 @@
+"""The streaming sink's record of committed micro-batches, and what to do with a batch (pure).
+
+One small JSON object per query at ``<dest>/_zerorename_streams/<queryId>/log.json``
+(readers skip names that start with ``_``). It keeps the highest committed batch id (the
+watermark: Spark re-runs only the batch it did not record, so a batch id at or below it is
+committed), totals, the last :data:`KEEP` batches (ids, job, files, rows, bytes, time) and,
+while a batch commits, its intent (``pending``): the job and the pendingsets it completes.
+The log does not grow with the query's age.
+
+A commit of batch B by job J (see :func:`decide`):
+
+1. B <= watermark: a duplicate (Spark re-runs a batch whose commit it did not record);
+   J's uploads are aborted, nothing becomes visible, success.
+2. an intent of B by another job K (a driver died during K's commit): K's journal says
+   whether to resume K, whether K finished (its pendingsets are gone) or never started
+   (they are all there); K is adopted as B's commit or discarded (:func:`recover`).
+3. otherwise: write the intent, commit J, write B as committed.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import re
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Any
+
+from zerorename.spark_adapter.errors import SparkAdapterError
+
+FORMAT = "zerorename-stream-log"
+VERSION = 1
+#: committed batches the log lists (older ones only count in the totals)
+KEEP = 100
+#: where the sink keeps its records, under the destination (readers skip ``_`` names)
+STREAMS_DIR = "_zerorename_streams"
+LOG_NAME = "log.json"
+#: what the log may weigh when read (KEEP entries plus one intent of many pendingsets)
+MAX_LOG_BYTES = 4 * 1024 * 1024
+
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+class StreamLogError(SparkAdapterError):
+    """Raised when a stream log, or the state it describes, cannot be acted on: nothing is
+    committed or deleted; the message names the record and what to do."""
+
+
+def check_query_id(text: str) -> str:
+    """A Spark query id (a UUID, as the checkpoint's ``metadata`` file holds it)."""
+    if not isinstance(text, str) or not _UUID.match(text):
+        raise StreamLogError(f"streaming query id {text!r} is not a UUID; not committing")
+    return text
+
+
+def log_key(list_prefix: str, query_id: str) -> str:
+    """Key of the query's log under a destination's list prefix (ending in '/' or '')."""
+    return f"{list_prefix}{STREAMS_DIR}/{check_query_id(query_id)}/{LOG_NAME}"
+
+
+@dataclass(frozen=True)
+class BatchEntry:
+    """One committed micro-batch."""
+
+    batch: int
+    job_id: str
+    files: int
+    rows: int
+    bytes: int
+    committed_at: float
+
+
+@dataclass(frozen=True)
+class Intent:
+    """A batch being committed by a job: the accepted attempts' pendingsets (keys)."""
+
+    batch: int
+    job_id: str
+    pendingsets: tuple[str, ...]
+    files: int
+    rows: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class StreamLog:
+    """What a query committed to its destination (bounded)."""
+
+    query_id: str
+    last_batch: int | None = None
+    batches: int = 0
+    files: int = 0
+    rows: int = 0
+    bytes: int = 0
+    recent: tuple[BatchEntry, ...] = ()
+    pending: Intent | None = None
+
+    def committed(self, batch: int) -> bool:
+        return self.last_batch is not None and batch <= self.last_batch
+
+    def with_intent(self, intent: Intent) -> StreamLog:
+        if self.committed(intent.batch):
+            raise StreamLogError(f"batch {intent.batch} is committed already")
+        return replace(self, pending=intent)
+
+    def with_commit(self, entry: BatchEntry) -> StreamLog:
+        """The log with ``entry`` committed (intent cleared, the oldest entries dropped)."""
+        if self.committed(entry.batch):
+            raise StreamLogError(f"batch {entry.batch} is committed already")
+        recent = (*self.recent, entry)[-KEEP:]
+        return StreamLog(
+            self.query_id,
+            entry.batch,
+            self.batches + 1,
+            self.files + entry.files,
+            self.rows + entry.rows,
+            self.bytes + entry.bytes,
+            recent,
+            None,
+        )
+
+    def without_intent(self) -> StreamLog:
+        return replace(self, pending=None)
+
+    def to_json(self) -> builtins.bytes:
+        doc: dict[str, Any] = {
+            "format": FORMAT,
+            "version": VERSION,
+            "query_id": self.query_id,
+            "last_batch": self.last_batch,
+            "totals": {
+                "batches": self.batches,
+                "files": self.files,
+                "rows": self.rows,
+                "bytes": self.bytes,
+            },
+            "recent": [vars(e) for e in self.recent],
+            "pending": None if self.pending is None else _intent_dict(self.pending),
+        }
+        return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _intent_dict(i: Intent) -> dict[str, Any]:
+    d = dict(vars(i))
+    d["pendingsets"] = list(i.pendingsets)
+    return d
+
+
+@dataclass
+class _Fields:
+    d: dict[str, Any]
+    where: str
+    used: set[str] = field(default_factory=set)
+
+    def bad(self, what: str) -> StreamLogError:
+        return StreamLogError(
+            f"stream log {self.where}: {what}; not committing (fix or remove the log only "
+            "if the query restarts from a fresh checkpoint)"
+        )
+
+    def get(self, key: str) -> Any:
+        if key not in self.d:
+            raise self.bad(f"no field {key!r}")
+        self.used.add(key)
+        return self.d[key]
+
+    def count(self, key: str, *, nullable: bool = False) -> Any:
+        v = self.get(key)
+        if v is None and nullable:
+            return None
+        if type(v) is not int or v < 0:
+            raise self.bad(f"{key} must be an integer >= 0, got {v!r}")
+        return v
+
+    def number(self, key: str) -> float:
+        v = self.get(key)
+        if type(v) not in (int, float) or v != v or v < 0:
+            raise self.bad(f"{key} must be a number >= 0, got {v!r}")
+        return float(v)
+
+    def job(self, key: str) -> str:
+        v = self.get(key)
+        if not isinstance(v, str) or not _UUID.match(v):
+            raise self.bad(f"{key} must be a job id (UUID), got {v!r}")
+        return v
+
+    def obj(self, key: str) -> _Fields:
+        v = self.get(key)
+        if not isinstance(v, dict):
+            raise self.bad(f"{key} must be an object")
+        return _Fields(v, self.where)
+
+    def done(self) -> None:
+        extra = sorted(set(self.d) - self.used)
+        if extra:
+            raise self.bad(f"unknown fields {extra}")
+
+
+def _entry(f: _Fields) -> BatchEntry:
+    e = BatchEntry(
+        f.count("batch"),
+        f.job("job_id"),
+        f.count("files"),
+        f.count("rows"),
+        f.count("bytes"),
+        f.number("committed_at"),
+    )
+    f.done()
+    return e
+
+
+def _intent(f: _Fields, pendingset_prefix: str) -> Intent:
+    batch, job = f.count("batch"), f.job("job_id")
+    sets = f.get("pendingsets")
+    if not isinstance(sets, list) or not all(isinstance(s, str) for s in sets):
+        raise f.bad("pendingsets must be a list of keys")
+    prefix = pendingset_prefix.replace("{job}", job)
+    if any(not s.startswith(prefix) or len(s) == len(prefix) for s in sets):
+        raise f.bad(f"a pendingset of the intent is not job {job}'s")
+    if len(set(sets)) != len(sets):
+        raise f.bad("the intent names a pendingset twice")
+    i = Intent(batch, job, tuple(sets), f.count("files"), f.count("rows"), f.count("bytes"))
+    f.done()
+    return i
+
+
+def parse_log(data: bytes, *, query_id: str, where: str, pendingset_prefix: str) -> StreamLog:
+    """Read and check a log; :class:`StreamLogError` names anything wrong. The intent's
+    pendingsets must lie under ``pendingset_prefix`` (``{job}`` stands for its job id)."""
+    f0 = _Fields({}, where)
+    if len(data) > MAX_LOG_BYTES:
+        raise f0.bad(f"{len(data)} bytes, more than a log holds ({MAX_LOG_BYTES})")
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise f0.bad(f"not JSON ({exc.__class__.__name__})") from None
+    if not isinstance(doc, dict):
+        raise f0.bad("not a JSON object")
+    f = _Fields(doc, where)
+    if f.get("format") != FORMAT or f.get("version") != VERSION:
+        raise f.bad(f"not a {FORMAT} version {VERSION}")
+    if f.get("query_id") != query_id:
+        raise f.bad(f"its query id is {doc.get('query_id')!r}, not {query_id!r}")
+    last = f.count("last_batch", nullable=True)
+    t = f.obj("totals")
+    totals = (t.count("batches"), t.count("files"), t.count("rows"), t.count("bytes"))
+    t.done()
+    raw = f.get("recent")
+    if not isinstance(raw, list) or len(raw) > KEEP:
+        raise f.bad(f"recent must be a list of at most {KEEP} batches")
+    recent = []
+    for item in raw:
+        if not isinstance(item, dict):
+            raise f.bad("a recent batch is not an object")
+        recent.append(_entry(_Fields(item, where)))
+    ids = [e.batch for e in recent]
+    if ids != sorted(set(ids)) or (ids and ids[-1] != last) or (last is not None and not ids):
+        raise f.bad("recent batches must rise and end at last_batch")
+    if len(recent) > totals[0]:
+        raise f.bad("more recent batches than batches in total")
+    pend = f.get("pending")
+    pending = None
+    if pend is not None:
+        if not isinstance(pend, dict):
+            raise f.bad("pending must be an object or null")
+        pending = _intent(_Fields(pend, where), pendingset_prefix)
+        if last is not None and pending.batch <= last:
+            raise f.bad(f"pending batch {pending.batch} is committed already")
+    f.done()
+    return StreamLog(query_id, last, *totals, tuple(recent), pending)
+
+
+class Step(Enum):
+    """What a commit of batch B by job J does first."""
+
+    #: B is committed already: abort J's uploads, report success
+    DUPLICATE = "duplicate"
+    #: another job's intent of B: settle it first (:func:`recover`)
+    RECOVER = "recover"
+    #: write J's intent, commit J, record B
+    COMMIT = "commit"
+
+
+def decide(log: StreamLog, batch: int, job_id: str) -> Step:
+    """What to do with a commit of ``batch`` by ``job_id`` given the log."""
+    if log.committed(batch):
+        return Step.DUPLICATE
+    p = log.pending
+    if p is None:
+        return Step.COMMIT
+    if p.batch != batch:
+        raise StreamLogError(
+            f"the stream log has batch {p.batch} (job {p.job_id}) being committed, but Spark "
+            f"commits batch {batch}: was the checkpoint replaced? Not committing"
+        )
+    return Step.RECOVER
+
+
+class Recovery(Enum):
+    """What to do with job K of a batch's intent found by a later commit of that batch."""
+
+    #: K's journal exists: resume K, then record the batch as K's
+    RESUME = "resume"
+    #: K's commit finished (its pendingsets are gone): record the batch as K's
+    ADOPT = "adopt"
+    #: K's commit never started (every pendingset is there): discard K, commit the new job
+    DISCARD = "discard"
+
+
+def recover(intent: Intent, *, journal: bool, present: frozenset[str]) -> Recovery:
+    """K's fate from its journal and which of the intent's pendingsets still exist."""
+    if journal:
+        return Recovery.RESUME
+    named = set(intent.pendingsets)
+    found = named & present
+    if not found:
+        return Recovery.ADOPT
+    if found == named:
+        return Recovery.DISCARD
+    raise StreamLogError(
+        f"job {intent.job_id} of batch {intent.batch}: no journal and {len(found)} of its "
+        f"{len(named)} pendingsets left, so whether it committed is unknown; not committing "
+        "(inspect it with `zerorename jobs show`)"
+    )
