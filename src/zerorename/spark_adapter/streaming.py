@@ -23,7 +23,6 @@ resumes, adopts or discards that job first.
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -32,49 +31,18 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
-from zerorename.committers import (
-    CommitOptions,
-    Committer,
-    CommitterError,
-    Destination,
-    Job,
-    TaskCommitSummary,
-    committer_class,
-)
-from zerorename.committers.paths import JobLayout
-from zerorename.committers.store import read_optional
 from zerorename.spark_adapter.bridge import get_bridge
 from zerorename.spark_adapter.errors import CommitMessageError, OptionError
-from zerorename.spark_adapter.jobs import TaskResult, TaskWriter, engine_for
+from zerorename.spark_adapter.jobs import TaskResult, TaskWriter
 from zerorename.spark_adapter.options import WriteOptions
 from zerorename.spark_adapter.router import BatchRouter
-from zerorename.spark_adapter.streamlog import (
-    BatchEntry,
-    Intent,
-    Recovery,
-    Step,
-    StreamLog,
-    check_query_id,
-    decide,
-    log_key,
-    parse_log,
-    recover,
-)
+from zerorename.spark_adapter.streamlog import check_query_id, stream_job_id
+from zerorename.spark_adapter.streamsink import StreamSink, ensure_job, stream_committer
 
 log = logging.getLogger("zerorename.spark")
 
-#: the namespace of batch job ids (uuid5 of query id, writer token and batch id)
-STREAM_NAMESPACE = uuid.UUID("6f6c2f1e-6d0b-4c55-9a55-7a65726f7265")
 QUERY_ID_KEY = "sql.streaming.queryId"
 BATCH_ID_KEY = "streaming.sql.batchId"
-#: a batch's job: no _SUCCESS (the stream log records batches) and no rollback on a failed
-#: commit (its journal stays, so the batch's next commit resumes it: nothing twice)
-STREAM_COMMIT = CommitOptions(write_success=False, rollback_on_failure=False)
-
-
-def stream_job_id(query_id: str, token: str, batch_id: int) -> str:
-    """The job id of one run of a batch: every task of the batch derives the same one."""
-    return str(uuid.uuid5(STREAM_NAMESPACE, f"{query_id}/{token}/{batch_id}"))
 
 
 def check_stream_options(opts: WriteOptions, overwrite: bool) -> None:
@@ -101,44 +69,15 @@ class StreamCommitMessage(WriterCommitMessage):  # type: ignore[misc]
     job_id: str
 
 
-@dataclass(frozen=True)
-class BatchOutcome:
-    """What the commit of one micro-batch did."""
-
-    query_id: str
-    batch_id: int
-    job_id: str
-    #: committed | duplicate (aborted: the batch was committed before) | adopted | empty
-    action: str
-    files: int
-    rows: int
-    bytes: int
-    seconds: float
-
-
-def stream_committer(opts: WriteOptions) -> Committer:
-    cls = committer_class(opts.committer)
-    return cls(engine_for(opts), opts.path, conflict="append", options=STREAM_COMMIT)
-
-
-async def _ensure_job(committer: Committer, job_id: str) -> None:
-    """Set the batch's job up unless another task of the batch did (they race: the marker
-    is the same whoever writes it)."""
-    job = committer.job(job_id)
-    if await job.is_active():
-        return
-    try:
-        await committer.setup_job(job_id)
-    except CommitterError:
-        if not await job.is_active():
-            raise
-
-
 class StreamTaskWriter(TaskWriter):
     """A task attempt of one micro-batch: sets the batch's job up on its first rows."""
 
+    query_id = ""
+    batch_id = 0
+
     def _start(self, schema: pa.Schema) -> BatchRouter:
-        self._bridge.run(_ensure_job(stream_committer(self.opts), self.job_id))
+        committer = stream_committer(self.opts)
+        self._bridge.run(ensure_job(committer, self.job_id, self.query_id, self.batch_id))
         return super()._start(schema)
 
 
@@ -187,133 +126,6 @@ def batch_of(messages: Sequence[Any], batch_id: int) -> tuple[str, str, list[Tas
     return check_query_id(query_id), job_id, [m.result for m in got]
 
 
-class StreamSink:
-    """The driver side of one query's micro-batches at one destination (async I/O)."""
-
-    def __init__(self, opts: WriteOptions, query_id: str) -> None:
-        self.opts = opts
-        self.query_id = query_id
-        self.committer = stream_committer(opts)
-        self.dest: Destination = self.committer.dest
-        self.key = log_key(self.dest.list_prefix, query_id)
-
-    @property
-    def store(self) -> Any:
-        return self.committer.engine
-
-    async def read_log(self) -> StreamLog:
-        data = await read_optional(self.store, self.dest.bucket, self.key)
-        if data is None:
-            return StreamLog(self.query_id)
-        prefix = JobLayout(self.dest, "{job}").pendingsets_dir
-        return parse_log(
-            data,
-            query_id=self.query_id,
-            where=self.dest.uri_of(self.key),
-            pendingset_prefix=prefix,
-        )
-
-    async def write_log(self, new: StreamLog) -> None:
-        await self.store.put_object(
-            self.dest.bucket, self.key, new.to_json(), content_type="application/json"
-        )
-
-    async def _present(self, job: Job, names: Sequence[str]) -> frozenset[str]:
-        found = set()
-        async for obj in self.store.list_objects(self.dest.bucket, job.layout.pendingsets_dir):
-            found.add(obj.key)
-        return frozenset(found & set(names))
-
-    async def _settle(self, log_: StreamLog, job_id: str) -> tuple[StreamLog, BatchEntry | None]:
-        """A commit of the intent's batch found another run's intent: resume, adopt or
-        discard that job. Returns the log to go on from and the entry when it was adopted."""
-        intent = log_.pending
-        assert intent is not None
-        job = self.committer.job(intent.job_id)
-        status = await job.status()
-        present = await self._present(job, intent.pendingsets)
-        fate = recover(intent, journal=status.journal is not None, present=present)
-        log.warning(
-            "zerorename stream %s: batch %d was being committed by job %s (%s); %s",
-            self.query_id,
-            intent.batch,
-            intent.job_id,
-            "journal" if status.journal is not None else f"{len(present)} pendingsets left",
-            fate.value,
-        )
-        if fate is Recovery.DISCARD:
-            if intent.job_id != job_id:
-                await job.abort()
-            return log_.without_intent(), None
-        if fate is Recovery.RESUME:
-            await job.resume()
-        entry = BatchEntry(
-            intent.batch, intent.job_id, intent.files, intent.rows, intent.bytes, time.time()
-        )
-        return log_.with_commit(entry), entry
-
-    async def commit(
-        self, batch_id: int, job_id: str, results: Sequence[TaskResult]
-    ) -> BatchOutcome:
-        t0 = time.monotonic()
-        summaries = [TaskCommitSummary.from_json(r.summary) for r in results if r.summary]
-        rows = sum(r.rows for r in results)
-
-        def outcome(action: str, files: int, n_rows: int, n_bytes: int) -> BatchOutcome:
-            return BatchOutcome(
-                self.query_id,
-                batch_id,
-                job_id,
-                action,
-                files,
-                n_rows,
-                n_bytes,
-                time.monotonic() - t0,
-            )
-
-        if not summaries:
-            return outcome("empty", 0, rows, 0)
-        current = await self.read_log()
-        step = decide(current, batch_id, job_id)
-        if step is Step.RECOVER:
-            current, adopted = await self._settle(current, job_id)
-            if adopted is not None:
-                await self.write_log(current)
-                if adopted.job_id != job_id:
-                    await self.committer.job(job_id).abort()
-                return outcome("adopted", adopted.files, adopted.rows, adopted.bytes)
-        elif step is Step.DUPLICATE:
-            await self.committer.job(job_id).abort()
-            return outcome("duplicate", 0, 0, 0)
-        job = self.committer.job(job_id)
-        sets = tuple(sorted(Destination.parse(s.pendingset).prefix for s in summaries))
-        files, n_bytes = sum(s.files for s in summaries), sum(s.bytes for s in summaries)
-        await self.write_log(
-            current.with_intent(Intent(batch_id, job_id, sets, files, rows, n_bytes))
-        )
-        result = await job.commit(summaries, extra_metrics={"rows": rows, "batch": batch_id})
-        entry = BatchEntry(batch_id, job_id, result.files, rows, result.bytes, time.time())
-        await self.write_log(current.with_commit(entry))
-        return outcome("committed", result.files, rows, result.bytes)
-
-    async def abort(self, batch_id: int, job_id: str) -> None:
-        """Abort this run's job of the batch, unless the log says it is (being) committed:
-        Spark also aborts after a commit that raised, which the batch's next run settles."""
-        current = await self.read_log()
-        p = current.pending
-        if (p is not None and p.job_id == job_id) or any(
-            e.job_id == job_id for e in current.recent
-        ):
-            log.warning(
-                "zerorename stream %s: batch %d's job %s is in the log; not aborting it",
-                self.query_id,
-                batch_id,
-                job_id,
-            )
-            return
-        await self.committer.job(job_id).abort()
-
-
 class ZeroRenameStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
     """Made per micro-batch (planning) and per commit; holds options and a random token."""
 
@@ -329,6 +141,7 @@ class ZeroRenameStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
         query_id, batch_id, partition, attempt, task_attempt_id = _task_context()
         job_id = stream_job_id(query_id, self.token, batch_id)
         writer = StreamTaskWriter(self.opts, job_id, partition, attempt, task_attempt_id)
+        writer.query_id, writer.batch_id = query_id, batch_id
         try:
             for batch in iterator:
                 writer.write(batch)
@@ -374,9 +187,7 @@ class ZeroRenameStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
 
 
 __all__ = [
-    "BatchOutcome",
     "StreamCommitMessage",
-    "StreamSink",
     "ZeroRenameStreamWriter",
     "batch_of",
     "check_stream_options",

@@ -22,6 +22,7 @@ from __future__ import annotations
 import builtins
 import json
 import re
+import uuid
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
@@ -38,6 +39,9 @@ LOG_NAME = "log.json"
 #: what the log may weigh when read (KEEP entries plus one intent of many pendingsets)
 MAX_LOG_BYTES = 4 * 1024 * 1024
 
+#: the namespace of batch job ids (uuid5 of query id, writer token and batch id)
+STREAM_NAMESPACE = uuid.UUID("6f6c2f1e-6d0b-4c55-9a55-7a65726f7265")
+
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
@@ -53,9 +57,32 @@ def check_query_id(text: str) -> str:
     return text
 
 
+def stream_job_id(query_id: str, token: str, batch_id: int) -> str:
+    """The job id of one run of a batch: every task of the run derives the same one (the
+    token is random per writer, which Spark makes anew for every batch it plans)."""
+    return str(uuid.uuid5(STREAM_NAMESPACE, f"{query_id}/{token}/{batch_id}"))
+
+
 def log_key(list_prefix: str, query_id: str) -> str:
     """Key of the query's log under a destination's list prefix (ending in '/' or '')."""
     return f"{list_prefix}{STREAMS_DIR}/{check_query_id(query_id)}/{LOG_NAME}"
+
+
+def jobs_prefix(list_prefix: str, query_id: str) -> str:
+    """Where the query's tasks note each batch job they set up (``<job id>.json``): how a
+    later commit finds the jobs of runs that died before their commit, to clean them up."""
+    return f"{list_prefix}{STREAMS_DIR}/{check_query_id(query_id)}/jobs/"
+
+
+def started_key(list_prefix: str, query_id: str, job_id: str) -> str:
+    return f"{jobs_prefix(list_prefix, query_id)}{job_id}.json"
+
+
+def started_job(prefix: str, key: str) -> str | None:
+    """The job id a key under :func:`jobs_prefix` notes, or None for any other key."""
+    name = key[len(prefix) :] if key.startswith(prefix) else ""
+    job = name[: -len(".json")] if name.endswith(".json") else ""
+    return job if _UUID.match(job) else None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,281 @@
+"""The driver side of the streaming sink: what the commit (or abort) of one micro-batch
+does at the destination, over the committers' public API (no pyspark here, so the
+protocol runs on the in-memory store in unit tests).
+
+The commit of batch B by job J (:mod:`streamlog` decides, this module does the I/O):
+
+1. read the query's log (one GET);
+2. B committed already (Spark re-runs a batch whose commit it did not record): abort J,
+   success, nothing twice;
+3. another run's intent of B (a driver died in its commit): resume, adopt or discard that
+   job (its journal, its pendingsets);
+4. store the intent (job, pendingsets, counts), commit J from the accepted attempts'
+   summaries (the job commit's own rounds), store B as committed.
+
+Sequential requests for a batch: 1 + 1 + the job commit's (6 for append) + 1.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from zerorename.committers import (
+    CommitOptions,
+    Committer,
+    CommitterError,
+    Destination,
+    Job,
+    JobCommitError,
+    JournalError,
+    TaskCommitSummary,
+    committer_class,
+)
+from zerorename.committers.jobresult import JobCommitResult
+from zerorename.committers.paths import JobLayout
+from zerorename.committers.store import gather, read_optional
+from zerorename.spark_adapter.jobs import TaskResult, engine_for
+from zerorename.spark_adapter.options import WriteOptions
+from zerorename.spark_adapter.streamlog import (
+    BatchEntry,
+    Intent,
+    Recovery,
+    Step,
+    StreamLog,
+    decide,
+    jobs_prefix,
+    log_key,
+    parse_log,
+    recover,
+    started_job,
+    started_key,
+)
+
+log = logging.getLogger("zerorename.spark")
+
+#: a batch's job: no _SUCCESS (the stream log records batches) and no rollback on a failed
+#: commit (its journal stays, so the batch's next commit resumes it: nothing twice)
+STREAM_COMMIT = CommitOptions(write_success=False, rollback_on_failure=False)
+
+
+@dataclass(frozen=True)
+class BatchOutcome:
+    """What the commit of one micro-batch did."""
+
+    query_id: str
+    batch_id: int
+    job_id: str
+    #: committed | duplicate (aborted: the batch was committed before) | adopted | empty
+    action: str
+    files: int
+    rows: int
+    bytes: int
+    seconds: float
+
+
+def stream_committer(opts: WriteOptions) -> Committer:
+    """The committer of a query's batch jobs (append, no _SUCCESS, no rollback)."""
+    cls = committer_class(opts.committer)
+    return cls(engine_for(opts), opts.path, conflict="append", options=STREAM_COMMIT)
+
+
+async def ensure_job(committer: Committer, job_id: str, query_id: str, batch_id: int) -> None:
+    """Set the batch's job up unless another task of the batch did (they race: the marker
+    is the same whoever writes it). The query's note of the job goes first, so a job with a
+    marker is always one a later commit can find and clean up."""
+    job = committer.job(job_id)
+    if await job.is_active():
+        return
+    dest = committer.dest
+    note = json.dumps({"batch": batch_id, "job_id": job_id}).encode()
+    await committer.engine.put_object(
+        dest.bucket,
+        started_key(dest.list_prefix, query_id, job_id),
+        note,
+        content_type="application/json",
+    )
+    try:
+        await committer.setup_job(job_id)
+    except CommitterError:
+        if not await job.is_active():
+            raise
+
+
+class StreamSink:
+    """The driver side of one query's micro-batches at one destination (async I/O)."""
+
+    def __init__(
+        self, opts: WriteOptions, query_id: str, committer: Committer | None = None
+    ) -> None:
+        self.opts = opts
+        self.query_id = query_id
+        self.committer = committer if committer is not None else stream_committer(opts)
+        self.dest: Destination = self.committer.dest
+        self.key = log_key(self.dest.list_prefix, query_id)
+
+    @property
+    def store(self) -> Any:
+        return self.committer.engine
+
+    async def read_log(self) -> StreamLog:
+        data = await read_optional(self.store, self.dest.bucket, self.key)
+        if data is None:
+            return StreamLog(self.query_id)
+        prefix = JobLayout(self.dest, "{job}").pendingsets_dir
+        return parse_log(
+            data,
+            query_id=self.query_id,
+            where=self.dest.uri_of(self.key),
+            pendingset_prefix=prefix,
+        )
+
+    async def write_log(self, new: StreamLog) -> None:
+        await self.store.put_object(
+            self.dest.bucket, self.key, new.to_json(), content_type="application/json"
+        )
+
+    async def _present(self, job: Job, names: Sequence[str]) -> frozenset[str]:
+        found = set()
+        async for obj in self.store.list_objects(self.dest.bucket, job.layout.pendingsets_dir):
+            found.add(obj.key)
+        return frozenset(found & set(names))
+
+    async def _settle(self, log_: StreamLog, job_id: str) -> tuple[StreamLog, BatchEntry | None]:
+        """A commit of the intent's batch found another run's intent: resume, adopt or
+        discard that job. Returns the log to go on from and the entry when it was adopted."""
+        intent = log_.pending
+        assert intent is not None
+        job = self.committer.job(intent.job_id)
+        status = await job.status()
+        present = await self._present(job, intent.pendingsets)
+        fate = recover(intent, journal=status.journal is not None, present=present)
+        log.warning(
+            "zerorename stream %s: batch %d was being committed by job %s (%s); %s",
+            self.query_id,
+            intent.batch,
+            intent.job_id,
+            "journal" if status.journal is not None else f"{len(present)} pendingsets left",
+            fate.value,
+        )
+        if fate is Recovery.RESUME:
+            try:
+                await job.resume()
+            except (JournalError, JobCommitError) as exc:
+                # a journal stored without its plan (the commit stopped before completing
+                # anything) or a rollback that resume finished: abort (which refuses
+                # whenever something of the job may count) and commit the new run
+                if isinstance(exc, JobCommitError) and not exc.rolled_back:
+                    raise
+                log.warning("zerorename stream: %s; discarding the job", exc)
+                fate = Recovery.DISCARD
+        if fate is Recovery.DISCARD:
+            if intent.job_id != job_id:
+                await self.discard(intent.job_id)
+            return log_.without_intent(), None
+        entry = BatchEntry(
+            intent.batch, intent.job_id, intent.files, intent.rows, intent.bytes, time.time()
+        )
+        return log_.with_commit(entry), entry
+
+    async def commit(
+        self, batch_id: int, job_id: str, results: Sequence[TaskResult]
+    ) -> BatchOutcome:
+        t0 = time.monotonic()
+        summaries = [TaskCommitSummary.from_json(r.summary) for r in results if r.summary]
+        rows = sum(r.rows for r in results)
+
+        def outcome(action: str, files: int, n_rows: int, n_bytes: int) -> BatchOutcome:
+            return BatchOutcome(
+                self.query_id,
+                batch_id,
+                job_id,
+                action,
+                files,
+                n_rows,
+                n_bytes,
+                time.monotonic() - t0,
+            )
+
+        if not summaries:
+            return outcome("empty", 0, rows, 0)
+        current, noted = await gather(self.read_log(), self.noted_jobs())
+        step = decide(current, batch_id, job_id)
+        keep = {job_id} | ({current.pending.job_id} if current.pending else set())
+        await self.sweep([k for k in noted if k not in keep])
+        if step is Step.DUPLICATE:
+            await self.discard(job_id)
+            return outcome("duplicate", 0, 0, 0)
+        if step is Step.RECOVER:
+            current, adopted = await self._settle(current, job_id)
+            if adopted is not None:
+                await self.write_log(current)
+                await gather(self.forget(adopted.job_id), self.discard(job_id))
+                return outcome("adopted", adopted.files, adopted.rows, adopted.bytes)
+        job = self.committer.job(job_id)
+        sets = tuple(sorted(Destination.parse(s.pendingset).prefix for s in summaries))
+        files, n_bytes = sum(s.files for s in summaries), sum(s.bytes for s in summaries)
+        await self.write_log(
+            current.with_intent(Intent(batch_id, job_id, sets, files, rows, n_bytes))
+        )
+        # the intent names the job now: its note is not needed to find it
+        committed, _ = await gather(
+            job.commit(summaries, extra_metrics={"rows": rows, "batch": batch_id}),
+            self.forget(job_id),
+        )
+        result: JobCommitResult = committed
+        entry = BatchEntry(batch_id, job_id, result.files, rows, result.bytes, time.time())
+        await self.write_log(current.with_commit(entry))
+        return outcome("committed", result.files, rows, result.bytes)
+
+    async def noted_jobs(self) -> list[str]:
+        """The jobs the query's tasks noted (runs whose commit has not cleaned them up)."""
+        prefix = jobs_prefix(self.dest.list_prefix, self.query_id)
+        found = []
+        async for obj in self.store.list_objects(self.dest.bucket, prefix):
+            job = started_job(prefix, obj.key)
+            if job is None:
+                log.warning("zerorename stream: ignoring %s", self.dest.uri_of(obj.key))
+            else:
+                found.append(job)
+        return found
+
+    async def forget(self, job_id: str) -> None:
+        """Delete the query's note of ``job_id``."""
+        key = started_key(self.dest.list_prefix, self.query_id, job_id)
+        await self.store.delete_objects(self.dest.bucket, [key])
+
+    async def discard(self, job_id: str) -> None:
+        """Abort a run's job that completed nothing (its uploads, its records), then its
+        note."""
+        await self.committer.job(job_id).abort()
+        await self.forget(job_id)
+
+    async def sweep(self, jobs: Sequence[str]) -> None:
+        """Jobs of runs that died before their commit (or stragglers that set a finished
+        job up again): not the log's, so nothing of theirs counts. Their pending uploads
+        and records go (release never deletes data), then their notes."""
+        for job_id in jobs:
+            log.warning("zerorename stream %s: cleaning up job %s", self.query_id, job_id)
+            await self.committer.job(job_id).release()
+            await self.forget(job_id)
+
+    async def abort(self, batch_id: int, job_id: str) -> None:
+        """Abort this run's job of the batch, unless the log says it is (being) committed:
+        Spark also aborts after a commit that raised, which the batch's next run settles."""
+        current = await self.read_log()
+        p = current.pending
+        if (p is not None and p.job_id == job_id) or any(
+            e.job_id == job_id for e in current.recent
+        ):
+            log.warning(
+                "zerorename stream %s: batch %d's job %s is in the log; not aborting it",
+                self.query_id,
+                batch_id,
+                job_id,
+            )
+            return
+        await self.discard(job_id)

@@ -1,0 +1,233 @@
+"""The streaming sink's batch commit on the in-memory store, through the committers' public
+API: batches land once, a re-run of a committed batch lands nothing, and a driver that dies
+at any request of a batch's commit, followed by a new run of that batch, leaves that
+batch's files exactly once, no pending upload and no job record. No server, no Spark."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from zerorename.committers import MagicCommitter
+from zerorename.spark_adapter.jobs import TaskResult, task_id_for
+from zerorename.spark_adapter.options import WriteOptions
+from zerorename.spark_adapter.streamlog import StreamLogError, stream_job_id
+from zerorename.spark_adapter.streamsink import STREAM_COMMIT, StreamSink, ensure_job
+from zerorename.testing.memfaults import ProcessCrashed
+from zerorename.testing.memstore import MemoryState, MemoryStore
+
+B = "bkt"
+DEST = "out"
+URI = f"s3://{B}/{DEST}"
+Q = "11111111-2222-4333-8444-555555555555"
+TASKS = 2
+
+
+def sink(store: MemoryStore, query: str = Q) -> StreamSink:
+    committer = MagicCommitter(store, URI, conflict="append", options=STREAM_COMMIT)
+    return StreamSink(WriteOptions(path=URI), query, committer)
+
+
+async def run_tasks(
+    store: MemoryStore, batch: int, token: str, *, query: str = Q, losers: bool = False
+) -> tuple[str, list[TaskResult]]:
+    """One run of ``batch``: TASKS tasks each write one file and commit (with ``losers``,
+    a second attempt of each also writes and commits, but Spark does not accept it)."""
+    committer = MagicCommitter(store, URI, conflict="append", options=STREAM_COMMIT)
+    job_id = stream_job_id(query, token, batch)
+    results = []
+    for t in range(TASKS):
+        attempts = [(t * 10, True)] + ([(t * 10 + 1, False)] if losers else [])
+        for tid, accepted in attempts:
+            await ensure_job(committer, job_id, query, batch)
+            ta = committer.job(job_id).task_attempt(task_id_for(t, tid), 0)
+            await ta.setup()
+            data = f"{query[:4]} batch {batch} task {t}\n".encode()
+            async with ta.open(f"part-{t:05d}.csv") as out:
+                await out.write(data)
+            s = await ta.commit()
+            if accepted:
+                results.append(TaskResult(t, 0, tid, 1, 1, len(data), s.to_json()))
+    return job_id, results
+
+
+def data_of(state: MemoryState) -> Counter[bytes]:
+    """Contents of the visible data objects (not records, not the stream log)."""
+    return Counter(
+        v
+        for k, v in state.objects(B, f"{DEST}/").items()
+        if not k.startswith((f"{DEST}/__magic", f"{DEST}/_zerorename_streams/"))
+    )
+
+
+def expected(batches: range, query: str = Q) -> Counter[bytes]:
+    return Counter(
+        f"{query[:4]} batch {b} task {t}\n".encode() for b in batches for t in range(TASKS)
+    )
+
+
+def log_of(state: MemoryState, query: str = Q) -> dict[str, Any]:
+    data = state.objects(B)[f"{DEST}/_zerorename_streams/{query}/log.json"]
+    return dict(json.loads(data))
+
+
+def check_clean(state: MemoryState) -> None:
+    """Nothing pending, no job records left."""
+    assert state.pending(B) == []
+    assert [k for k in state.objects(B) if "__magic" in k or "/jobs/" in k] == []
+
+
+async def commit_batch(store: MemoryStore, batch: int, token: str, **kw: Any) -> str:
+    job_id, results = await run_tasks(store, batch, token, **kw)
+    out = await sink(store, kw.get("query", Q)).commit(batch, job_id, results)
+    return out.action
+
+
+async def test_batches_land_once_and_log_is_bounded() -> None:
+    state = MemoryState(B)
+    store = MemoryStore(state)
+    for b in range(3):
+        assert await commit_batch(store, b, f"t{b}", losers=True) == "committed"
+        assert data_of(state) == expected(range(b + 1))
+        check_clean(state)
+    lg = log_of(state)
+    assert lg["last_batch"] == 2 and lg["pending"] is None
+    assert lg["totals"] == {"batches": 3, "files": 6, "rows": 6, "bytes": lg["totals"]["bytes"]}
+    assert [e["batch"] for e in lg["recent"]] == [0, 1, 2]
+    assert f"{DEST}/_SUCCESS" not in state.objects(B)
+
+
+async def test_rerun_of_a_committed_batch_lands_nothing() -> None:
+    state = MemoryState(B)
+    store = MemoryStore(state)
+    await commit_batch(store, 0, "first")
+    assert await commit_batch(store, 0, "rerun") == "duplicate"
+    assert data_of(state) == expected(range(1))
+    check_clean(state)
+
+
+async def test_two_queries_are_kept_apart() -> None:
+    other = "99999999-2222-4333-8444-555555555555"
+    state = MemoryState(B)
+    store = MemoryStore(state)
+    await commit_batch(store, 0, "a")
+    assert await commit_batch(store, 0, "b", query=other) == "committed"
+    assert data_of(state) == expected(range(1)) + expected(range(1), other)
+    assert log_of(state)["last_batch"] == log_of(state, other)["last_batch"] == 0
+
+
+async def test_abort_leaves_nothing_but_never_a_logged_job() -> None:
+    state = MemoryState(B)
+    store = MemoryStore(state)
+    job_id, _ = await run_tasks(store, 0, "x")
+    await sink(store).abort(0, job_id)
+    assert data_of(state) == Counter()
+    check_clean(state)
+    # Spark also aborts after a commit that raised once the sink had committed
+    job_id, results = await run_tasks(store, 0, "y")
+    await sink(store).commit(0, job_id, results)
+    await sink(store).abort(0, job_id)
+    assert data_of(state) == expected(range(1))
+
+
+async def test_a_malformed_log_changes_nothing() -> None:
+    state = MemoryState(B)
+    store = MemoryStore(state)
+    await commit_batch(store, 0, "a")
+    key = f"{DEST}/_zerorename_streams/{Q}/log.json"
+    await store.put_object(B, key, b'{"format": "zerorename-stream-log"}')
+    job_id, results = await run_tasks(store, 1, "b")
+    before = dict(state.objects(B))
+    with pytest.raises(StreamLogError, match=r"log\.json"):
+        await sink(store).commit(1, job_id, results)
+    assert state.objects(B) == before
+
+
+async def clean_requests() -> int:
+    """How many requests a clean commit of batch 1 sends (after batch 0)."""
+    state = MemoryState(B)
+    store = MemoryStore(state)
+    await commit_batch(store, 0, "t0")
+    job_id, results = await run_tasks(store, 1, "t1")
+    n = store.requests
+    await sink(store).commit(1, job_id, results)
+    return store.requests - n
+
+
+async def crashing(commit: Any) -> None:
+    """Run a commit whose process dies (ProcessCrashed, alone or in a group of requests
+    sent together)."""
+    try:
+        await commit
+    except BaseException as exc:
+        assert all(isinstance(e, ProcessCrashed) for e in leaves(exc)), exc
+
+
+def leaves(exc: BaseException) -> list[BaseException]:
+    if not isinstance(exc, BaseExceptionGroup):
+        return [exc]
+    return [leaf for inner in exc.exceptions for leaf in leaves(inner)]
+
+
+async def crash_then_rerun(n: int, after: bool, reruns: int = 1) -> MemoryState:
+    """Batch 0 committed; a driver dies at request ``n`` of batch 1's commit; new runs of
+    batch 1 (the restart) commit it; then batch 2 runs."""
+    state = MemoryState(B)
+    store = MemoryStore(state)
+    await commit_batch(store, 0, "t0")
+    job_id, results = await run_tasks(store, 1, "t1")
+    store.crash_at(n, after=after)
+    await crashing(sink(store).commit(1, job_id, results))
+    for r in range(reruns):
+        assert await commit_batch(store.reopen(), 1, f"rerun{r}") in (
+            "committed",
+            "adopted",
+            "duplicate",
+        )
+    await commit_batch(store.reopen(), 2, "t2")
+    return state
+
+
+async def test_crash_at_every_request_of_a_commit_then_rerun() -> None:
+    total = await clean_requests()
+    assert total >= 8
+    for n in range(1, total + 1):
+        for after in (False, True):
+            state = await crash_then_rerun(n, after)
+            assert data_of(state) == expected(range(3)), (n, after)
+            check_clean(state)
+            lg = log_of(state)
+            assert [e["batch"] for e in lg["recent"]] == [0, 1, 2], (n, after)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    crashes=st.lists(st.tuples(st.integers(1, 14), st.booleans()), min_size=0, max_size=3),
+    reruns=st.integers(1, 2),
+)
+def test_repeated_crashes_and_restarts(crashes: list[tuple[int, bool]], reruns: int) -> None:
+    """Any sequence of crashed commit runs of a batch, then clean runs: the batch once."""
+
+    async def go() -> MemoryState:
+        state = MemoryState(B)
+        store = MemoryStore(state)
+        await commit_batch(store, 0, "t0")
+        for i, (n, after) in enumerate(crashes):
+            s = store.reopen()
+            job_id, results = await run_tasks(s, 1, f"crash{i}")
+            s.crash_at(n, after=after)
+            await crashing(sink(s).commit(1, job_id, results))
+        for r in range(reruns):
+            await commit_batch(store.reopen(), 1, f"rerun{r}")
+        return state
+
+    state = asyncio.run(go())
+    assert data_of(state) == expected(range(2))
+    assert state.pending(B) == []
+    assert log_of(state)["last_batch"] == 1
