@@ -22,6 +22,7 @@ from zerorename.spark_adapter.streamlog import (
     decide,
     jobs_prefix,
     parse_log,
+    query_id_of_metadata,
     recover,
     started_job,
     started_key,
@@ -195,3 +196,16 @@ def test_job_ids_and_notes() -> None:
     assert started_job(prefix, f"out/_zerorename_streams/{J}/jobs/{a}.json") is None
     with pytest.raises(StreamLogError):
         jobs_prefix("out/", "../x")
+
+
+def test_query_id_of_a_checkpoint() -> None:
+    assert query_id_of_metadata(f'{{"id":"{Q}"}}\n', "m") == Q
+    for bad in ("", "{}", '{"id": 3}', '{"id": "x"}', "[1]", "not json"):
+        with pytest.raises(StreamLogError, match=r"metadata|UUID"):
+            query_id_of_metadata(bad, "ckpt/metadata")
+
+
+@given(st.text(max_size=80))
+def test_any_metadata_text_parses_or_is_refused(text: str) -> None:
+    with contextlib.suppress(StreamLogError):
+        assert query_id_of_metadata(text, "m")

@@ -21,6 +21,7 @@ from zerorename.spark_adapter.streamlog import StreamLogError, stream_job_id
 from zerorename.spark_adapter.streamsink import STREAM_COMMIT, StreamSink, ensure_job
 from zerorename.testing.memfaults import ProcessCrashed
 from zerorename.testing.memstore import MemoryState, MemoryStore
+from zerorename.testing.requestlog import describe, sequential_requests
 
 B = "bkt"
 DEST = "out"
@@ -231,3 +232,18 @@ def test_repeated_crashes_and_restarts(crashes: list[tuple[int, bool]], reruns: 
     assert data_of(state) == expected(range(2))
     assert state.pending(B) == []
     assert log_of(state)["last_batch"] == 1
+
+
+async def test_a_batch_commit_is_nine_requests_in_sequence() -> None:
+    """Read (log and job notes at once), intent, the append job commit's 6, log: what the
+    README says a batch costs. 200 ms per request, as the committers' round-trip tests use,
+    so requests sent together overlap far beyond the loop's jitter."""
+    state = MemoryState(B)
+    store = MemoryStore(state)
+    await commit_batch(store, 0, "t0")
+    job_id, results = await run_tasks(store, 1, "t1")
+    store.latency = 0.2
+    start = len(store.log)
+    await sink(store).commit(1, job_id, results)
+    log = store.log[start:]
+    assert sequential_requests(log) == 9, describe(log)

@@ -5,6 +5,8 @@
     df.write.format("zerorename").mode("overwrite").option("partitionBy", "day") \\
         .save("s3://bucket/table")
     read_success("s3://bucket/table")       # files, bytes, rows, commit duration
+    df.writeStream.format("zerorename").option("checkpointLocation", ckpt).start(uri)
+    read_stream_log(uri, ckpt)               # the stream's committed batches
 
 Importing this package does not import pyspark; the data source pieces load it lazily.
 """
@@ -34,6 +36,9 @@ if TYPE_CHECKING:
     from zerorename.spark_adapter.options import WriteOptions, options_table
     from zerorename.spark_adapter.rdd import OutputFiles, write_partitions
     from zerorename.spark_adapter.router import BatchRouter
+    from zerorename.spark_adapter.streaming import ZeroRenameStreamWriter
+    from zerorename.spark_adapter.streamlog import StreamLog, StreamLogError
+    from zerorename.spark_adapter.streamsink import read_stream_log
     from zerorename.spark_adapter.success import SuccessInfo, read_success
 
 _LAZY = {
@@ -49,6 +54,10 @@ _LAZY = {
     "write_partitions": "zerorename.spark_adapter.rdd",
     "SuccessInfo": "zerorename.spark_adapter.success",
     "read_success": "zerorename.spark_adapter.success",
+    "ZeroRenameStreamWriter": "zerorename.spark_adapter.streaming",
+    "StreamLog": "zerorename.spark_adapter.streamlog",
+    "StreamLogError": "zerorename.spark_adapter.streamlog",
+    "read_stream_log": "zerorename.spark_adapter.streamsink",
 }
 
 
@@ -71,14 +80,18 @@ __all__ = [
     "OptionError",
     "OutputFiles",
     "SparkAdapterError",
+    "StreamLog",
+    "StreamLogError",
     "SuccessInfo",
     "WriteOptions",
     "ZeroRenameCommitMessage",
     "ZeroRenameDataSource",
+    "ZeroRenameStreamWriter",
     "ZeroRenameWriter",
     "activate",
     "get_bridge",
     "options_table",
+    "read_stream_log",
     "read_success",
     "register",
     "write_partitions",

@@ -57,6 +57,10 @@ OPTION_DOCS: dict[str, tuple[str, str]] = {
     "maxRecordsPerFile": ("0", "start a new file after this many rows (0: no limit)"),
     "header": ("false", "csv: write a header line"),
     "sep": (",", "csv: field delimiter (one character)"),
+    "checkpointLocation": (
+        "(none)",
+        "streams: Spark's checkpoint; its query id names the stream's log in the destination",
+    ),
 }
 
 _KNOWN = {k.lower() for k in OPTION_DOCS}

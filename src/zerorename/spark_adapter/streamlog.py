@@ -57,6 +57,19 @@ def check_query_id(text: str) -> str:
     return text
 
 
+def query_id_of_metadata(text: str, where: str) -> str:
+    """The query id in a checkpoint's ``metadata`` file: Spark writes ``{"id": "<uuid>"}``
+    there when a query first starts and reads it back on every restart, so the id (and the
+    query's log in the destination) lasts as long as the checkpoint."""
+    try:
+        doc = json.loads(text.strip().splitlines()[0]) if text.strip() else None
+    except ValueError:
+        doc = None
+    if not isinstance(doc, dict) or not isinstance(doc.get("id"), str):
+        raise StreamLogError(f"{where} is not a Spark checkpoint's metadata file")
+    return check_query_id(doc["id"])
+
+
 def stream_job_id(query_id: str, token: str, batch_id: int) -> str:
     """The job id of one run of a batch: every task of the run derives the same one (the
     token is random per writer, which Spark makes anew for every batch it plans)."""

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from zerorename.committers import (
@@ -38,6 +40,7 @@ from zerorename.committers import (
 from zerorename.committers.jobresult import JobCommitResult
 from zerorename.committers.paths import JobLayout
 from zerorename.committers.store import gather, read_optional
+from zerorename.spark_adapter.bridge import get_bridge
 from zerorename.spark_adapter.jobs import TaskResult, engine_for
 from zerorename.spark_adapter.options import WriteOptions
 from zerorename.spark_adapter.streamlog import (
@@ -46,16 +49,20 @@ from zerorename.spark_adapter.streamlog import (
     Recovery,
     Step,
     StreamLog,
+    StreamLogError,
     decide,
     jobs_prefix,
     log_key,
     parse_log,
+    query_id_of_metadata,
     recover,
     started_job,
     started_key,
 )
 
 log = logging.getLogger("zerorename.spark")
+
+_UUID_TEXT = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 #: a batch's job: no _SUCCESS (the stream log records batches) and no rollback on a failed
 #: commit (its journal stays, so the batch's next commit resumes it: nothing twice)
@@ -279,3 +286,36 @@ class StreamSink:
             )
             return
         await self.discard(job_id)
+
+
+def read_stream_log(
+    path: str,
+    query: str,
+    *,
+    endpoint: str | None = None,
+    region: str | None = None,
+    profile: str | None = None,
+    addressing_style: str = "auto",
+) -> StreamLog:
+    """The log of a query's batches at ``path``: ``query`` is the query id or its local
+    checkpoint directory (the id is in its ``metadata`` file). A query that committed
+    nothing yet has an empty log. Credentials come from the AWS chain."""
+    if not _UUID_TEXT.match(query):
+        where = Path(query.removeprefix("file://")) / "metadata"
+        try:
+            text = where.read_text()
+        except OSError as exc:
+            raise StreamLogError(
+                f"cannot read {where}: {exc.strerror}; pass the query id"
+            ) from None
+        query = query_id_of_metadata(text, str(where))
+    opts = WriteOptions.parse(
+        {
+            "path": path,
+            "endpoint": endpoint or "",
+            "region": region or "",
+            "profile": profile or "",
+            "addressingStyle": addressing_style,
+        }
+    )
+    return get_bridge().run(StreamSink(opts, query).read_log())
