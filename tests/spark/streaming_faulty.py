@@ -1,7 +1,8 @@
 """A streaming ``zerorename`` sink that fails on purpose, for the streaming tests.
 
 Options: ``fault`` (commit: raise after the sink committed the batch, before Spark
-records it | task: raise in a task after its attempt committed), ``faultbatch`` (the
+records it | task: raise in a task after its attempt committed | commitexit, taskexit:
+the Python worker exits there instead), ``faultbatch`` (the
 batch id), ``faultonce`` (a local file: the fault fires only while it does not exist, and
 creates it). Pickled by value (not importable in Spark's Python workers).
 """
@@ -25,7 +26,8 @@ class FaultyStreamWriter(ZeroRenameStreamWriter):
 
     def checkpoint(self, stage: str, batch_id: int, partition: int, attempt: int) -> None:
         f = self.fault
-        want = {"commit": "batch_committed", "task": "committed"}[f.get("fault", "commit")]
+        fault = f.get("fault", "commit")
+        want = "committed" if fault.startswith("task") else "batch_committed"
         if stage != want or batch_id != int(f.get("faultbatch", "0")):
             return
         if stage == "committed" and partition != int(f.get("faultpartition", "0")):
@@ -37,6 +39,8 @@ class FaultyStreamWriter(ZeroRenameStreamWriter):
             except FileExistsError:
                 return
             os.close(fd)
+        if fault.endswith("exit"):
+            os._exit(3)  # the Python worker dies: no finally, no abort of its own
         raise RuntimeError(f"injected failure at {stage} of batch {batch_id}")
 
 

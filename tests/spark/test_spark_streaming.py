@@ -97,7 +97,10 @@ def _no_leftovers(zr: Any, sub: str = "out") -> None:
         assert lg["pending"] is None
 
 
-def test_each_batch_lands_once(spark: Any, zr: Any, tmp_path: Path) -> None:
+def test_each_batch_lands_once(spark: Any, zr_any: Any, tmp_path: Path) -> None:
+    """Each run (a restart from the checkpoint) adds one batch; after each the destination
+    holds exactly the committed batches (moto and Ceph RGW)."""
+    zr = zr_any
     src, ckpt = tmp_path / "src", tmp_path / "ckpt"
     src.mkdir()
     expected: list[int] = []
@@ -116,25 +119,29 @@ def test_each_batch_lands_once(spark: Any, zr: Any, tmp_path: Path) -> None:
     assert "_SUCCESS" not in zr.list_keys()
 
 
+@pytest.mark.parametrize("fault", ["commit", "commitexit"])
 def test_commit_fails_after_sink_committed_no_duplicates(
-    faulty_stream: Any, zr: Any, tmp_path: Path
+    faulty_stream: Any, zr: Any, tmp_path: Path, fault: str
 ) -> None:
-    """The sink commits batch 1, then the commit raises before Spark records it: Spark
-    aborts, the query fails; the restart re-runs batch 1 and the sink skips it."""
+    """The sink commits batch 1, then the commit raises (or its worker dies) before Spark
+    records it: Spark aborts, the query fails; the restart re-runs batch 1 and the sink
+    skips it."""
     src, ckpt = tmp_path / "src", tmp_path / "ckpt"
     src.mkdir()
     expected = _add_file(src, 0) + _add_file(src, 1) + _add_file(src, 2)
-    with pytest.raises(Exception, match="injected failure"):
+    with pytest.raises(Exception) as died:
         _run(
             faulty_stream,
             zr,
             src,
             ckpt,
             fmt="zerorename_faulty_stream",
-            fault="commit",
+            fault=fault,
             faultbatch="1",
             faultonce=str(tmp_path / "fired"),
         )
+    if fault == "commit":
+        assert "injected failure" in str(died.value)
     assert _read_ids(zr) == sorted(expected[: 2 * ROWS_PER_FILE])  # batches 0 and 1 landed
     _run(faulty_stream, zr, src, ckpt)
     assert _read_ids(zr) == sorted(expected)
@@ -143,9 +150,12 @@ def test_commit_fails_after_sink_committed_no_duplicates(
     assert [e["batch"] for e in lg["recent"]] == [0, 1, 2]
 
 
+@pytest.mark.parametrize("fault", ["task", "taskexit"])
 def test_task_retry_keeps_only_accepted_attempts(
-    faulty_stream: Any, zr: Any, tmp_path: Path
+    faulty_stream: Any, zr: Any, tmp_path: Path, fault: str
 ) -> None:
+    """An attempt fails after its task commit (raises, or its worker dies with its uploads
+    pending): Spark retries the task; only the accepted attempt's file lands."""
     src, ckpt = tmp_path / "src", tmp_path / "ckpt"
     src.mkdir()
     expected = _add_file(src, 0)
@@ -155,7 +165,7 @@ def test_task_retry_keeps_only_accepted_attempts(
         src,
         ckpt,
         fmt="zerorename_faulty_stream",
-        fault="task",
+        fault=fault,
         faultbatch="0",
         faultonce=str(tmp_path / "fired"),
     )
