@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -209,3 +210,14 @@ def test_query_id_of_a_checkpoint() -> None:
 def test_any_metadata_text_parses_or_is_refused(text: str) -> None:
     with contextlib.suppress(StreamLogError):
         assert query_id_of_metadata(text, "m")
+
+
+def test_read_stream_log_refuses_a_checkpoint_it_cannot_read(tmp_path: Path) -> None:
+    """Before any request: a missing checkpoint, or one whose metadata is not Spark's."""
+    from zerorename.spark_adapter.streamsink import read_stream_log
+
+    with pytest.raises(StreamLogError, match="cannot read"):
+        read_stream_log("s3://b/out", str(tmp_path / "nothing"))
+    (tmp_path / "metadata").write_text('{"id": "not-a-uuid"}')
+    with pytest.raises(StreamLogError, match="not a UUID"):
+        read_stream_log("s3://b/out", f"file://{tmp_path}")

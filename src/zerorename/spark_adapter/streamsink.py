@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from zerorename.committers import (
     CommitOptions,
@@ -301,7 +302,8 @@ def read_stream_log(
     checkpoint directory (the id is in its ``metadata`` file). A query that committed
     nothing yet has an empty log. Credentials come from the AWS chain."""
     if not _UUID_TEXT.match(query):
-        where = Path(query.removeprefix("file://")) / "metadata"
+        local = urlparse(query).path if query.startswith("file:") else query
+        where = Path(local) / "metadata"
         try:
             text = where.read_text()
         except OSError as exc:
