@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from zerorename.committers import MagicCommitter
+from zerorename.engine.errors import RetriesExhausted
 from zerorename.spark_adapter.jobs import TaskResult, task_id_for
 from zerorename.spark_adapter.options import WriteOptions
 from zerorename.spark_adapter.streamlog import StreamLogError, stream_job_id
@@ -247,3 +248,19 @@ async def test_a_batch_commit_is_nine_requests_in_sequence() -> None:
     await sink(store).commit(1, job_id, results)
     log = store.log[start:]
     assert sequential_requests(log) == 9, describe(log)
+
+
+async def test_a_failed_cleanup_is_finished_by_the_next_batch() -> None:
+    """The job commit succeeded but its cleanup failed (an abort of a losing attempt's
+    upload): the batch is committed, the job is noted again, and the next batch's commit
+    releases what is left of it."""
+    state = MemoryState(B)
+    store = MemoryStore(state)
+    job_id, results = await run_tasks(store, 0, "t0", losers=True)
+    store.fail_at(1, RetriesExhausted("reset", code="ConnectionReset"), op="AbortMultipartUpload")
+    assert (await sink(store).commit(0, job_id, results)).action == "committed"
+    assert state.pending(B) != []  # the losers' uploads are left for now
+    assert any(k.endswith(f"/jobs/{job_id}.json") for k in state.objects(B))
+    await commit_batch(store.reopen(), 1, "t1")
+    assert data_of(state) == expected(range(2))
+    check_clean(state)

@@ -40,7 +40,7 @@ from zerorename.committers import (
 )
 from zerorename.committers.jobresult import JobCommitResult
 from zerorename.committers.paths import JobLayout
-from zerorename.committers.store import gather, read_optional
+from zerorename.committers.store import gather, nothing, read_optional
 from zerorename.spark_adapter.bridge import get_bridge
 from zerorename.spark_adapter.jobs import TaskResult, engine_for
 from zerorename.spark_adapter.options import WriteOptions
@@ -91,13 +91,8 @@ def stream_committer(opts: WriteOptions) -> Committer:
     return cls(engine_for(opts), opts.path, conflict="append", options=STREAM_COMMIT)
 
 
-async def ensure_job(committer: Committer, job_id: str, query_id: str, batch_id: int) -> None:
-    """Set the batch's job up unless another task of the batch did (they race: the marker
-    is the same whoever writes it). The query's note of the job goes first, so a job with a
-    marker is always one a later commit can find and clean up."""
-    job = committer.job(job_id)
-    if await job.is_active():
-        return
+async def note_job(committer: Committer, query_id: str, job_id: str, batch_id: int) -> None:
+    """The query's note of a batch job (what a later commit's sweep finds)."""
     dest = committer.dest
     note = json.dumps({"batch": batch_id, "job_id": job_id}).encode()
     await committer.engine.put_object(
@@ -106,6 +101,16 @@ async def ensure_job(committer: Committer, job_id: str, query_id: str, batch_id:
         note,
         content_type="application/json",
     )
+
+
+async def ensure_job(committer: Committer, job_id: str, query_id: str, batch_id: int) -> None:
+    """Set the batch's job up unless another task of the batch did (they race: the marker
+    is the same whoever writes it). The query's note of the job goes first, so a job with a
+    marker is always one a later commit can find and clean up."""
+    job = committer.job(job_id)
+    if await job.is_active():
+        return
+    await note_job(committer, query_id, job_id, batch_id)
     try:
         await committer.setup_job(job_id)
     except CommitterError:
@@ -236,7 +241,14 @@ class StreamSink:
         )
         result: JobCommitResult = committed
         entry = BatchEntry(batch_id, job_id, result.files, rows, result.bytes, time.time())
-        await self.write_log(current.with_commit(entry))
+        # a commit whose last cleanup failed keeps a note, so the next batch's sweep
+        # releases what is left of the job (its files stay: release deletes no data)
+        await gather(
+            self.write_log(current.with_commit(entry)),
+            note_job(self.committer, self.query_id, job_id, batch_id)
+            if result.cleanup_error
+            else nothing(),
+        )
         return outcome("committed", result.files, rows, result.bytes)
 
     async def noted_jobs(self) -> list[str]:
