@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from zerorename.spark_adapter.errors import StreamLogError
 from zerorename.spark_adapter.streamlog import (
     KEEP,
     BatchEntry,
@@ -19,7 +20,6 @@ from zerorename.spark_adapter.streamlog import (
     Recovery,
     Step,
     StreamLog,
-    StreamLogError,
     decide,
     jobs_prefix,
     parse_log,

@@ -16,9 +16,10 @@ from hypothesis import strategies as st
 
 from zerorename.committers import MagicCommitter
 from zerorename.engine.errors import RetriesExhausted
+from zerorename.spark_adapter.errors import StreamLogError
 from zerorename.spark_adapter.jobs import TaskResult, task_id_for
 from zerorename.spark_adapter.options import WriteOptions
-from zerorename.spark_adapter.streamlog import StreamLogError, stream_job_id
+from zerorename.spark_adapter.streamlog import stream_job_id
 from zerorename.spark_adapter.streamsink import STREAM_COMMIT, StreamSink, ensure_job
 from zerorename.testing.memfaults import ProcessCrashed
 from zerorename.testing.memstore import MemoryState, MemoryStore

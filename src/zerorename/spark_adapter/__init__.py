@@ -23,6 +23,7 @@ from zerorename.spark_adapter.errors import (
     DemoError,
     OptionError,
     SparkAdapterError,
+    StreamLogError,
 )
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from zerorename.spark_adapter.rdd import OutputFiles, write_partitions
     from zerorename.spark_adapter.router import BatchRouter
     from zerorename.spark_adapter.streaming import ZeroRenameStreamWriter
-    from zerorename.spark_adapter.streamlog import StreamLog, StreamLogError
+    from zerorename.spark_adapter.streamlog import StreamLog
     from zerorename.spark_adapter.streamsink import read_stream_log
     from zerorename.spark_adapter.success import SuccessInfo, read_success
 
@@ -56,7 +57,6 @@ _LAZY = {
     "read_success": "zerorename.spark_adapter.success",
     "ZeroRenameStreamWriter": "zerorename.spark_adapter.streaming",
     "StreamLog": "zerorename.spark_adapter.streamlog",
-    "StreamLogError": "zerorename.spark_adapter.streamlog",
     "read_stream_log": "zerorename.spark_adapter.streamsink",
 }
 

@@ -37,3 +37,10 @@ class ClusterError(SparkAdapterError):
 
 class DemoError(SparkAdapterError):
     """Raised when the demo cannot run or its data does not verify."""
+
+
+class StreamLogError(SparkAdapterError):
+    """Raised by the streaming sink when a query's stream log, or the state it describes,
+    cannot be acted on (a malformed log, a checkpoint that is not Spark's, a batch id
+    committed already): nothing is committed or deleted; the message names the record and
+    what to do."""

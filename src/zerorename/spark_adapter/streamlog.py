@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
-from zerorename.spark_adapter.errors import SparkAdapterError
+from zerorename.spark_adapter.errors import StreamLogError
 
 FORMAT = "zerorename-stream-log"
 VERSION = 1
@@ -43,11 +43,6 @@ MAX_LOG_BYTES = 4 * 1024 * 1024
 STREAM_NAMESPACE = uuid.UUID("6f6c2f1e-6d0b-4c55-9a55-7a65726f7265")
 
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
-
-
-class StreamLogError(SparkAdapterError):
-    """Raised when a stream log, or the state it describes, cannot be acted on: nothing is
-    committed or deleted; the message names the record and what to do."""
 
 
 def check_query_id(text: str) -> str:

@@ -42,6 +42,7 @@ from zerorename.committers.jobresult import JobCommitResult
 from zerorename.committers.paths import JobLayout
 from zerorename.committers.store import gather, nothing, read_optional
 from zerorename.spark_adapter.bridge import get_bridge
+from zerorename.spark_adapter.errors import StreamLogError
 from zerorename.spark_adapter.jobs import TaskResult, engine_for
 from zerorename.spark_adapter.options import WriteOptions
 from zerorename.spark_adapter.streamlog import (
@@ -50,7 +51,6 @@ from zerorename.spark_adapter.streamlog import (
     Recovery,
     Step,
     StreamLog,
-    StreamLogError,
     decide,
     jobs_prefix,
     log_key,
