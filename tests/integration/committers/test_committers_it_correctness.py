@@ -21,7 +21,7 @@ from zerorename.committers import (
     RecordFormatError,
     TaskAttemptError,
 )
-from zerorename.committers.records import PendingSetHeader, pendingset_bytes
+from zerorename.committers.records import PENDINGSET_VERSION, PendingSetHeader, pendingset_bytes
 from zerorename.testing.targets import S3Target
 
 
@@ -186,7 +186,11 @@ async def test_corrupt_pendingset_completes_nothing(s3: S3Target) -> None:
         header = PendingSetHeader(job2.job_id, "00000", 0)
         k2 = job2.layout.pendingset(0)
         await eng.put_object(
-            s3.bucket, k2, pendingset_bytes(header, []).replace(b'"version":1', b'"version":9')
+            s3.bucket,
+            k2,
+            pendingset_bytes(header, []).replace(
+                b'"version":%d' % PENDINGSET_VERSION, b'"version":9'
+            ),
         )
         with pytest.raises(JobCommitError) as ei:
             await job2.commit()
