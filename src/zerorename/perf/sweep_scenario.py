@@ -14,7 +14,7 @@ import itertools
 import statistics
 from collections import defaultdict
 
-from zerorename.perf import upload_scenario
+from zerorename.perf import upload_latency, upload_scenario
 from zerorename.perf.model import (
     Run,
     Sample,
@@ -62,6 +62,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         choices=["CRC32C", "CRC32", "SHA256", "none"],
         help="per-part checksum (default: CRC32C)",
     )
+    upload_scenario.add_latency_argument(p)
     p.add_argument(
         "--tolerance",
         type=float,
@@ -76,6 +77,7 @@ def _group(pool: int, conc: int, part: int) -> str:
 
 def plan(args: argparse.Namespace, target: Target) -> list[Run]:
     size = parse_size(args.size)
+    upload_latency.check_target(args.latency_ms, target)
     path = upload_scenario.data_file(size)
     runs = []
     for part in args.part_sizes:
@@ -90,7 +92,8 @@ def plan(args: argparse.Namespace, target: Target) -> list[Run]:
                     "path": path,
                     "checksum": args.checksum,
                 }
-                runs.append(Run("zerorename", _FUNC, params, _group(pool, conc, part)))
+                func, params = upload_latency.wrap(_FUNC, params, args.latency_ms)
+                runs.append(Run("zerorename", func, params, _group(pool, conc, part)))
     return runs
 
 
@@ -136,6 +139,7 @@ def notes(samples: list[Sample], args: argparse.Namespace) -> list[str]:
     best = max(_medians(samples, "mb_s").values())
     rss = _medians(samples, "peak_rss_mib")[(pool, conc, part)]
     return [
+        *upload_latency.note(args.latency_ms),
         f"where throughput stops growing (next concurrency step adds < {args.tolerance:.0%}):",
         *knees(samples, args.tolerance),
         f"recommended: max_concurrency={conc}, max_pool_connections={pool}, "

@@ -16,12 +16,14 @@ import atexit
 import os
 import tempfile
 
+from zerorename.perf import upload_latency
 from zerorename.perf.clients import botocore_checksums, make_data
 from zerorename.perf.model import (
     Run,
     Sample,
     Target,
     parse_list,
+    positive_float,
     positive_int,
     size_arg,
 )
@@ -90,8 +92,19 @@ def add_transfer_arguments(p: argparse.ArgumentParser, *, size: str, part: str) 
     )
 
 
+def add_latency_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--latency-ms",
+        type=positive_float,
+        default=None,
+        help="add this latency to every request, sent through the fault proxy (http "
+        "targets): the store as if it were that far away (default: none: no proxy)",
+    )
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_transfer_arguments(p, size="1GiB", part="16MiB")
+    add_latency_argument(p)
     p.add_argument(
         "--source",
         default="file",
@@ -151,6 +164,7 @@ def select_clients(text: str, checksum: str, allowed: tuple[str, ...]) -> list[s
 
 def plan(args: argparse.Namespace, target: Target) -> list[Run]:
     size, part = parse_size(args.size), parse_size(args.part_size)
+    upload_latency.check_target(args.latency_ms, target)
     base = {
         "size": size,
         "part_size": part,
@@ -168,12 +182,13 @@ def plan(args: argparse.Namespace, target: Target) -> list[Run]:
         params = dict(base)
         if client == "zerorename-matched":
             params["checksum"] = params["matched_checksum"]
-        runs.append(Run(client, _FUNCS[client], params, group))
+        func, params = upload_latency.wrap(_FUNCS[client], params, args.latency_ms)
+        runs.append(Run(client, func, params, group))
     return runs
 
 
 def notes(samples: list[Sample], args: argparse.Namespace) -> list[str]:
-    out = []
+    out = upload_latency.note(args.latency_ms)
     mc = matched_checksum(args.checksum)
     if mc != args.checksum:
         out.append(

@@ -1,0 +1,79 @@
+"""``--latency-ms`` for ``perf upload``/``perf sweep`` and ``perf tune`` on the sink, at a
+tiny size (smoke tests of what runs and what is reported: no figure is compared with a time)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from zerorename.perf import sweep_scenario, upload_scenario
+from zerorename.perf.model import Target
+from zerorename.perf.targets import TargetError
+
+
+def perf(args: list[str], tmp_path: Path) -> dict[str, Any]:
+    """Run ``python -m zerorename.perf ARGS --json F``; return the JSON document."""
+    out = tmp_path / "out.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "zerorename.perf", *args, "--json", str(out), "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ},
+        check=False,
+    )
+    assert proc.returncode == 0, f"{args}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    doc: dict[str, Any] = json.loads(out.read_text())
+    doc["_stdout"] = proc.stdout
+    return doc
+
+
+#: an upload of 6 MiB in 5 MiB parts: create, 2 parts, complete, then head and delete
+UPLOAD_REQUESTS = 6.0
+
+
+def test_upload_latency_ms_sends_every_request_through_the_proxy(tmp_path: Path) -> None:
+    args = ["upload", "--target", "sink", "--reps", "1", "--size", "6MiB"]
+    args += ["--part-size", "5MiB", "--concurrency", "2", "--clients", "zerorename"]
+    doc = perf([*args, "--latency-ms", "5"], tmp_path)
+    (sample,) = doc["samples"]
+    assert sample["params"]["latency_ms"] == 5.0
+    assert sample["metrics"]["verified"] == 1.0
+    assert sample["metrics"]["requests"] == UPLOAD_REQUESTS
+    assert "--latency-ms 5: every request went through the fault proxy" in doc["_stdout"]
+    plain = perf(args, tmp_path)
+    (sample,) = plain["samples"]
+    assert "requests" not in sample["metrics"] and "latency_ms" not in sample["params"]
+
+
+def test_sweep_latency_ms_every_setting_through_the_proxy(tmp_path: Path) -> None:
+    args = ["sweep", "--target", "sink", "--reps", "1", "--size", "6MiB", "--pools", "2"]
+    args += ["--concurrencies", "1,2", "--part-sizes", "5MiB", "--latency-ms", "5"]
+    doc = perf(args, tmp_path)
+    assert len(doc["samples"]) == 2
+    for s in doc["samples"]:
+        assert s["metrics"]["requests"] == UPLOAD_REQUESTS and s["params"]["latency_ms"] == 5.0
+    assert "recommended: " in doc["_stdout"]
+
+
+@pytest.mark.parametrize("module", [upload_scenario, sweep_scenario])
+def test_latency_ms_needs_an_http_target(module: Any) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    module.add_arguments(parser)
+    args = parser.parse_args(["--latency-ms", "20", "--size", "1KiB"])
+    https = Target(name="url", endpoint_url="https://s3.example.com", bucket="b")
+    with pytest.raises(TargetError, match=r"http:// endpoints only, not https://s3\.example"):
+        module.plan(args, https)
+    with pytest.raises(TargetError, match="not AWS"):
+        module.plan(args, Target(name="aws", endpoint_url=None, bucket="b"))
+    for bad in ("0", "-5", "x", "nan"):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["--latency-ms", bad])
