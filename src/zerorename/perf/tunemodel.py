@@ -1,0 +1,321 @@
+"""The tuner's model and its noise-aware pick (pure: no I/O, no clock).
+
+From what ``perf tune`` measured of an endpoint (the round trip of small requests, one
+part's time on one connection, the client's CPU per GiB) the model computes the bytes that
+must be in flight to keep the client busy (throughput x the time one part takes, RTT
+included) and proposes a part size and a concurrency; the pool is derived from them and
+the job commit's completes in flight, never swept. Then :func:`pick` reads the grid
+measured around the proposal: every setting's spread over interleaved repetitions, the
+settings indistinguishable from the best, the cheapest of those, and one line on how sure
+that is and why.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from zerorename.errors import ConfigError
+from zerorename.units import GiB, MiB, format_size
+
+#: part sizes the model proposes from (S3's minimum is 5 MiB)
+PART_LADDER = (8 * MiB, 16 * MiB, 32 * MiB, 64 * MiB)
+MIN_PART = 5 * MiB
+#: most requests in flight the model proposes for one process
+MAX_CONCURRENCY = 64
+#: a part's round trip at most this fraction of its transfer time: parts mostly send
+WAIT_SHARE = 0.25
+#: completes per second the job commit's completes in flight should sustain
+COMMIT_RATE = 1000.0
+COMMIT_MIN, COMMIT_MAX = 8, 64
+MB = 1_000_000
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What was measured of the endpoint: the median round trip of small requests
+    (seconds), one part of ``part_bytes`` sent on one connection in ``part_s`` seconds
+    (request included), and the client's CPU seconds per GiB uploaded."""
+
+    rtt_s: float
+    part_bytes: int
+    part_s: float
+    cpu_s_per_gib: float
+
+    def __post_init__(self) -> None:
+        for name in ("rtt_s", "part_s", "cpu_s_per_gib"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value <= 0:
+                raise ConfigError(f"probe {name} must be a finite number > 0, got {value!r}")
+        if self.part_bytes < 1:
+            raise ConfigError(f"probe part_bytes must be >= 1, got {self.part_bytes!r}")
+
+    @property
+    def single_bps(self) -> float:
+        """Bytes per second one connection sends a body at (the round trip taken out;
+        at least a twentieth of the part's time counts as sending)."""
+        return self.part_bytes / max(self.part_s - self.rtt_s, self.part_s / 20)
+
+    @property
+    def ceiling_bps(self) -> float:
+        """Bytes per second one core of the client can drive (1 / CPU per byte)."""
+        return GiB / self.cpu_s_per_gib
+
+
+@dataclass(frozen=True, order=True)
+class Setting:
+    """One upload setting: requests in flight and part size."""
+
+    concurrency: int
+    part_size: int
+
+    def memory(self) -> int:
+        """Bytes a streamed source holds: (parts in flight + 2) x part size."""
+        return (self.concurrency + 2) * self.part_size
+
+    def cost(self) -> tuple[int, int]:
+        """Cheaper first: fewer connections, then less memory."""
+        return (self.concurrency, self.memory())
+
+    def label(self) -> str:
+        return f"concurrency {self.concurrency}, parts {format_size(self.part_size)}"
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """The model's answer before measuring, and why."""
+
+    setting: Setting
+    in_flight_bytes: int
+    expected_bps: float
+    commit_completes: int
+    why: str
+
+
+def concurrency_for(probe: Probe, part: int) -> int:
+    """Requests in flight that keep the client's ceiling busy with ``part``-byte parts:
+    in-flight bytes (ceiling x (RTT + part / one connection's rate)) over the part size."""
+    per_part_s = probe.rtt_s + part / probe.single_bps
+    need = probe.ceiling_bps * per_part_s / part
+    return max(1, min(MAX_CONCURRENCY, math.ceil(need - 1e-9)))
+
+
+def commit_completes(rtt_s: float) -> int:
+    """Completes in flight for the job commit: enough for COMMIT_RATE per second at this
+    round trip, within [COMMIT_MIN, COMMIT_MAX]."""
+    return max(COMMIT_MIN, min(COMMIT_MAX, math.ceil(COMMIT_RATE * rtt_s)))
+
+
+def propose(probe: Probe, object_size: int) -> Proposal:
+    """Part size: the smallest of the ladder whose round trip is at most WAIT_SHARE of its
+    transfer time, then halved (down to 5 MiB) while the object has fewer than two parts
+    per request in flight; concurrency: :func:`concurrency_for` that part size."""
+    if object_size < 1:
+        raise ConfigError(f"object size must be >= 1 byte, got {object_size!r}")
+    wanted = probe.rtt_s * probe.single_bps / WAIT_SHARE
+    part = next((p for p in PART_LADDER if p >= wanted), PART_LADDER[-1])
+    conc = concurrency_for(probe, part)
+    while part > MIN_PART and math.ceil(object_size / part) < 2 * conc:
+        part = max(MIN_PART, part // 2)
+        conc = concurrency_for(probe, part)
+    parts = math.ceil(object_size / part)
+    conc = max(1, min(conc, parts))
+    per_part_s = probe.rtt_s + part / probe.single_bps
+    expected = min(probe.ceiling_bps, conc * part / per_part_s)
+    in_flight = int(probe.ceiling_bps * per_part_s)
+    why = (
+        f"RTT {probe.rtt_s * 1000:.2f} ms, one connection {probe.single_bps / MB:.0f} MB/s, "
+        f"client ceiling {probe.ceiling_bps / MB:.0f} MB/s ({probe.cpu_s_per_gib:.2f} CPU s/GiB): "
+        f"{in_flight / MiB:.1f} MiB in flight keeps the client busy, "
+        f"{conc} x {format_size(part)} parts"
+    )
+    return Proposal(Setting(conc, part), in_flight, expected, commit_completes(probe.rtt_s), why)
+
+
+def grid(proposal: Proposal, object_size: int) -> list[Setting]:
+    """The settings measured around the proposal: half, the same and twice the
+    concurrency, at the proposed part size and the next larger one (when the object has
+    more than one part of it); cheapest first."""
+    c, p = proposal.setting.concurrency, proposal.setting.part_size
+    parts = [p]
+    if object_size > 2 * p:
+        parts.append(2 * p)
+    concs = sorted({max(1, c // 2), c, min(MAX_CONCURRENCY, 2 * c)})
+    return sorted({Setting(k, q) for q in parts for k in concs}, key=Setting.cost)
+
+
+@dataclass(frozen=True)
+class Spread:
+    """One setting's measured MB/s: its runs' median and range."""
+
+    low: float
+    median: float
+    high: float
+    runs: int
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Spread:
+        if not values:
+            raise ConfigError("a setting has no measured run")
+        return cls(min(values), statistics.median(values), max(values), len(values))
+
+
+@dataclass(frozen=True)
+class Pick:
+    """The measured answer: the setting, every setting's spread, the best, those
+    indistinguishable from it, and how sure in one line."""
+
+    setting: Setting
+    spreads: dict[Setting, Spread]
+    best: Setting
+    indistinguishable: tuple[Setting, ...]
+    sureness: str
+
+    def knee(self) -> int:
+        """The fewest requests in flight indistinguishable from the best."""
+        return min(s.concurrency for s in self.indistinguishable)
+
+
+def indistinguishable(a: Spread, b: Spread, tolerance: float) -> bool:
+    """Two figures cannot be told apart: their ranges overlap, or their medians are
+    within ``tolerance`` (a floor on the noise when runs are few)."""
+    overlap = a.low <= b.high and b.low <= a.high
+    top = max(a.median, b.median)
+    return overlap or abs(a.median - b.median) <= tolerance * top
+
+
+def pick(measured: Mapping[Setting, Sequence[float]], tolerance: float = 0.05) -> Pick:
+    """The cheapest setting indistinguishable from the best (by median MB/s)."""
+    if not measured:
+        raise ConfigError("nothing was measured: no setting to pick from")
+    if not 0 <= tolerance < 1:
+        raise ConfigError(f"tolerance must be in [0, 1), got {tolerance!r}")
+    spreads = {s: Spread.of(v) for s, v in measured.items()}
+    best = max(spreads, key=lambda s: (spreads[s].median, [-x for x in s.cost()]))
+    same = tuple(
+        sorted(
+            (s for s in spreads if indistinguishable(spreads[s], spreads[best], tolerance)),
+            key=Setting.cost,
+        )
+    )
+    chosen = same[0]
+    return Pick(chosen, spreads, best, same, _sureness(chosen, spreads, same, tolerance))
+
+
+def _sureness(
+    chosen: Setting,
+    spreads: Mapping[Setting, Spread],
+    same: Sequence[Setting],
+    tolerance: float,
+) -> str:
+    runs = min(s.runs for s in spreads.values())
+    mine = spreads[chosen]
+    if runs < 2:
+        return (
+            f"not sure: one run per setting, so no spread was measured; {len(same)} of "
+            f"{len(spreads)} settings are within {tolerance:.0%} of the best and the cheapest "
+            f"is picked; run --reps 3 or more"
+        )
+    noise = max((s.high - s.low) / s.median for s in spreads.values() if s.median > 0)
+    if len(same) == 1:
+        return (
+            f"sure: over {runs} interleaved runs its slowest ({mine.low:.0f} MB/s) beats "
+            f"every other setting's fastest (spreads up to {noise:.0%})"
+        )
+    cheaper = [s for s in spreads if s.cost() < chosen.cost()]
+    tail = (
+        "no cheaper setting was measured"
+        if not cheaper
+        else f"the {len(cheaper)} cheaper ones are measurably slower"
+    )
+    return (
+        f"fairly sure: {len(same)} settings are indistinguishable from the best over {runs} "
+        f"interleaved runs (spreads up to {noise:.0%} overlap), the cheapest is picked and "
+        f"{tail}"
+    )
+
+
+@dataclass(frozen=True)
+class Advice:
+    """A setting in each user's terms."""
+
+    setting: Setting
+    commit_completes: int
+    executor_cores: int
+
+    @property
+    def python_pool(self) -> int:
+        """One Python process may upload and commit at once: both need connections."""
+        return self.setting.concurrency + self.commit_completes
+
+    @property
+    def spark_pool(self) -> int:
+        """A Spark task's worker only uploads and the commit's worker only completes;
+        both read poolSize, so it covers the larger of the two."""
+        return max(self.setting.concurrency, self.commit_completes)
+
+    def engine_config(self) -> str:
+        s = self.setting
+        return (
+            f"EngineConfig(part_size={s.part_size // MiB} * MiB, max_concurrency="
+            f"{s.concurrency}, batch_concurrency={self.commit_completes}, "
+            f"max_pool_connections={self.python_pool})"
+        )
+
+    def spark_options(self) -> dict[str, str]:
+        s = self.setting
+        return {
+            "partSize": f"{s.part_size // MiB}m",
+            "concurrency": str(s.concurrency),
+            "poolSize": str(self.spark_pool),
+        }
+
+    def to_json(self) -> dict[str, object]:
+        s = self.setting
+        n = self.executor_cores
+        return {
+            "engine_config": self.engine_config(),
+            "part_size": s.part_size,
+            "concurrency": s.concurrency,
+            "pool": self.python_pool,
+            "commit_completes_in_flight": self.commit_completes,
+            "spark_options": self.spark_options(),
+            "memory_bytes_per_process": s.memory(),
+            "executor_cores": n,
+            "per_executor": {
+                "python_workers": n,
+                "connections": n * self.spark_pool,
+                "memory_bytes": n * s.memory(),
+            },
+        }
+
+    def lines(self) -> list[str]:
+        s = self.setting
+        n = self.executor_cores
+        spark = ", ".join(f'.option("{k}", "{v}")' for k, v in self.spark_options().items())
+        return [
+            f"  Python:  {self.engine_config()}",
+            f"  PySpark: {spark}  (per Python worker; an executor with {n} cores runs {n} "
+            f"workers: {n * self.spark_pool} connections, {format_size(n * s.memory())})",
+            f"  job commit: {self.commit_completes} completes in flight",
+            f"  memory: {format_size(s.memory())} per process for streamed sources "
+            f"(({s.concurrency} parts in flight + 2) x {format_size(s.part_size)})",
+        ]
+
+
+__all__ = [
+    "Advice",
+    "Pick",
+    "Probe",
+    "Proposal",
+    "Setting",
+    "Spread",
+    "commit_completes",
+    "concurrency_for",
+    "grid",
+    "indistinguishable",
+    "pick",
+    "propose",
+]
