@@ -77,3 +77,48 @@ def test_latency_ms_needs_an_http_target(module: Any) -> None:
     for bad in ("0", "-5", "x", "nan"):
         with pytest.raises(SystemExit):
             parser.parse_args(["--latency-ms", bad])
+
+
+def test_tune_on_the_sink_probes_proposes_measures_and_advises(tmp_path: Path) -> None:
+    from zerorename.engine import EngineConfig
+    from zerorename.units import MiB
+
+    advice = tmp_path / "advice.json"
+    args = ["tune", "--target", "sink", "--reps", "1", "--size", "16MiB", "--latency-ms", "5"]
+    doc = perf([*args, "--executor-cores", "3", "--advice", str(advice)], tmp_path)
+    adv = json.loads(advice.read_text())
+    # the probe and every run of the grid went through the proxy
+    assert adv["probe"]["rtt_s"] > 0 and adv["latency_ms"] == 5.0
+    proposed = [adv["proposal"]["concurrency"], adv["proposal"]["part_size"]]
+    grid = [[g["concurrency"], g["part_size"]] for g in adv["grid"]]
+    assert proposed in grid and len(grid) == len(doc["samples"]) >= 2
+    for s in doc["samples"]:
+        assert s["metrics"]["verified"] == 1.0 and s["metrics"]["requests"] >= 4
+        assert s["params"]["proposed"] == proposed
+    rec = adv["recommendation"]
+    picked = [rec["concurrency"], rec["part_size"]]
+    assert picked in adv["indistinguishable"]
+    assert adv["sureness"].startswith("not sure: one run per setting")
+    cfg = eval(rec["engine_config"], {"EngineConfig": EngineConfig, "MiB": MiB})
+    assert (cfg.part_size, cfg.max_concurrency) == (rec["part_size"], rec["concurrency"])
+    assert cfg.max_pool_connections == rec["concurrency"] + rec["commit_completes_in_flight"]
+    assert rec["per_executor"]["python_workers"] == 3
+    assert rec["memory_bytes_per_process"] == (rec["concurrency"] + 2) * rec["part_size"]
+    out = doc["_stdout"]
+    for line in ("model: RTT ", "measured knee: concurrency ", "how sure: not sure", "Python:  "):
+        assert line in out
+    assert f'.option("poolSize", "{rec["spark_options"]["poolSize"]}")' in out
+
+
+def test_tune_refuses_an_https_target_before_probing() -> None:
+    import argparse
+
+    from zerorename.perf import tune_scenario
+
+    parser = argparse.ArgumentParser()
+    tune_scenario.add_arguments(parser)
+    args = parser.parse_args(["--latency-ms", "20"])
+    args.run_timeout = 60.0
+    https = Target(name="url", endpoint_url="https://s3.example.com", bucket="b")
+    with pytest.raises(TargetError, match="http:// endpoints only"):
+        tune_scenario.plan(args, https)

@@ -30,6 +30,7 @@ from zerorename.perf import (
     spark_scenario,
     sweep_scenario,
     tlsinfo,
+    tune_scenario,
     upload_scenario,
 )
 from zerorename.perf.model import (
@@ -46,7 +47,14 @@ from zerorename.perf.targets import TargetError, open_target
 #: scenario name -> module (each imports its optional dependencies only when it runs)
 SCENARIOS: dict[str, ModuleType] = {
     m.NAME: m
-    for m in (upload_scenario, many_scenario, commit_scenario, sweep_scenario, spark_scenario)
+    for m in (
+        upload_scenario,
+        many_scenario,
+        commit_scenario,
+        sweep_scenario,
+        tune_scenario,
+        spark_scenario,
+    )
 }
 
 _SECRET_WORDS = ("secret", "password", "token", "credential", "access_key")

@@ -225,11 +225,9 @@ def _sureness(
             f"every other setting's fastest (spreads up to {noise:.0%})"
         )
     cheaper = [s for s in spreads if s.cost() < chosen.cost()]
-    tail = (
-        "no cheaper setting was measured"
-        if not cheaper
-        else f"the {len(cheaper)} cheaper ones are measurably slower"
-    )
+    tail = "no cheaper setting was measured"
+    if cheaper:
+        tail = f"{len(cheaper)} cheaper setting(s) measurably slower"
     return (
         f"fairly sure: {len(same)} settings are indistinguishable from the best over {runs} "
         f"interleaved runs (spreads up to {noise:.0%} overlap), the cheapest is picked and "
