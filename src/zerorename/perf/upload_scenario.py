@@ -188,7 +188,7 @@ def plan(args: argparse.Namespace, target: Target) -> list[Run]:
 
 
 def notes(samples: list[Sample], args: argparse.Namespace) -> list[str]:
-    out = upload_latency.note(args.latency_ms)
+    out = upload_latency.note(getattr(args, "latency_ms", None))  # many shares these notes
     mc = matched_checksum(args.checksum)
     if mc != args.checksum:
         out.append(
