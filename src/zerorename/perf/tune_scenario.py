@@ -130,6 +130,7 @@ def _probe(target: Target, params: dict[str, Any], wire: Wire | None) -> dict[st
             "part_s": statistics.median(parts),
             "part_bytes": float(part),
             "cpu_s_per_gib": max(m.cpu - proxy_cpu, 1e-6) / (size / GiB),
+            "proxy_cpu_s_per_gib": proxy_cpu / (size / GiB),
         }
 
     return run(main())
@@ -150,7 +151,7 @@ def plan(args: argparse.Namespace, target: Target) -> list[Run]:
     if args.latency_ms is not None:
         params["latency_ms"] = args.latency_ms
     got = run_in_child(_PROBE, target, params, timeout=float(args.run_timeout))
-    probe = Probe(got["rtt_s"], int(got["part_bytes"]), got["part_s"], got["cpu_s_per_gib"])
+    probe = _probe_of(got)
     proposal = propose(probe, size)
     path = upload_scenario.data_file(size)
     runs = []
@@ -172,6 +173,13 @@ def plan(args: argparse.Namespace, target: Target) -> list[Run]:
     return runs
 
 
+def _probe_of(got: dict[str, float]) -> Probe:
+    """The model's probe. With --latency-ms the proxy is a thread of every measured
+    process, sharing its interpreter: its CPU counts against the ceiling of the runs."""
+    cpu = got["cpu_s_per_gib"] + got.get("proxy_cpu_s_per_gib", 0.0)
+    return Probe(got["rtt_s"], int(got["part_bytes"]), got["part_s"], cpu)
+
+
 def _measured(samples: list[Sample]) -> dict[Setting, list[float]]:
     by: dict[Setting, list[float]] = defaultdict(list)
     for s in samples:
@@ -183,7 +191,7 @@ def _measured(samples: list[Sample]) -> dict[Setting, list[float]]:
 def result(samples: list[Sample], args: argparse.Namespace) -> tuple[dict[str, Any], Pick]:
     """The recommendation as JSON-ready data, and the pick it came from."""
     got = samples[0].params["probe"]
-    probe = Probe(got["rtt_s"], int(got["part_bytes"]), got["part_s"], got["cpu_s_per_gib"])
+    probe = _probe_of(got)
     proposal = propose(probe, parse_size(args.size))
     chosen = pick(_measured(samples), args.tolerance)
     advice = Advice(chosen.setting, proposal.commit_completes, args.executor_cores)
@@ -226,6 +234,10 @@ def notes(samples: list[Sample], args: argparse.Namespace) -> list[str]:
     knee = chosen.knee()
     ratio = max(knee, prop["concurrency"]) / min(knee, prop["concurrency"])
     agree = "within a factor of 2" if ratio <= 2 else f"off by a factor of {ratio:.1f}"
+    if knee == min(k.concurrency for k in chosen.spreads):
+        agree += " (the grid's smallest concurrency: the knee may be lower)"
+    if chosen.best.concurrency == max(k.concurrency for k in chosen.spreads):
+        agree += " (the best is at the grid's largest concurrency: more may still help)"
     adv = Advice(s, int(doc["recommendation"]["commit_completes_in_flight"]), args.executor_cores)
     lines = [
         *upload_latency.note(args.latency_ms),
