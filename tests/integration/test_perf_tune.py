@@ -122,3 +122,13 @@ def test_tune_refuses_an_https_target_before_probing() -> None:
     https = Target(name="url", endpoint_url="https://s3.example.com", bucket="b")
     with pytest.raises(TargetError, match="http:// endpoints only"):
         tune_scenario.plan(args, https)
+
+
+def test_the_proxys_cpu_counts_against_the_ceiling_of_the_runs() -> None:
+    """With --latency-ms the proxy shares every measured process's interpreter."""
+    from zerorename.perf import tune_scenario
+
+    got = {"rtt_s": 0.02, "part_bytes": 8.0 * 2**20, "part_s": 0.04, "cpu_s_per_gib": 0.5}
+    alone = tune_scenario._probe_of(got)
+    shared = tune_scenario._probe_of({**got, "proxy_cpu_s_per_gib": 0.5})
+    assert alone.cpu_s_per_gib == 0.5 and shared.cpu_s_per_gib == 1.0
