@@ -7,8 +7,10 @@ from collections.abc import AsyncIterator
 
 import anyio
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from zerorename.aio import aiter_any, first_error, unwrapped
+from zerorename.aio import aiter_any, batches, first_error, unwrapped
 
 
 def test_first_error_is_the_first_real_failure_noting_the_others() -> None:
@@ -62,3 +64,14 @@ def test_aiter_any_reads_sync_and_async_sources() -> None:
         return a, b, c
 
     assert anyio.run(collect) == ([0, 1, 2], [0, 1, 2], [0, 1, 2])
+
+
+@given(st.lists(st.integers(), max_size=50), st.integers(min_value=1, max_value=7))
+def test_batches_keep_order_and_size(items: list[int], size: int) -> None:
+    async def collect() -> list[list[int]]:
+        return [b async for b in batches(iter(items), size)]
+
+    got = asyncio.run(collect())
+    assert [x for b in got for x in b] == items
+    assert all(1 <= len(b) <= size for b in got)
+    assert all(len(b) == size for b in got[:-1])

@@ -58,3 +58,18 @@ async def aiter_any(source: Iterable[T] | AsyncIterable[T]) -> AsyncGenerator[T,
     else:
         for item in source:
             yield item
+
+
+async def batches(
+    source: Iterable[T] | AsyncIterable[T], size: int
+) -> AsyncGenerator[list[T], None]:
+    """The items of a sync or async iterable in lists of ``size`` (the last may be shorter,
+    none is empty), pulled lazily: S3's DeleteObjects takes 1000 keys a request."""
+    batch: list[T] = []
+    async for item in aiter_any(source):
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import botocore.exceptions as bexc
 
-from zerorename.aio import aiter_any
+from zerorename.aio import batches
 from zerorename.engine import answers, errors
 from zerorename.engine.planning import validate_bucket, validate_key
 from zerorename.engine.records import ObjectInfo
@@ -206,13 +206,7 @@ class ObjectOps:
         Raises :class:`S3Error` naming the first key the store refused to delete."""
         validate_bucket(bucket)
         deleted = 0
-        batch: list[str] = []
-        async for k in aiter_any(keys):
-            batch.append(k)
-            if len(batch) == DELETE_BATCH:
-                deleted += await self._delete_batch(bucket, batch)
-                batch = []
-        if batch:
+        async for batch in batches(keys, DELETE_BATCH):
             deleted += await self._delete_batch(bucket, batch)
         return deleted
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
-from zerorename.aio import aiter_any, unwrapped
+from zerorename.aio import aiter_any, batches, unwrapped
 from zerorename.engine import checksums, errors
 from zerorename.engine.completion import OnResult
 from zerorename.engine.events import ProgressCallback
@@ -325,13 +325,7 @@ class MemoryStore(UploadSide):
     async def delete_objects(self, bucket: str, keys: Iterable[str] | AsyncIterable[str]) -> int:
         validate_bucket(bucket)
         deleted = 0
-        batch: list[str] = []
-        async for k in aiter_any(keys):
-            batch.append(k)
-            if len(batch) == DELETE_BATCH:
-                deleted += await self._delete_batch(bucket, batch)
-                batch = []
-        if batch:
+        async for batch in batches(keys, DELETE_BATCH):
             deleted += await self._delete_batch(bucket, batch)
         return deleted
 
