@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from perf_helpers import perf_target
 from zerorename.perf import commit_scenario as cs
 from zerorename.perf import commit_verify as cv
 from zerorename.perf.model import Run, Sample, Target, run_in_child
@@ -16,21 +17,6 @@ from zerorename.perf.targets import TargetError
 from zerorename.testing.targets import S3Target
 
 N, SETS = 40, 4
-
-
-def perf_target(s3: S3Target) -> Target:
-    """The perf harness's view of a test server."""
-    return Target(
-        name=s3.name,
-        endpoint_url=s3.endpoint_url,
-        bucket=s3.bucket,
-        region=s3.region,
-        addressing_style=s3.addressing_style,
-        access_key=s3.access_key,
-        secret_key=s3.secret_key,
-        prefix=s3.prefix.rstrip("/"),
-        ca_bundle=s3.ca_bundle,
-    )
 
 
 def parse(*argv: str) -> argparse.Namespace:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from perf_helpers import perf_target
 from zerorename.perf.model import Run, Sample, Target, run_in_child
 from zerorename.perf.spark_scenario import (
     FUNC,
@@ -30,19 +31,6 @@ pytestmark = [
 
 SIZE_MB = 2
 DAYS = 3
-
-
-def _target(s3: S3Target) -> Target:
-    return Target(
-        name="moto",
-        endpoint_url=s3.endpoint_url,
-        bucket=s3.bucket,
-        region=s3.region,
-        addressing_style=s3.addressing_style,
-        access_key=s3.access_key,
-        secret_key=s3.secret_key,
-        prefix=s3.prefix.rstrip("/"),
-    )
 
 
 def _list(client: Any, bucket: str, prefix: str) -> dict[str, int]:
@@ -84,7 +72,7 @@ def _check_metrics(client: str, metrics: dict[str, float]) -> None:
 
 
 def test_magic_and_rename_write_the_same_rows(moto_s3: S3Target) -> None:
-    target = _target(moto_s3)
+    target = perf_target(moto_s3)
     s3 = moto_s3.boto3_client()
     outputs: dict[str, dict[str, int]] = {}
     for client in ("magic", "rename"):
@@ -118,7 +106,7 @@ def test_magic_and_rename_write_the_same_rows(moto_s3: S3Target) -> None:
 
 
 def test_directory_unpartitioned_run_deletes_its_prefix(moto_s3: S3Target) -> None:
-    target = _target(moto_s3)
+    target = perf_target(moto_s3)
     metrics = run_in_child(FUNC, target, _params("directory", partition_by=""), timeout=400)
     _check_metrics("directory", metrics)
     assert metrics["files"] == 2  # one file per task without partitioning
