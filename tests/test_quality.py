@@ -30,3 +30,29 @@ def test_standards(cmd: list[str]) -> None:
         check=False,
     )
     assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
+
+
+def test_readme_python_examples_are_ruff_clean() -> None:
+    """The README's Python examples are what users copy: ruff clean and formatted as the
+    code is (``spark`` is predefined in the Spark examples, so F821 is not checked)."""
+    import re
+
+    fence = re.compile(r"^```([^\n]*)\n(.*?)^```", re.S | re.M)
+    text = (ROOT / "README.md").read_text()
+    bodies = [body for tag, body in fence.findall(text) if tag.strip().startswith("python")]
+    assert len(bodies) >= 4
+    for n, body in enumerate(bodies):
+        for cmd in (
+            ["ruff", "check", "--no-cache", "--ignore", "F821"],
+            ["ruff", "format", "--no-cache", "--check"],
+        ):
+            out = subprocess.run(
+                [sys.executable, "-m", *cmd, "--stdin-filename", "readme_example.py", "-"],
+                cwd=ROOT,
+                input=body,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+            assert out.returncode == 0, f"README python block {n}: {out.stdout}{out.stderr}"

@@ -91,13 +91,25 @@ def test_delete_rules_name_tests_that_exist() -> None:
         assert len(re.findall(r"^(?:async )?def test_", path.read_text(), re.M)) >= 1, name
 
 
-def test_python_examples_run(readme_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture(scope="module")
+def python_examples(readme_env: dict[str, str]) -> Iterator[None]:
+    """The README's Python examples, run once against the module's moto (the CLI examples
+    read what they wrote, so either test runs alone)."""
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in readme_env.items():
+            mp.setenv(k, v)
+        examples = blocks("python")
+        assert len(examples) >= 2
+        for code in examples:
+            exec(compile(code, str(README), "exec"), {"__name__": "__readme__"})
+        yield
+
+
+def test_python_examples_run(
+    readme_env: dict[str, str], python_examples: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     for k, v in readme_env.items():
         monkeypatch.setenv(k, v)
-    examples = blocks("python")
-    assert len(examples) >= 2
-    for code in examples:
-        exec(compile(code, str(README), "exec"), {"__name__": "__readme__"})
     client = boto3.client("s3")
     keys = {o["Key"] for o in client.list_objects_v2(Bucket="my-bucket")["Contents"]}
     assert {"raw/hello.txt", "raw/big.bin", "raw/stream.csv", "raw/many/99"} <= keys
@@ -111,7 +123,9 @@ def test_python_examples_run(readme_env: dict[str, str], monkeypatch: pytest.Mon
     assert reports == [f"reports/2026/region=2/report-{job_id}.csv"]
 
 
-def test_cli_examples_run(readme_env: dict[str, str], tmp_path: Path) -> None:
+def test_cli_examples_run(
+    readme_env: dict[str, str], python_examples: None, tmp_path: Path
+) -> None:
     """Line by line in a fresh directory, as a user would type them (put --defer refuses
     to overwrite a record file, so a second run in the same place would be refused)."""
     env = {**os.environ, **readme_env}
