@@ -86,7 +86,7 @@ def test_tune_on_the_sink_probes_proposes_measures_and_advises(tmp_path: Path) -
     advice = tmp_path / "advice.json"
     args = ["tune", "--target", "sink", "--reps", "1", "--size", "16MiB", "--latency-ms", "5"]
     doc = perf([*args, "--executor-cores", "3", "--advice", str(advice)], tmp_path)
-    adv = json.loads(advice.read_text())
+    (adv,) = json.loads(advice.read_text())["per_latency"]
     # the probe and every run of the grid went through the proxy
     assert adv["probe"]["rtt_s"] > 0 and adv["latency_ms"] == 5.0
     proposed = [adv["proposal"]["concurrency"], adv["proposal"]["part_size"]]

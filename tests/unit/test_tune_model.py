@@ -45,7 +45,7 @@ def test_loopback_gets_small_parts_and_a_distant_store_large_ones() -> None:
     # the in-flight bytes the ceiling needs grow with the round trip
     assert far.in_flight_bytes > near.in_flight_bytes
     assert concurrency_for(probe(50.0), 8 * MiB) > concurrency_for(probe(0.5), 8 * MiB)
-    assert "RTT 50.00 ms" in far.why and "in flight keeps the client busy" in far.why
+    assert "RTT 50.00 ms" in far.why and "in flight keeps it busy" in far.why
 
 
 @given(rtts, rtts, rates, cpus, st.sampled_from([5 * MiB, 8 * MiB, 64 * MiB]))

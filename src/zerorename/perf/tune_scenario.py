@@ -13,26 +13,44 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
+import math
 import os
 import statistics
+import subprocess
+import sys
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from zerorename.perf import upload_latency, upload_scenario
 from zerorename.perf.commit_latency import Wire
 from zerorename.perf.model import (
+    ChildFailed,
     Meter,
     Run,
     Sample,
     Target,
+    parse_list,
     positive_int,
     run_in_child,
     size_arg,
 )
-from zerorename.perf.tunemodel import Advice, Pick, Probe, Setting, grid, pick, propose
+from zerorename.perf.tunegrid import Measure, bracket
+from zerorename.perf.tunemodel import (
+    Advice,
+    Pick,
+    Probe,
+    Setting,
+    burst_time,
+    grid,
+    pick,
+    propose,
+    server_ceiling,
+)
 from zerorename.units import GiB, MiB, format_size, parse_size
 
 NAME = "tune"
@@ -46,6 +64,27 @@ _PROBE = "zerorename.perf.tune_scenario:measure_probe"
 #: small requests timed for the round trip; single-part uploads timed for one connection
 RTT_REQUESTS, PART_REQUESTS = 9, 3
 PROBE_PART = 8 * MiB
+#: requests in flight of the burst that measures the client's CPU and the server's ceiling
+BURST_CONCURRENCY = 32
+
+
+def latency_list_arg(text: str) -> list[float]:
+    """A comma list of latencies in ms, each >= 0 (``0,20,50``; 0: the proxy, no delay)."""
+    items = parse_list(text)
+    if not items:
+        raise argparse.ArgumentTypeError(f"need a comma-separated list of ms, got {text!r}")
+    out: list[float] = []
+    for item in items:
+        try:
+            value = float(item)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{item!r} is not a number of ms") from None
+        if not math.isfinite(value) or value < 0:
+            raise argparse.ArgumentTypeError(f"a latency must be a number >= 0 ms, got {item!r}")
+        if value in out:
+            raise argparse.ArgumentTypeError(f"latency {item} ms is given twice")
+        out.append(value)
+    return out
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -55,7 +94,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default="256MiB",
         help="bytes per upload, in the probe's CPU measurement and the grid (default: 256MiB)",
     )
-    upload_scenario.add_latency_argument(p)
+    p.add_argument(
+        "--latency-ms",
+        type=latency_list_arg,
+        default=None,
+        help="add this latency to every request, sent through the fault proxy (http "
+        "targets); a list (0,20,50) tunes for each, 0 being the proxy with no delay "
+        "(default: none: no proxy)",
+    )
     p.add_argument(
         "--tolerance",
         type=float,
@@ -82,7 +128,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def measure_probe(target: Target, params: dict[str, Any]) -> dict[str, float]:
     """The endpoint's probe: median RTT of HeadObject, median time of one PUT of
-    ``part_bytes`` on one connection, CPU s/GiB of a multipart upload of ``size``."""
+    ``part_bytes`` on one connection, then a burst (a multipart upload of ``size`` with
+    many parts in flight) for the client's CPU s/GiB and the server's ceiling."""
     latency = params.get("latency_ms")
     wire = Wire(target, float(latency)) if latency is not None else None
     with wire if wire is not None else contextlib.nullcontext():
@@ -98,6 +145,7 @@ def _probe(target: Target, params: dict[str, Any], wire: Wire | None) -> dict[st
     part = int(params["part_bytes"])
     size = int(params["size"])
     base = target.key(NAME, uuid.uuid4().hex)
+    burst = max(1, min(BURST_CONCURRENCY, math.ceil(size / PROBE_PART)))
 
     async def main() -> dict[str, float]:
         one = target.engine_config(max_concurrency=1, max_pool_connections=1)
@@ -117,7 +165,9 @@ def _probe(target: Target, params: dict[str, Any], wire: Wire | None) -> dict[st
                 parts.append(time.perf_counter() - t0)
             keys = [small, *(f"{base}/part-{i}" for i in range(PART_REQUESTS))]
             await engine.delete_objects(target.bucket, keys)
-        many = target.engine_config(part_size=PROBE_PART, max_concurrency=4)
+        many = target.engine_config(
+            part_size=PROBE_PART, max_concurrency=burst, max_pool_connections=burst
+        )
         async with UploadEngine(many) as engine:
             path = upload_scenario.data_file(size)
             proxy0 = wire.proxy.cpu_seconds() if wire is not None else 0.0
@@ -131,53 +181,128 @@ def _probe(target: Target, params: dict[str, Any], wire: Wire | None) -> dict[st
             "part_bytes": float(part),
             "cpu_s_per_gib": max(m.cpu - proxy_cpu, 1e-6) / (size / GiB),
             "proxy_cpu_s_per_gib": proxy_cpu / (size / GiB),
+            "burst_bytes": float(size),
+            "burst_concurrency": float(burst),
+            "burst_s": m.wall,
+            "burst_cpu_s": m.cpu,
         }
 
     return run(main())
 
 
-# --- plan and notes ---------------------------------------------------------------------
+def _probe_of(got: Mapping[str, float]) -> Probe:
+    """The model's probe. With --latency-ms the proxy is a thread of every measured
+    process, sharing its interpreter: its CPU counts against the ceiling of the runs. The
+    burst gives the server's ceiling when it left the client (and proxy) waiting."""
+    cpu = got["cpu_s_per_gib"] + got.get("proxy_cpu_s_per_gib", 0.0)
+    client = Probe(got["rtt_s"], int(got["part_bytes"]), got["part_s"], cpu)
+    if "burst_s" not in got:
+        return client
+    size, conc = int(got["burst_bytes"]), int(got["burst_concurrency"])
+    expected = burst_time(client, size, conc, PROBE_PART)
+    server = server_ceiling(size, got["burst_s"], got["burst_cpu_s"], expected)
+    return dataclasses.replace(client, server_bps=server)
+
+
+# --- plan: per latency, probe, propose, bracket the grid ----------------------------------
+
+
+def _latencies(args: argparse.Namespace) -> list[float | None]:
+    lat = args.latency_ms
+    if lat is None:
+        return [None]
+    if isinstance(lat, (int, float)):
+        return [float(lat)]
+    return list(lat)
+
+
+def _lat_label(latency: float | None) -> str:
+    return "no proxy" if latency is None else f"{latency:g} ms"
+
+
+def _run(
+    s: Setting, size: int, latency: float | None, extra: dict[str, Any]
+) -> tuple[str, dict[str, Any]]:
+    params = {
+        "size": size,
+        "part_size": s.part_size,
+        "concurrency": s.concurrency,
+        "pool": s.concurrency,
+        "source": "file",
+        "path": upload_scenario.data_file(size),
+        "checksum": "CRC32C",
+        **extra,
+    }
+    return upload_latency.wrap(_FUNC, params, latency)
+
+
+def _pilot(target: Target, args: argparse.Namespace, size: int, latency: float | None) -> Measure:
+    """The bracketing's measure: each setting ``--reps`` times, interleaved, in children."""
+
+    def measure(settings: Sequence[Setting]) -> dict[Setting, list[float]]:
+        out: dict[Setting, list[float]] = {s: [] for s in settings}
+        order = list(settings)
+        for rep in range(max(1, int(args.reps))):
+            shift = rep % len(order)
+            for s in order[shift:] + order[:shift]:
+                func, params = _run(s, size, latency, {})
+                label = f"bracket {_lat_label(latency)} {s.label()} rep {rep + 1}"
+                try:
+                    got = run_in_child(func, target, params, timeout=float(args.run_timeout))
+                except (ChildFailed, subprocess.TimeoutExpired) as exc:
+                    print(f"[perf] {label} failed: {exc}", file=sys.stderr, flush=True)
+                    continue
+                out[s].append(float(got["mb_s"]))
+                if not getattr(args, "quiet", False):
+                    print(f"[perf] {label}: {got['mb_s']:.0f} MB/s", file=sys.stderr, flush=True)
+        return out
+
+    return measure
 
 
 def plan(args: argparse.Namespace, target: Target) -> list[Run]:
-    """Probe the endpoint now, then one run per setting of the grid around the proposal."""
+    """Per latency: probe the endpoint, propose, measure the grid's edge and extend it
+    until it brackets the knee; then one run per setting of every bracketed grid."""
     size = parse_size(args.size)
-    upload_latency.check_target(args.latency_ms, target)
+    latencies = _latencies(args)
+    for latency in latencies:
+        upload_latency.check_target(latency, target)
     if not 0 <= args.tolerance < 1:
         raise SystemExit(f"--tolerance must be in [0, 1), got {args.tolerance}; e.g. 0.05")
     if args.advice and not os.access(os.path.dirname(os.path.abspath(args.advice)), os.W_OK):
         raise SystemExit(f"--advice: cannot write {args.advice}; choose another path")
-    params: dict[str, Any] = {"part_bytes": PROBE_PART, "size": size}
-    if args.latency_ms is not None:
-        params["latency_ms"] = args.latency_ms
-    got = run_in_child(_PROBE, target, params, timeout=float(args.run_timeout))
-    probe = _probe_of(got)
-    proposal = propose(probe, size)
-    path = upload_scenario.data_file(size)
     runs = []
-    for s in grid(proposal, size):
-        run_params = {
-            "size": size,
-            "part_size": s.part_size,
-            "concurrency": s.concurrency,
-            "pool": s.concurrency,
-            "source": "file",
-            "path": path,
-            "checksum": "CRC32C",
+    for latency in latencies:
+        params: dict[str, Any] = {"part_bytes": PROBE_PART, "size": size}
+        if latency is not None:
+            params["latency_ms"] = latency
+        got = run_in_child(_PROBE, target, params, timeout=float(args.run_timeout))
+        proposal = propose(_probe_of(got), size)
+        measure = _pilot(target, args, size, latency)
+        br = bracket(grid(proposal, size), measure, size, args.tolerance)
+        extra = {
             "probe": got,
             "proposed": [proposal.setting.concurrency, proposal.setting.part_size],
+            "bracket": list(br.steps),
+            "added": [[s.concurrency, s.part_size] for s in br.added],
         }
-        func, run_params = upload_latency.wrap(_FUNC, run_params, args.latency_ms)
-        group = f"conc={s.concurrency} part={format_size(s.part_size)}"
-        runs.append(Run("zerorename", func, run_params, group))
+        for s in br.settings:
+            func, run_params = _run(s, size, latency, extra)
+            lat = "" if latency is None else f"lat={latency:g}ms "
+            group = f"{lat}conc={s.concurrency} part={format_size(s.part_size)}"
+            runs.append(Run("zerorename", func, run_params, group))
     return runs
 
 
-def _probe_of(got: dict[str, float]) -> Probe:
-    """The model's probe. With --latency-ms the proxy is a thread of every measured
-    process, sharing its interpreter: its CPU counts against the ceiling of the runs."""
-    cpu = got["cpu_s_per_gib"] + got.get("proxy_cpu_s_per_gib", 0.0)
-    return Probe(got["rtt_s"], int(got["part_bytes"]), got["part_s"], cpu)
+# --- results, notes, plot ----------------------------------------------------------------
+
+
+def _by_latency(samples: list[Sample]) -> dict[float | None, list[Sample]]:
+    by: dict[float | None, list[Sample]] = defaultdict(list)
+    for s in samples:
+        lat = s.params.get("latency_ms")
+        by[None if lat is None else float(lat)].append(s)
+    return dict(by)
 
 
 def _measured(samples: list[Sample]) -> dict[Setting, list[float]]:
@@ -189,21 +314,34 @@ def _measured(samples: list[Sample]) -> dict[Setting, list[float]]:
 
 
 def result(samples: list[Sample], args: argparse.Namespace) -> tuple[dict[str, Any], Pick]:
-    """The recommendation as JSON-ready data, and the pick it came from."""
+    """One latency's recommendation as JSON-ready data, and the pick it came from."""
     got = samples[0].params["probe"]
     probe = _probe_of(got)
     proposal = propose(probe, parse_size(args.size))
     chosen = pick(_measured(samples), args.tolerance)
     advice = Advice(chosen.setting, proposal.commit_completes, args.executor_cores)
+    best = chosen.spreads[chosen.best]
+    mine = chosen.spreads[chosen.setting]
+    lat = samples[0].params.get("latency_ms")
     doc = {
-        "latency_ms": args.latency_ms,
-        "probe": {**got, "single_mb_s": probe.single_bps / 1e6},
+        "latency_ms": lat,
+        "probe": {
+            **got,
+            "single_mb_s": probe.single_bps / 1e6,
+            "client_ceiling_mb_s": probe.client_bps / 1e6,
+            "server_ceiling_mb_s": None if probe.server_bps is None else probe.server_bps / 1e6,
+            "bound": probe.bound,
+        },
         "proposal": {
             "concurrency": proposal.setting.concurrency,
             "part_size": proposal.setting.part_size,
             "in_flight_bytes": proposal.in_flight_bytes,
             "expected_mb_s": proposal.expected_bps / 1e6,
             "why": proposal.why,
+        },
+        "bracket": {
+            "steps": list(samples[0].params.get("bracket", [])),
+            "added": list(samples[0].params.get("added", [])),
         },
         "grid": [
             {
@@ -214,20 +352,18 @@ def result(samples: list[Sample], args: argparse.Namespace) -> tuple[dict[str, A
             }
             for s, sp in sorted(chosen.spreads.items(), key=lambda kv: kv[0].cost())
         ],
+        "best": {"concurrency": chosen.best.concurrency, "part_size": chosen.best.part_size},
+        "best_mb_s": best.median,
+        "pick_over_best": mine.median / best.median if best.median > 0 else None,
         "indistinguishable": [[s.concurrency, s.part_size] for s in chosen.indistinguishable],
         "measured_knee": chosen.knee(),
         "sureness": chosen.sureness,
-        "recommendation": {
-            **advice.to_json(),
-            "mb_s": chosen.spreads[chosen.setting].median,
-        },
+        "recommendation": {**advice.to_json(), "mb_s": mine.median},
     }
     return doc, chosen
 
 
-def notes(samples: list[Sample], args: argparse.Namespace) -> list[str]:
-    if not samples:
-        return []
+def _notes_one(samples: list[Sample], args: argparse.Namespace) -> tuple[list[str], Any]:
     doc, chosen = result(samples, args)
     prop = doc["proposal"]
     s, sp = chosen.setting, chosen.spreads[chosen.setting]
@@ -238,20 +374,101 @@ def notes(samples: list[Sample], args: argparse.Namespace) -> list[str]:
         agree += " (the grid's smallest concurrency: the knee may be lower)"
     if chosen.best.concurrency == max(k.concurrency for k in chosen.spreads):
         agree += " (the best is at the grid's largest concurrency: more may still help)"
+    steps = doc["bracket"]["steps"]
     adv = Advice(s, int(doc["recommendation"]["commit_completes_in_flight"]), args.executor_cores)
+    lat = doc["latency_ms"]
     lines = [
-        *upload_latency.note(args.latency_ms),
+        f"-- latency {_lat_label(None if lat is None else float(lat))} --",
         f"model: {prop['why']} (expected {prop['expected_mb_s']:.0f} MB/s)",
+        *_bracket_lines(steps, doc["bracket"]["added"]),
         f"measured knee: concurrency {knee} (the fewest in flight indistinguishable from the "
         f"best); the model proposed {prop['concurrency']}: {agree}",
         f"picked: {s.label()}: {sp.median:.0f} MB/s [{sp.low:.0f}-{sp.high:.0f}], "
-        f"{format_size(s.memory())} per process",
+        f"{format_size(s.memory())} per process; best {chosen.best.label()}: "
+        f"{doc['best_mb_s']:.0f} MB/s (pick/best {doc['pick_over_best']:.0%})",
         f"how sure: {chosen.sureness}",
         "settings:",
         *adv.lines(),
     ]
+    return lines, doc
+
+
+def _bracket_lines(steps: Sequence[str], added: Sequence[Sequence[int]]) -> list[str]:
+    """What bracketing in planning did, one line per step."""
+    if not steps:
+        return ["grid: brackets the knee as planned (its edge did not beat its neighbour)"]
+    shown = ", ".join(f"{c} x {format_size(p)}" for c, p in added) or "none"
+    return [f"grid extended by {shown}:", *(f"  {w}" for w in steps)]
+
+
+def notes(samples: list[Sample], args: argparse.Namespace) -> list[str]:
+    if not samples:
+        return []
+    groups = sorted(_by_latency(samples).items(), key=lambda kv: -1.0 if kv[0] is None else kv[0])
+    shown = ",".join(f"{lat:g}" for lat, _ in groups if lat is not None)
+    lines: list[str] = upload_latency.note(float(shown)) if "," not in shown and shown else []
+    if "," in shown:
+        lines = [
+            f"--latency-ms {shown}: every request of each latency's runs went through the fault "
+            f"proxy (a thread of the measured process: its CPU is taken out of cpu_s_per_gib, "
+            f"its memory is in peak RSS) with that latency added before it was forwarded."
+        ]
+    docs = []
+    for _lat, group in groups:
+        more, doc = _notes_one(group, args)
+        lines += more
+        docs.append(doc)
     if args.advice:
         with open(args.advice, "w", encoding="utf-8") as out:
-            json.dump(doc, out, indent=2)
+            json.dump({"per_latency": docs}, out, indent=2)
         lines.append(f"advice: {args.advice}")
     return lines
+
+
+def plot(samples: list[Sample], args: argparse.Namespace, path: str) -> None:
+    """MB/s against concurrency, a panel per latency, a line per part size, error bars
+    from each setting's slowest to its fastest interleaved run; the pick starred."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = sorted(_by_latency(samples).items(), key=lambda kv: -1.0 if kv[0] is None else kv[0])
+    fig, axes = plt.subplots(1, len(groups), figsize=(4.8 * len(groups), 4), squeeze=False)
+    for ax, (lat, group) in zip(axes[0], groups, strict=True):
+        chosen = pick(_measured(group), args.tolerance)
+        for part in sorted({s.part_size for s in chosen.spreads}):
+            line = sorted(s for s in chosen.spreads if s.part_size == part)
+            xs = [s.concurrency for s in line]
+            med = [chosen.spreads[s].median for s in line]
+            lo = [chosen.spreads[s].median - chosen.spreads[s].low for s in line]
+            hi = [chosen.spreads[s].high - chosen.spreads[s].median for s in line]
+            ax.errorbar(xs, med, yerr=[lo, hi], marker="o", capsize=4, label=format_size(part))
+        mine = chosen.spreads[chosen.setting]
+        ax.plot(
+            [chosen.setting.concurrency],
+            [mine.median],
+            marker="*",
+            markersize=16,
+            color="red",
+            linestyle="none",
+            label="pick",
+        )
+        ax.set_xscale("log", base=2)
+        ticks = sorted({s.concurrency for s in chosen.spreads})
+        ax.set_xticks(ticks, [str(t) for t in ticks])
+        ax.set_xlabel("concurrency (requests in flight)")
+        ax.set_ylabel("MB/s (median, min-max)")
+        ax.set_title(f"latency {_lat_label(lat)}")
+        ax.set_ylim(bottom=0)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8, title="part size", title_fontsize=8)
+    runs = max(len(v) for g in _by_latency(samples).values() for v in _measured(g).values())
+    fig.suptitle(
+        f"zerorename perf tune: {format_size(parse_size(args.size))} per upload, "
+        f"{runs} interleaved run(s) per setting",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

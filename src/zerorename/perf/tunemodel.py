@@ -30,6 +30,11 @@ WAIT_SHARE = 0.25
 #: completes per second the job commit's completes in flight should sustain
 COMMIT_RATE = 1000.0
 COMMIT_MIN, COMMIT_MAX = 8, 64
+#: a burst whose client CPU was at least this share of its wall time was the client's limit
+BUSY = 0.85
+#: a burst slower than this share of what round trips and one connection's rate allow
+#: was held back by the server
+SLOW = 0.8
 MB = 1_000_000
 
 
@@ -37,12 +42,15 @@ MB = 1_000_000
 class Probe:
     """What was measured of the endpoint: the median round trip of small requests
     (seconds), one part of ``part_bytes`` sent on one connection in ``part_s`` seconds
-    (request included), and the client's CPU seconds per GiB uploaded."""
+    (request included), the client's CPU seconds per GiB uploaded, and the server's
+    ceiling in bytes/s (None when the burst that measures it kept the client busy: the
+    server was not the limit)."""
 
     rtt_s: float
     part_bytes: int
     part_s: float
     cpu_s_per_gib: float
+    server_bps: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("rtt_s", "part_s", "cpu_s_per_gib"):
@@ -51,6 +59,9 @@ class Probe:
                 raise ConfigError(f"probe {name} must be a finite number > 0, got {value!r}")
         if self.part_bytes < 1:
             raise ConfigError(f"probe part_bytes must be >= 1, got {self.part_bytes!r}")
+        server = self.server_bps
+        if server is not None and (not math.isfinite(server) or server <= 0):
+            raise ConfigError(f"probe server_bps must be a finite number > 0, got {server!r}")
 
     @property
     def single_bps(self) -> float:
@@ -59,9 +70,56 @@ class Probe:
         return self.part_bytes / max(self.part_s - self.rtt_s, self.part_s / 20)
 
     @property
-    def ceiling_bps(self) -> float:
+    def client_bps(self) -> float:
         """Bytes per second one core of the client can drive (1 / CPU per byte)."""
         return GiB / self.cpu_s_per_gib
+
+    @property
+    def ceiling_bps(self) -> float:
+        """The lower of the client's and the server's ceilings: what the model aims at."""
+        if self.server_bps is None:
+            return self.client_bps
+        return min(self.client_bps, self.server_bps)
+
+    @property
+    def bound(self) -> str:
+        """Which ceiling decided, in words."""
+        if self.server_bps is None:
+            return "client CPU (the server kept up with the burst)"
+        if self.server_bps < self.client_bps:
+            return "server (the burst left the client idle)"
+        return "client CPU (below the server's measured ceiling)"
+
+
+def burst_time(probe: Probe, burst_bytes: int, concurrency: int, part: int) -> float:
+    """Seconds a burst (one multipart upload of ``burst_bytes`` in ``part``-byte parts,
+    ``concurrency`` in flight) takes when only the round trips, one connection's rate and
+    the client's CPU limit it: create and complete, then waves of parts in parallel."""
+    waves = math.ceil(math.ceil(burst_bytes / part) / max(1, concurrency))
+    wire = 2 * probe.rtt_s + waves * (probe.rtt_s + part / probe.single_bps)
+    return max(wire, burst_bytes / probe.client_bps)
+
+
+def server_ceiling(
+    burst_bytes: int,
+    wall_s: float,
+    client_cpu_s: float,
+    expected_s: float,
+    busy: float = BUSY,
+) -> float | None:
+    """The server's ceiling from a burst of parallel part uploads: its throughput when
+    the client's CPU was busy less than ``busy`` of the wall time (the client waited) and
+    the burst took longer than the round trips and one connection's rate explain
+    (``expected_s`` / :data:`SLOW`); else None (the server's ceiling was not reached)."""
+    if burst_bytes < 1 or not wall_s > 0 or not math.isfinite(wall_s):
+        raise ConfigError(f"a burst needs bytes >= 1 and a time > 0, got {burst_bytes}, {wall_s}")
+    if not math.isfinite(client_cpu_s) or client_cpu_s < 0:
+        raise ConfigError(f"a burst's client CPU must be >= 0, got {client_cpu_s!r}")
+    if not math.isfinite(expected_s) or expected_s < 0:
+        raise ConfigError(f"a burst's expected time must be >= 0, got {expected_s!r}")
+    if client_cpu_s >= busy * wall_s or wall_s * SLOW <= expected_s:
+        return None
+    return burst_bytes / wall_s
 
 
 @dataclass(frozen=True, order=True)
@@ -125,10 +183,12 @@ def propose(probe: Probe, object_size: int) -> Proposal:
     per_part_s = probe.rtt_s + part / probe.single_bps
     expected = min(probe.ceiling_bps, conc * part / per_part_s)
     in_flight = int(probe.ceiling_bps * per_part_s)
+    server = "not reached" if probe.server_bps is None else f"{probe.server_bps / MB:.0f} MB/s"
     why = (
         f"RTT {probe.rtt_s * 1000:.2f} ms, one connection {probe.single_bps / MB:.0f} MB/s, "
-        f"client ceiling {probe.ceiling_bps / MB:.0f} MB/s ({probe.cpu_s_per_gib:.2f} CPU s/GiB): "
-        f"{in_flight / MiB:.1f} MiB in flight keeps the client busy, "
+        f"client ceiling {probe.client_bps / MB:.0f} MB/s ({probe.cpu_s_per_gib:.2f} CPU s/GiB), "
+        f"server ceiling {server}; bound: {probe.bound}: "
+        f"{in_flight / MiB:.1f} MiB in flight keeps it busy, "
         f"{conc} x {format_size(part)} parts"
     )
     return Proposal(Setting(conc, part), in_flight, expected, commit_completes(probe.rtt_s), why)
@@ -310,10 +370,12 @@ __all__ = [
     "Proposal",
     "Setting",
     "Spread",
+    "burst_time",
     "commit_completes",
     "concurrency_for",
     "grid",
     "indistinguishable",
     "pick",
     "propose",
+    "server_ceiling",
 ]

@@ -1,0 +1,199 @@
+"""Whether a measured grid brackets the knee, and how to extend it (pure: no I/O).
+
+A grid whose best setting sits at its largest concurrency (or part size) and beats its
+neighbour there beyond the noise has not shown where throughput stops growing: the tuner
+measures one step further (x2) and asks again, up to :data:`MAX_EXTENSIONS` steps, the
+model's concurrency cap, S3's part limits or the memory bound. :func:`bracket` runs that
+loop over any ``measure`` function, so it is tested with made-up figures.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from zerorename.errors import ConfigError
+from zerorename.perf.tunemodel import (
+    MAX_CONCURRENCY,
+    Setting,
+    Spread,
+    indistinguishable,
+)
+from zerorename.units import GiB, format_size
+
+#: most extension steps one grid gets
+MAX_EXTENSIONS = 4
+#: most memory (streamed sources: (parts in flight + 2) x part size) an extension may reach
+MAX_MEMORY = 2 * GiB
+#: S3's largest part
+MAX_PART = 5 * GiB
+
+#: settings -> their MB/s figures, one per run
+Measure = Callable[[Sequence[Setting]], Mapping[Setting, Sequence[float]]]
+
+
+@dataclass(frozen=True)
+class Extension:
+    """One step: the settings to measure next (none when a cap stopped it) and why."""
+
+    settings: tuple[Setting, ...]
+    why: str
+
+
+def best_of(spreads: Mapping[Setting, Spread]) -> Setting:
+    """The best median; among equal medians the cheapest (as :func:`pick` orders them)."""
+    if not spreads:
+        raise ConfigError("nothing was measured: no grid to extend")
+    return max(spreads, key=lambda s: (spreads[s].median, [-x for x in s.cost()]))
+
+
+def edge(settings: Sequence[Setting]) -> list[Setting]:
+    """The grid's top corner (largest concurrency at its largest part size) and its
+    neighbours one step down on each axis: what tells whether the grid brackets."""
+    if not settings:
+        raise ConfigError("an empty grid has no edge")
+    top_part = max(s.part_size for s in settings)
+    top_conc = max(s.concurrency for s in settings if s.part_size == top_part)
+    corner = Setting(top_conc, top_part)
+    out = [corner]
+    concs = sorted({s.concurrency for s in settings if s.part_size == top_part})
+    if len(concs) > 1:
+        out.append(Setting(concs[-2], top_part))
+    parts = sorted({s.part_size for s in settings if s.concurrency == top_conc})
+    if len(parts) > 1:
+        out.append(Setting(top_conc, parts[-2]))
+    return sorted(out, key=Setting.cost)
+
+
+def _cap(s: Setting, object_size: int, max_memory: int) -> str | None:
+    """Why ``s`` may not be measured, or None."""
+    if s.concurrency > MAX_CONCURRENCY:
+        return f"concurrency {s.concurrency} is above the cap of {MAX_CONCURRENCY}"
+    if s.part_size > MAX_PART:
+        return f"parts of {format_size(s.part_size)} are above S3's 5GiB"
+    if s.part_size > object_size // 2:
+        return f"parts of {format_size(s.part_size)} leave the object fewer than 2 parts"
+    if s.concurrency > math.ceil(object_size / s.part_size):
+        return f"concurrency {s.concurrency} is more than the object's parts"
+    if s.memory() > max_memory:
+        return f"{s.label()} needs {format_size(s.memory())}, above {format_size(max_memory)}"
+    return None
+
+
+def extension(
+    spreads: Mapping[Setting, Spread],
+    object_size: int,
+    tolerance: float,
+    max_memory: int = MAX_MEMORY,
+) -> Extension | None:
+    """The next step when the best is at the grid's largest concurrency (or part size)
+    and beats its neighbour on that axis beyond the noise; None when the grid brackets."""
+    best = best_of(spreads)
+    top = spreads[best]
+    steps: list[Setting] = []
+    reasons: list[str] = []
+    axes = (
+        ("concurrency", [s for s in spreads if s.part_size == best.part_size], "concurrency"),
+        ("part size", [s for s in spreads if s.concurrency == best.concurrency], "part_size"),
+    )
+    for axis, line, attr in axes:
+        values = sorted({getattr(s, attr) for s in line})
+        if len(values) < 2 or getattr(best, attr) != values[-1]:
+            continue
+        below = next(s for s in line if getattr(s, attr) == values[-2])
+        low = spreads[below]
+        if indistinguishable(top, low, tolerance):
+            continue
+        if attr == "concurrency":
+            step = Setting(2 * best.concurrency, best.part_size)
+            shown = (str(best.concurrency), str(below.concurrency), str(step.concurrency))
+        else:
+            step = Setting(best.concurrency, 2 * best.part_size)
+            shown = (
+                format_size(best.part_size),
+                format_size(below.part_size),
+                format_size(step.part_size),
+            )
+        beat = (
+            f"the best ({best.label()}, {top.median:.0f} MB/s [{top.low:.0f}-{top.high:.0f}]) "
+            f"is the grid's largest {axis} and beats {shown[1]} "
+            f"({low.median:.0f} MB/s [{low.low:.0f}-{low.high:.0f}]) beyond the noise"
+        )
+        if step in spreads:
+            continue
+        why_not = _cap(step, object_size, max_memory)
+        if why_not is not None:
+            reasons.append(f"{beat}; not extended: {why_not}")
+            continue
+        steps.append(step)
+        reasons.append(f"{beat}: measuring {axis} {shown[2]}")
+    if not reasons:
+        return None
+    return Extension(tuple(steps), "; ".join(reasons))
+
+
+@dataclass(frozen=True)
+class Bracket:
+    """What bracketing did: the grid (initial plus extensions), every figure it measured,
+    and one line per step (empty when the initial grid already bracketed the knee)."""
+
+    settings: tuple[Setting, ...]
+    added: tuple[Setting, ...]
+    measured: dict[Setting, list[float]]
+    steps: tuple[str, ...]
+
+
+def bracket(
+    initial: Sequence[Setting],
+    measure: Measure,
+    object_size: int,
+    tolerance: float,
+    max_memory: int = MAX_MEMORY,
+) -> Bracket:
+    """Measure the initial grid's edge, then extend while :func:`extension` asks, at
+    most :data:`MAX_EXTENSIONS` steps. A setting whose runs all failed is left out."""
+    settings = list(dict.fromkeys(initial))
+    added: list[Setting] = []
+    measured: dict[Setting, list[float]] = {}
+
+    def run(these: Sequence[Setting]) -> None:
+        for s, values in measure(these).items():
+            if values:
+                measured.setdefault(s, []).extend(values)
+
+    run(edge(settings))
+    steps: list[str] = []
+    for _ in range(MAX_EXTENSIONS):
+        if not measured:
+            break
+        spreads = {s: Spread.of(v) for s, v in measured.items()}
+        ext = extension(spreads, object_size, tolerance, max_memory)
+        if ext is None:
+            break
+        steps.append(ext.why)
+        if not ext.settings:
+            break
+        added.extend(s for s in ext.settings if s not in settings)
+        settings.extend(s for s in ext.settings if s not in settings)
+        run(ext.settings)
+    else:
+        spreads = {s: Spread.of(v) for s, v in measured.items()}
+        if measured and extension(spreads, object_size, tolerance, max_memory) is not None:
+            steps.append(
+                f"stopped after {MAX_EXTENSIONS} extensions: the best is still at the edge"
+            )
+    ordered = tuple(sorted(settings, key=Setting.cost))
+    return Bracket(ordered, tuple(added), measured, tuple(steps))
+
+
+__all__ = [
+    "MAX_EXTENSIONS",
+    "MAX_MEMORY",
+    "Bracket",
+    "Extension",
+    "best_of",
+    "bracket",
+    "edge",
+    "extension",
+]
