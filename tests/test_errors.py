@@ -36,12 +36,14 @@ ERROR_MODULES = (
     "zerorename.committers.errors",
     "zerorename.spark_adapter.errors",
     "zerorename.testing.errors",
+    "zerorename.perf.errors",
 )
 FAMILIES = {
     "zerorename.engine.errors": "EngineError",
     "zerorename.committers.errors": "CommitterError",
     "zerorename.spark_adapter.errors": "SparkAdapterError",
     "zerorename.testing.errors": "TestingError",
+    "zerorename.perf.errors": "PerfError",
 }
 
 

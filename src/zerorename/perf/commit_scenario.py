@@ -36,6 +36,7 @@ from typing import Any
 from zerorename.perf import commit_latency
 from zerorename.perf.commit_latency import Measure
 from zerorename.perf.commit_verify import VerificationError, cleanup, verify
+from zerorename.perf.errors import PrepareFailed as PrepareFailed  # re-exported
 from zerorename.perf.model import (
     ChildFailed,
     Meter,
@@ -59,10 +60,6 @@ _FUNC = "zerorename.perf.commit_scenario:"
 _CHECKSUM_PARAM = {"CRC32": "ChecksumCRC32", "CRC32C": "ChecksumCRC32C", "SHA256": "ChecksumSHA256"}
 #: one part: the engine's smallest part size (5 MiB) bounds a one-part object
 _MAX_OBJECT_KIB = 5 * 1024
-
-
-class PrepareFailed(RuntimeError):
-    """The untimed preparation process failed; the message carries its stderr's tail."""
 
 
 # --- options and plan ---------------------------------------------------------------------

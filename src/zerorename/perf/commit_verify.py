@@ -6,9 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-
-class VerificationError(RuntimeError):
-    """After a measured run the destination did not hold exactly what the commit promised."""
+from zerorename.perf.errors import VerificationError as VerificationError  # re-exported
 
 
 def verify(

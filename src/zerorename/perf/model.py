@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from zerorename.engine import EngineConfig
+from zerorename.perf.errors import ChildFailed as ChildFailed  # re-exported
 from zerorename.testing.targets import endpoint_engine_config
 from zerorename.units import parse_size
 
@@ -170,10 +171,6 @@ class Meter:
 
 #: a measured function: (target, params) -> metrics. It runs in a fresh child process.
 MeasureFn = Callable[[Target, dict[str, Any]], dict[str, float]]
-
-
-class ChildFailed(RuntimeError):
-    """A measured run failed; the message carries the child's last lines of stderr."""
 
 
 def run_in_child(

@@ -29,6 +29,7 @@ from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from zerorename.perf.errors import TargetError as TargetError  # re-exported
 from zerorename.perf.model import DEFAULT_BUCKET, Target
 
 if TYPE_CHECKING:
@@ -39,10 +40,6 @@ log = logging.getLogger(__name__)
 EMBEDDED = ("moto", "rgw", "sink")
 #: credentials for the embedded moto and sink servers (they accept any)
 _BENCH_KEY, _BENCH_SECRET = "zerorenamebench", "zerorenamebenchsecret"
-
-
-class TargetError(RuntimeError):
-    """A target could not be opened; the message says what to do."""
 
 
 def _free_port() -> int:

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
+from zerorename.perf.errors import TlsProbeError as TlsProbeError  # re-exported
 from zerorename.perf.model import Target
 from zerorename.perf.report import Stat
 from zerorename.units import GiB, MiB
@@ -30,10 +31,6 @@ RECORD = 16 * 1024
 #: bytes sealed per measured round (and rounds: the floor is the cheapest round)
 _ROUND_BYTES = 128 * MiB
 _ROUNDS = 3
-
-
-class TlsProbeError(RuntimeError):
-    """The probe connection failed (an unknown CA, a wrong host name, no TLS at all)."""
 
 
 def aead_of(cipher: str) -> str | None:
