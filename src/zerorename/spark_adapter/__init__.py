@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from zerorename.spark_adapter.router import BatchRouter
     from zerorename.spark_adapter.streaming import ZeroRenameStreamWriter
     from zerorename.spark_adapter.streamlog import StreamLog
+    from zerorename.spark_adapter.streamread import Snapshot, committed_files
     from zerorename.spark_adapter.streamsink import read_stream_log
     from zerorename.spark_adapter.success import SuccessInfo, read_success
 
@@ -58,6 +59,8 @@ _LAZY = {
     "ZeroRenameStreamWriter": "zerorename.spark_adapter.streaming",
     "StreamLog": "zerorename.spark_adapter.streamlog",
     "read_stream_log": "zerorename.spark_adapter.streamsink",
+    "Snapshot": "zerorename.spark_adapter.streamread",
+    "committed_files": "zerorename.spark_adapter.streamread",
 }
 
 
@@ -79,6 +82,7 @@ __all__ = [
     "LoopBridge",
     "OptionError",
     "OutputFiles",
+    "Snapshot",
     "SparkAdapterError",
     "StreamLog",
     "StreamLogError",
@@ -89,6 +93,7 @@ __all__ = [
     "ZeroRenameStreamWriter",
     "ZeroRenameWriter",
     "activate",
+    "committed_files",
     "get_bridge",
     "options_table",
     "read_stream_log",

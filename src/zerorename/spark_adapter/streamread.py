@@ -157,6 +157,8 @@ def judge(
                 f"more than its log lists ({KEEP})"
             )
         unsafe.update(e.job_id for e in new)
+        # G1's intent is G2's or committed in G2 by then (or discarded with no file):
+        # dropped by the rules above already, named here to say so
         unsafe.update(p.job_id for p in (g1.pending, g2.pending) if p is not None)
         for e in g1.recent:
             committed[e.job_id] = (q, e.batch)
