@@ -132,3 +132,29 @@ def test_the_proxys_cpu_counts_against_the_ceiling_of_the_runs() -> None:
     alone = tune_scenario._probe_of(got)
     shared = tune_scenario._probe_of({**got, "proxy_cpu_s_per_gib": 0.5})
     assert alone.cpu_s_per_gib == 0.5 and shared.cpu_s_per_gib == 1.0
+
+
+def test_tune_for_a_list_of_latencies_plots_each(tmp_path: Path) -> None:
+    """One invocation probes, brackets and advises per latency, and plots them."""
+    advice, png = tmp_path / "advice.json", tmp_path / "tune.png"
+    args = ["tune", "--target", "sink", "--reps", "1", "--size", "16MiB", "--latency-ms", "0,5"]
+    doc = perf([*args, "--advice", str(advice), "--plot", str(png)], tmp_path)
+    per = json.loads(advice.read_text())["per_latency"]
+    assert [p["latency_ms"] for p in per] == [0.0, 5.0]
+    by_latency: dict[float, int] = {}
+    for s in doc["samples"]:
+        by_latency[s["params"]["latency_ms"]] = by_latency.get(s["params"]["latency_ms"], 0) + 1
+        assert s["metrics"]["requests"] >= 4 and s["group"].startswith("lat=")
+    for p in per:
+        # every setting of the (bracketed) grid ran once at its latency, through the proxy
+        assert by_latency[p["latency_ms"]] == len(p["grid"])
+        assert p["probe"]["bound"].split(" ")[0] in ("client", "server")
+        assert p["probe"]["burst_concurrency"] >= 1 and p["probe"]["client_ceiling_mb_s"] > 0
+        assert 0 < p["pick_over_best"] <= 1
+        added = {(c, q) for c, q in p["bracket"]["added"]}
+        assert added <= {(g["concurrency"], g["part_size"]) for g in p["grid"]}
+    out = doc["_stdout"]
+    assert "-- latency 0 ms --" in out and "-- latency 5 ms --" in out
+    assert "--latency-ms 0,5: every request of each latency's runs went through" in out
+    assert out.count("measured knee: ") == 2 and out.count("bound: ") == 2
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000

@@ -171,8 +171,10 @@ def _probe(target: Target, params: dict[str, Any], wire: Wire | None) -> dict[st
         async with UploadEngine(many) as engine:
             path = upload_scenario.data_file(size)
             proxy0 = wire.proxy.cpu_seconds() if wire is not None else 0.0
+            want0 = _wanted_seconds()
             with Meter() as m:
                 await engine.upload(target.bucket, f"{base}/cpu", path)
+            want1 = _wanted_seconds()
             proxy_cpu = (wire.proxy.cpu_seconds() - proxy0) if wire is not None else 0.0
             await engine.delete_object(target.bucket, f"{base}/cpu")
         return {
@@ -185,9 +187,29 @@ def _probe(target: Target, params: dict[str, Any], wire: Wire | None) -> dict[st
             "burst_concurrency": float(burst),
             "burst_s": m.wall,
             "burst_cpu_s": m.cpu,
+            # CPU plus the time runnable but waiting for a core: on a busy machine a
+            # client that waited for the CPU did not wait for the server
+            "burst_wanted_s": (want1 - want0) if want0 is not None and want1 is not None else m.cpu,
         }
 
     return run(main())
+
+
+def _wanted_seconds() -> float | None:
+    """Seconds this process's threads ran or waited runnable for a core (Linux's
+    /proc/self/task/*/schedstat: run time and run-queue delay), or None."""
+    total = 0
+    try:
+        for task in os.listdir("/proc/self/task"):
+            try:
+                with open(f"/proc/self/task/{task}/schedstat", encoding="ascii") as f:
+                    run_ns, delay_ns, _ = f.read().split()
+            except FileNotFoundError:  # a thread that ended meanwhile
+                continue
+            total += int(run_ns) + int(delay_ns)
+    except (OSError, ValueError):
+        return None
+    return total / 1e9
 
 
 def _probe_of(got: Mapping[str, float]) -> Probe:
@@ -200,7 +222,8 @@ def _probe_of(got: Mapping[str, float]) -> Probe:
         return client
     size, conc = int(got["burst_bytes"]), int(got["burst_concurrency"])
     expected = burst_time(client, size, conc, PROBE_PART)
-    server = server_ceiling(size, got["burst_s"], got["burst_cpu_s"], expected)
+    busy = got.get("burst_wanted_s", got["burst_cpu_s"])
+    server = server_ceiling(size, got["burst_s"], busy, expected)
     return dataclasses.replace(client, server_bps=server)
 
 

@@ -103,21 +103,22 @@ def burst_time(probe: Probe, burst_bytes: int, concurrency: int, part: int) -> f
 def server_ceiling(
     burst_bytes: int,
     wall_s: float,
-    client_cpu_s: float,
+    client_busy_s: float,
     expected_s: float,
     busy: float = BUSY,
 ) -> float | None:
     """The server's ceiling from a burst of parallel part uploads: its throughput when
-    the client's CPU was busy less than ``busy`` of the wall time (the client waited) and
+    the client's threads ran (or waited for a core) less than ``busy`` of the wall time
+    (``client_busy_s``: the client waited on the server) and
     the burst took longer than the round trips and one connection's rate explain
     (``expected_s`` / :data:`SLOW`); else None (the server's ceiling was not reached)."""
     if burst_bytes < 1 or not wall_s > 0 or not math.isfinite(wall_s):
         raise ConfigError(f"a burst needs bytes >= 1 and a time > 0, got {burst_bytes}, {wall_s}")
-    if not math.isfinite(client_cpu_s) or client_cpu_s < 0:
-        raise ConfigError(f"a burst's client CPU must be >= 0, got {client_cpu_s!r}")
+    if not math.isfinite(client_busy_s) or client_busy_s < 0:
+        raise ConfigError(f"a burst's client busy time must be >= 0, got {client_busy_s!r}")
     if not math.isfinite(expected_s) or expected_s < 0:
         raise ConfigError(f"a burst's expected time must be >= 0, got {expected_s!r}")
-    if client_cpu_s >= busy * wall_s or wall_s * SLOW <= expected_s:
+    if client_busy_s >= busy * wall_s or wall_s * SLOW <= expected_s:
         return None
     return burst_bytes / wall_s
 
