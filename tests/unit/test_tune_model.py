@@ -103,6 +103,17 @@ def test_overlapping_spreads_are_indistinguishable_and_the_cheapest_wins() -> No
     assert "1 cheaper setting(s) measurably slower" in got.sureness
 
 
+def test_a_cheaper_setting_within_wide_spreads_but_far_below_the_best_is_not_picked() -> None:
+    # a loaded machine: 2 in flight overlaps 8's range, but its median is 80% of 8's
+    got = pick({A: [150, 400, 600], B: [300, 480, 620], C: [350, 500, 640]})
+    assert got.indistinguishable == (A, B, C) and got.setting == B and got.knee() == 4
+    assert "1 cheaper one(s) within the noise but below 450 MB/s" in got.sureness
+    # with the share lowered to 0.75 the cheapest indistinguishable one is picked again
+    assert pick({A: [150, 400, 600], C: [350, 500, 640]}, share=0.75).setting == A
+    with pytest.raises(ConfigError, match="share"):
+        pick({A: [1.0]}, share=0.0)
+
+
 def test_a_setting_clear_of_the_others_is_picked_surely() -> None:
     got = pick({A: [100, 110], B: [150, 160], C: [300, 310]})
     assert got.setting == got.best == C and got.indistinguishable == (C,)
@@ -140,9 +151,13 @@ def test_the_pick_is_the_cheapest_setting_indistinguishable_from_the_best(
 ) -> None:
     got = pick(measured, tol)
     assert got.best in got.indistinguishable and got.setting in got.indistinguishable
-    assert all(got.setting.cost() <= s.cost() for s in got.indistinguishable)
     best_median = got.spreads[got.best].median
     assert all(sp.median <= best_median for sp in got.spreads.values())
+    # the cheapest of those that reach 90% of the best's median
+    assert got.spreads[got.setting].median >= 0.9 * best_median
+    reach = [s for s in got.indistinguishable if got.spreads[s].median >= 0.9 * best_median]
+    assert all(got.setting.cost() <= s.cost() for s in reach)
+    assert got.knee() == min(s.concurrency for s in reach)
     # the order the grid was measured in does not change the answer
     again = pick(dict(reversed(list(measured.items()))), tol)
     assert (again.setting, again.indistinguishable) == (got.setting, got.indistinguishable)

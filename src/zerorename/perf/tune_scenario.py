@@ -110,6 +110,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "whatever the spreads (default: 0.05)",
     )
     p.add_argument(
+        "--share",
+        type=float,
+        default=0.9,
+        help="a pick's median must reach this fraction of the best's, however wide the "
+        "spreads that make them indistinguishable (default: 0.9)",
+    )
+    p.add_argument(
         "--executor-cores",
         type=positive_int,
         default=4,
@@ -292,6 +299,8 @@ def plan(args: argparse.Namespace, target: Target) -> list[Run]:
         upload_latency.check_target(latency, target)
     if not 0 <= args.tolerance < 1:
         raise SystemExit(f"--tolerance must be in [0, 1), got {args.tolerance}; e.g. 0.05")
+    if not 0 < args.share <= 1:
+        raise SystemExit(f"--share must be in (0, 1], got {args.share}; e.g. 0.9")
     if args.advice and not os.access(os.path.dirname(os.path.abspath(args.advice)), os.W_OK):
         raise SystemExit(f"--advice: cannot write {args.advice}; choose another path")
     runs = []
@@ -341,7 +350,7 @@ def result(samples: list[Sample], args: argparse.Namespace) -> tuple[dict[str, A
     got = samples[0].params["probe"]
     probe = _probe_of(got)
     proposal = propose(probe, parse_size(args.size))
-    chosen = pick(_measured(samples), args.tolerance)
+    chosen = pick(_measured(samples), args.tolerance, args.share)
     advice = Advice(chosen.setting, proposal.commit_completes, args.executor_cores)
     best = chosen.spreads[chosen.best]
     mine = chosen.spreads[chosen.setting]
@@ -405,7 +414,8 @@ def _notes_one(samples: list[Sample], args: argparse.Namespace) -> tuple[list[st
         f"model: {prop['why']} (expected {prop['expected_mb_s']:.0f} MB/s)",
         *_bracket_lines(steps, doc["bracket"]["added"]),
         f"measured knee: concurrency {knee} (the fewest in flight indistinguishable from the "
-        f"best); the model proposed {prop['concurrency']}: {agree}",
+        f"best and within {args.share:.0%} of it); the model proposed {prop['concurrency']}: "
+        f"{agree}",
         f"picked: {s.label()}: {sp.median:.0f} MB/s [{sp.low:.0f}-{sp.high:.0f}], "
         f"{format_size(s.memory())} per process; best {chosen.best.label()}: "
         f"{doc['best_mb_s']:.0f} MB/s (pick/best {doc['pick_over_best']:.0%})",
@@ -459,7 +469,7 @@ def plot(samples: list[Sample], args: argparse.Namespace, path: str) -> None:
     groups = sorted(_by_latency(samples).items(), key=lambda kv: -1.0 if kv[0] is None else kv[0])
     fig, axes = plt.subplots(1, len(groups), figsize=(4.8 * len(groups), 4), squeeze=False)
     for ax, (lat, group) in zip(axes[0], groups, strict=True):
-        chosen = pick(_measured(group), args.tolerance)
+        chosen = pick(_measured(group), args.tolerance, args.share)
         for part in sorted({s.part_size for s in chosen.spreads}):
             line = sorted(s for s in chosen.spreads if s.part_size == part)
             xs = [s.concurrency for s in line]

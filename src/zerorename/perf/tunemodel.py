@@ -30,6 +30,8 @@ WAIT_SHARE = 0.25
 #: completes per second the job commit's completes in flight should sustain
 COMMIT_RATE = 1000.0
 COMMIT_MIN, COMMIT_MAX = 8, 64
+#: the share of the best's median MB/s a pick must reach
+SHARE = 0.9
 #: a burst whose client CPU was at least this share of its wall time was the client's limit
 BUSY = 0.85
 #: a burst slower than this share of what round trips and one connection's rate allow
@@ -233,10 +235,15 @@ class Pick:
     best: Setting
     indistinguishable: tuple[Setting, ...]
     sureness: str
+    #: the MB/s a pick had to reach (a share of the best's median)
+    floor: float = 0.0
 
     def knee(self) -> int:
-        """The fewest requests in flight indistinguishable from the best."""
-        return min(s.concurrency for s in self.indistinguishable)
+        """The fewest requests in flight indistinguishable from the best that reach the
+        floor."""
+        return min(
+            s.concurrency for s in self.indistinguishable if self.spreads[s].median >= self.floor
+        )
 
 
 def indistinguishable(a: Spread, b: Spread, tolerance: float) -> bool:
@@ -247,12 +254,18 @@ def indistinguishable(a: Spread, b: Spread, tolerance: float) -> bool:
     return overlap or abs(a.median - b.median) <= tolerance * top
 
 
-def pick(measured: Mapping[Setting, Sequence[float]], tolerance: float = 0.05) -> Pick:
-    """The cheapest setting indistinguishable from the best (by median MB/s)."""
+def pick(
+    measured: Mapping[Setting, Sequence[float]], tolerance: float = 0.05, share: float = SHARE
+) -> Pick:
+    """The cheapest setting indistinguishable from the best (by median MB/s) whose median
+    reaches ``share`` of the best's: wide spreads make settings indistinguishable that
+    are far apart, and a pick must still give most of the best throughput."""
     if not measured:
         raise ConfigError("nothing was measured: no setting to pick from")
     if not 0 <= tolerance < 1:
         raise ConfigError(f"tolerance must be in [0, 1), got {tolerance!r}")
+    if not 0 < share <= 1:
+        raise ConfigError(f"share must be in (0, 1], got {share!r}")
     spreads = {s: Spread.of(v) for s, v in measured.items()}
     best = max(spreads, key=lambda s: (spreads[s].median, [-x for x in s.cost()]))
     same = tuple(
@@ -261,8 +274,10 @@ def pick(measured: Mapping[Setting, Sequence[float]], tolerance: float = 0.05) -
             key=Setting.cost,
         )
     )
-    chosen = same[0]
-    return Pick(chosen, spreads, best, same, _sureness(chosen, spreads, same, tolerance))
+    floor = share * spreads[best].median
+    chosen = next(s for s in same if spreads[s].median >= floor)
+    why = _sureness(chosen, spreads, same, tolerance, floor)
+    return Pick(chosen, spreads, best, same, why, floor)
 
 
 def _sureness(
@@ -270,6 +285,7 @@ def _sureness(
     spreads: Mapping[Setting, Spread],
     same: Sequence[Setting],
     tolerance: float,
+    floor: float,
 ) -> str:
     runs = min(s.runs for s in spreads.values())
     mine = spreads[chosen]
@@ -286,9 +302,15 @@ def _sureness(
             f"every other setting's fastest (spreads up to {noise:.0%})"
         )
     cheaper = [s for s in spreads if s.cost() < chosen.cost()]
+    below = [s for s in cheaper if s in same]
     tail = "no cheaper setting was measured"
     if cheaper:
-        tail = f"{len(cheaper)} cheaper setting(s) measurably slower"
+        tail = f"{len(cheaper) - len(below)} cheaper setting(s) measurably slower"
+    if below:
+        tail += (
+            f", {len(below)} cheaper one(s) within the noise but below {floor:.0f} MB/s "
+            f"(the share of the best's median a pick must reach)"
+        )
     return (
         f"fairly sure: {len(same)} settings are indistinguishable from the best over {runs} "
         f"interleaved runs (spreads up to {noise:.0%} overlap), the cheapest is picked and "
