@@ -1,0 +1,142 @@
+"""``zerorename perf stream`` on real servers at a tiny size: the runs report their
+figures, a wrong destination makes a run fail instead of reporting, and behind the proxy a
+batch commit is the 9 sequential requests the in-memory store test counts (no figure is
+compared with a time)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from perf_helpers import perf_target
+from zerorename.perf import stream_scenario as ss
+from zerorename.perf.model import ChildFailed, run_in_child
+from zerorename.testing.targets import S3Target
+
+FIGURES = ("commit_p50_ms", "commit_p99_ms", "commit_max_ms", "batches", "files", "verified")
+COUNTS = ("requests", "sequential_requests", "sequential_requests_max")
+
+
+def parse(*argv: str) -> Any:
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    ss.add_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+def listing(s3: S3Target) -> tuple[list[str], list[str]]:
+    """(object keys, pending upload keys) under the test's prefix."""
+    c = s3.boto3_client()
+    objs = [
+        o["Key"]
+        for page in c.get_paginator("list_objects_v2").paginate(Bucket=s3.bucket, Prefix=s3.prefix)
+        for o in page.get("Contents", [])
+    ]
+    ups = c.list_multipart_uploads(Bucket=s3.bucket, Prefix=s3.prefix).get("Uploads", [])
+    return objs, [u["Key"] for u in ups]
+
+
+def runs_on(s3: S3Target, *argv: str) -> dict[str, Any]:
+    target = perf_target(s3)
+    args = parse("--files", "3", "--batches", "2", "--files-per-task", "2", *argv)
+    return {r.client: r for r in ss.plan(args, target)}
+
+
+@pytest.mark.parametrize("client", ss.CLIENTS)
+def test_each_client_runs_verifies_and_leaves_nothing(moto_s3: S3Target, client: str) -> None:
+    run = runs_on(moto_s3)[client]
+    m = run_in_child(run.func, perf_target(moto_s3), run.params)
+    assert set(FIGURES) <= set(m) and not set(COUNTS) & set(m)
+    assert (m["batches"], m["files"], m["verified"]) == (2.0, 3.0, 1.0)
+    assert 0 < m["commit_p50_ms"] <= m["commit_p99_ms"] <= m["commit_max_ms"]
+    assert listing(moto_s3) == ([], [])
+
+
+def test_a_kept_stream_run_holds_its_batches_files_and_log(moto_s3: S3Target) -> None:
+    """3 files per batch in 2 tasks (2 + 1 files), 1 warm-up + 2 batches: 9 files, the
+    query's log, nothing else (no job record, no note, no pending upload)."""
+    run = runs_on(moto_s3)["zerorename"]
+    run_in_child(run.func, perf_target(moto_s3), {**run.params, "keep": True})
+    keys, uploads = listing(moto_s3)
+    assert uploads == []
+    data = [k for k in keys if k.endswith(".bin")]
+    assert len(data) == 9
+    (log_key,) = [k for k in keys if not k.endswith(".bin")]
+    assert "/_zerorename_streams/" in log_key and log_key.endswith("/log.json")
+    doc = json.loads(
+        moto_s3.boto3_client().get_object(Bucket=moto_s3.bucket, Key=log_key)["Body"].read()
+    )
+    assert doc["last_batch"] == 2 and doc["pending"] is None
+    assert doc["totals"]["batches"] == 3 and doc["totals"]["files"] == 9
+
+
+@pytest.mark.parametrize(
+    ("fault", "says"),
+    [("upload", "1 multipart uploads left"), ("missing", "1 committed files missing")],
+)
+def test_a_wrong_destination_fails_the_run_instead_of_reporting(
+    moto_s3: S3Target, fault: str, says: str
+) -> None:
+    """A pending upload left, or a committed file missing, after the batches: the run
+    reports no figure (the harness records it as failed) and still cleans up."""
+    run = runs_on(moto_s3)["zerorename"]
+    with pytest.raises(ChildFailed) as err:
+        run_in_child(run.func, perf_target(moto_s3), {**run.params, "inject": fault})
+    text = str(err.value)
+    assert "StreamVerificationError" in text and says in text
+    assert "the run's figures are not reported" in text
+    assert listing(moto_s3) == ([], [])
+
+
+def perf(args: list[str], tmp_path: Path) -> dict[str, Any]:
+    """``python -m zerorename.perf ARGS --json F``; the JSON document (and stdout)."""
+    out = tmp_path / "out.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "zerorename.perf", *args, "--json", str(out), "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ},
+        check=False,
+    )
+    assert proc.returncode == 0, f"{args}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    doc: dict[str, Any] = json.loads(out.read_text())
+    doc["_stdout"] = proc.stdout
+    return doc
+
+
+def test_on_the_sink_behind_the_proxy_a_batch_commit_is_9_sequential_requests(
+    tmp_path: Path,
+) -> None:
+    """The harness end to end: per files value the sink and the baseline, every figure,
+    ratios, and the chains. A batch commit sends 9 requests one after another, as
+    tests/unit/test_streaming_sink.py counts on the in-memory store: the log and the job
+    notes read, the intent, the append job commit's 6 rounds, the log. The baseline: the
+    completes at once, then the PUT. 100 ms per request, so requests sent together overlap
+    far beyond the loop's jitter."""
+    args = ["stream", "--target", "sink", "--reps", "1", "--files", "1,4"]
+    doc = perf([*args, "--batches", "2", "--latency-ms", "100"], tmp_path)
+    assert not doc["failures"]
+    got = {(s["client"], s["params"]["files"]): s["metrics"] for s in doc["samples"]}
+    assert set(got) == {(c, n) for c in ss.CLIENTS for n in (1, 4)}
+    for (client, n), m in got.items():
+        assert set(FIGURES) | set(COUNTS) <= set(m), (client, n)
+        if client == "zerorename":
+            assert m["sequential_requests"] == m["sequential_requests_max"] == 9
+        else:
+            assert (m["requests"], m["sequential_requests"]) == (n + 1, 2)
+    # one task per file: each more file is one more pendingset read and one more complete
+    assert got[("zerorename", 4)]["requests"] - got[("zerorename", 1)]["requests"] == 3 * 2
+    rated = {(r["group"], r["metric"]) for r in doc["ratios"]}
+    assert ("files=4", "commit_p50_ms") in rated and ("files=1", "sequential_requests") in rated
+    out = doc["_stdout"]
+    assert "9 sequential: GetObject > PutObject > " in out
+    assert "CompleteMultipartUpload > PutObject" in out
+    assert "verified after every run" in out
