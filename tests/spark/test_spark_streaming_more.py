@@ -107,6 +107,35 @@ def _per_batch(spark: Any, zr: Any, tmp_path: Path, committer: str, part_by: str
     assert sorted(f.key for f in snap.files) == sorted(
         zr.prefix() + k for k in zr.data_keys() if not k.startswith("_")
     )
+    _check_is_not_vacuous(zr, bool(part_by))
+
+
+def _check_is_not_vacuous(zr: Any, partitioned: bool) -> None:
+    """The per-batch check fails on a stray file of no batch, on a batch short of a file
+    and (partitioned) on a file in another partition's directory."""
+    client, bucket = zr.client(), zr.target.bucket
+    rel = next(k for k in zr.data_keys() if not k.startswith("_"))
+    first, body = zr.prefix() + rel, zr.get(zr.prefix() + rel)
+    job = job_id_of_key(first)
+    assert job is not None
+    stray = first.replace(job, "0" * 8 + job[8:])
+    moved = zr.prefix() + "p=9/" + rel.split("/")[-1]
+
+    def fails() -> None:
+        with pytest.raises(AssertionError):
+            _check_batches(zr, 3, partitioned)
+
+    client.put_object(Bucket=bucket, Key=stray, Body=body)
+    fails()
+    client.delete_object(Bucket=bucket, Key=stray)
+    client.delete_object(Bucket=bucket, Key=first)
+    fails()
+    if partitioned:
+        client.put_object(Bucket=bucket, Key=moved, Body=body)
+        fails()
+        client.delete_object(Bucket=bucket, Key=moved)
+    client.put_object(Bucket=bucket, Key=first, Body=body)
+    _check_batches(zr, 3, partitioned)
 
 
 def _reader_options(zr: Any) -> dict[str, str]:
