@@ -27,6 +27,7 @@ from zerorename.perf.tunemodel import (
     Setting,
     Spread,
     burst_time,
+    choose,
     propose,
     server_ceiling,
 )
@@ -59,7 +60,7 @@ def measurer(
 
 def test_the_edge_is_the_top_corner_and_its_neighbours() -> None:
     grid = [Setting(c, p) for c in (2, 4, 8) for p in (P8, P16)]
-    assert edge(grid) == [Setting(4, P16), Setting(8, P8), Setting(8, P16)]
+    assert edge(grid) == [Setting(2, P16), Setting(4, P16), Setting(8, P8), Setting(8, P16)]
     assert edge([Setting(3, P8)]) == [Setting(3, P8)]
     with pytest.raises(ConfigError, match="empty grid"):
         edge([])
@@ -74,18 +75,32 @@ def test_a_best_at_the_largest_concurrency_that_beats_its_neighbour_extends() ->
 
 
 def test_an_edge_within_the_noise_of_its_neighbour_brackets() -> None:
-    # 8 is the best but its runs overlap 4's: the grid has shown the knee
-    got = spreads({Setting(4, P16): [600, 700, 720], Setting(8, P16): [650, 710, 730]})
+    # 8 is the best but its runs overlap 4's, and 2 is measurably slower: bracketed
+    slow = {Setting(2, P16): [300, 310, 320]}
+    got = spreads({**slow, Setting(4, P16): [600, 700, 720], Setting(8, P16): [650, 710, 730]})
     assert extension(got, GiB, tolerance=0.05) is None
     # the best below the edge: bracketed whatever the spreads
-    got = spreads({Setting(4, P16): [800, 810], Setting(8, P16): [500, 510]})
+    got = spreads({**slow, Setting(4, P16): [800, 810], Setting(8, P16): [500, 510]})
     assert extension(got, GiB, tolerance=0.05) is None
+
+
+def test_a_pick_at_the_smallest_concurrency_measures_half_of_it() -> None:
+    # 4 is within the noise of 8 and reaches 90% of it: would 2 do as well?
+    got = spreads({Setting(4, P16): [600, 700, 720], Setting(8, P16): [650, 710, 730]})
+    ext = extension(got, GiB, tolerance=0.05)
+    assert ext is not None and ext.settings == (Setting(2, P16),)
+    assert "(concurrency 4, parts 16MiB, 700 MB/s [600-720]) is the grid's smallest" in ext.why
+    # nothing below 1, nor a setting whose runs failed before
+    one = spreads({Setting(1, P16): [700], Setting(2, P16): [705]})
+    assert extension(one, GiB, tolerance=0.05) is None
+    assert extension(got, GiB, tolerance=0.05, tried={Setting(2, P16)}) is None
 
 
 def test_the_part_size_axis_extends_too_and_the_caps_stop_it() -> None:
     got = spreads({Setting(8, P8): [300, 310], Setting(8, P16): [600, 610]})
     ext = extension(got, GiB, tolerance=0.05)
-    assert ext is not None and ext.settings == (Setting(8, 32 * MiB),)
+    # up the part size, and down the concurrency (8 is the smallest measured at 16 MiB)
+    assert ext is not None and ext.settings == (Setting(8, 32 * MiB), Setting(4, P16))
     # an object of 48 MiB has fewer than 2 parts of 32 MiB: said, not measured
     ext = extension(got, 48 * MiB, tolerance=0.05)
     assert ext is not None and ext.settings == ()
@@ -106,22 +121,24 @@ def test_bracketing_walks_up_to_the_knee_and_stops_there() -> None:
     assert [s.concurrency for s in br.added] == [12, 24, 48]
     assert [s.concurrency for s in br.settings] == [1, 3, 6, 12, 24, 48]
     assert len(br.steps) == 3 and all("beyond the noise" in w for w in br.steps)
-    # only the edge and the extensions were measured in planning, each once
-    assert log == [
-        Setting(3, P8),
-        Setting(6, P8),
-        Setting(12, P8),
-        Setting(24, P8),
-        Setting(48, P8),
-    ]
+    # only the edge (here the whole line) and the extensions were measured, each once
+    assert [s.concurrency for s in log] == [1, 3, 6, 12, 24, 48]
 
 
 def test_a_grid_that_brackets_is_measured_at_its_edge_only() -> None:
     measure, log = measurer(curve(knee=2))
-    grid = [Setting(c, P8) for c in (2, 4, 8)]
+    grid = [Setting(c, p) for c in (1, 2, 4) for p in (P8, P16)]
     br = bracket(grid, measure, GiB, tolerance=0.05)
-    assert br.added == () and br.steps == () and br.settings == tuple(grid)
-    assert log == [Setting(4, P8), Setting(8, P8)]
+    assert br.added == () and br.steps == () and br.settings == tuple(sorted(grid))
+    assert log == [Setting(1, P16), Setting(2, P16), Setting(4, P8), Setting(4, P16)]
+
+
+def test_bracketing_walks_down_to_the_fewest_requests_that_do() -> None:
+    measure, log = measurer(curve(knee=2))
+    br = bracket([Setting(c, P8) for c in (4, 8, 16)], measure, GiB, tolerance=0.05)
+    # 4 did as well as 16: 2 did too, 1 did not
+    assert br.added == (Setting(2, P8), Setting(1, P8)) and len(br.steps) == 2
+    assert [s.concurrency for s in log] == [4, 8, 16, 2, 1]
 
 
 def test_bracketing_stops_after_the_most_extensions_and_says_so() -> None:
@@ -131,12 +148,17 @@ def test_bracketing_stops_after_the_most_extensions_and_says_so() -> None:
     assert br.steps[-1].startswith(f"stopped after {MAX_EXTENSIONS} extensions")
 
 
-def test_a_setting_whose_runs_all_failed_is_left_out() -> None:
-    def measure(settings: Sequence[Setting]) -> dict[Setting, list[float]]:
-        return {s: ([] if s.concurrency == 8 else [100.0 * s.concurrency]) for s in settings}
+def test_an_extension_whose_runs_all_failed_is_left_out_and_not_retried() -> None:
+    log: list[Setting] = []
 
-    br = bracket([Setting(4, P8), Setting(8, P8)], measure, GiB, tolerance=0.05)
-    assert Setting(8, P8) not in br.measured and br.added == ()
+    def measure(settings: Sequence[Setting]) -> dict[Setting, list[float]]:
+        log.extend(settings)
+        return {s: ([] if s.concurrency == 16 else [100.0 * s.concurrency]) for s in settings}
+
+    br = bracket([Setting(c, P8) for c in (2, 4, 8)], measure, GiB, tolerance=0.05)
+    assert Setting(16, P8) not in br.measured and br.added == ()
+    assert Setting(16, P8) not in br.settings and log.count(Setting(16, P8)) == 1
+    assert br.steps[-1] == "every run of concurrency 16, parts 8MiB failed: left out"
 
 
 figures = st.lists(st.floats(min_value=1.0, max_value=5000.0), min_size=1, max_size=5)
@@ -153,7 +175,8 @@ def test_an_extension_only_steps_outward_from_the_best_within_the_caps(
     measured: dict[Setting, list[float]], size: int, tol: float
 ) -> None:
     got = spreads(measured)
-    best = best_of(got)
+    best, _same, cheapest, _floor = choose(got, tol)
+    assert best == best_of(got)
     ext = extension(got, size, tol)
     if ext is None:
         return
@@ -163,6 +186,7 @@ def test_an_extension_only_steps_outward_from_the_best_within_the_caps(
         assert s in (
             Setting(2 * best.concurrency, best.part_size),
             Setting(best.concurrency, 2 * best.part_size),
+            Setting(max(1, cheapest.concurrency // 2), cheapest.part_size),
         )
         assert s.concurrency <= MAX_CONCURRENCY and s.memory() <= MAX_MEMORY
         assert 2 * s.part_size <= size and s.concurrency <= math.ceil(size / s.part_size)

@@ -10,14 +10,16 @@ loop over any ``measure`` function, so it is tested with made-up figures.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from zerorename.errors import ConfigError
 from zerorename.perf.tunemodel import (
     MAX_CONCURRENCY,
+    SHARE,
     Setting,
     Spread,
+    choose,
     indistinguishable,
 )
 from zerorename.units import GiB, format_size
@@ -45,21 +47,20 @@ def best_of(spreads: Mapping[Setting, Spread]) -> Setting:
     """The best median; among equal medians the cheapest (as :func:`pick` orders them)."""
     if not spreads:
         raise ConfigError("nothing was measured: no grid to extend")
-    return max(spreads, key=lambda s: (spreads[s].median, [-x for x in s.cost()]))
+    return choose(spreads, 0.0)[0]
 
 
 def edge(settings: Sequence[Setting]) -> list[Setting]:
-    """The grid's top corner (largest concurrency at its largest part size) and its
-    neighbours one step down on each axis: what tells whether the grid brackets."""
+    """What tells whether the grid brackets the knee: every concurrency at the grid's
+    largest part size (its ends and their neighbours) and the top corner's neighbour one
+    part size down."""
     if not settings:
         raise ConfigError("an empty grid has no edge")
     top_part = max(s.part_size for s in settings)
     top_conc = max(s.concurrency for s in settings if s.part_size == top_part)
-    corner = Setting(top_conc, top_part)
-    out = [corner]
-    concs = sorted({s.concurrency for s in settings if s.part_size == top_part})
-    if len(concs) > 1:
-        out.append(Setting(concs[-2], top_part))
+    out = [
+        Setting(c, top_part) for c in {s.concurrency for s in settings if s.part_size == top_part}
+    ]
     parts = sorted({s.part_size for s in settings if s.concurrency == top_conc})
     if len(parts) > 1:
         out.append(Setting(top_conc, parts[-2]))
@@ -86,10 +87,15 @@ def extension(
     object_size: int,
     tolerance: float,
     max_memory: int = MAX_MEMORY,
+    share: float = SHARE,
+    tried: Collection[Setting] = (),
 ) -> Extension | None:
     """The next step when the best is at the grid's largest concurrency (or part size)
-    and beats its neighbour on that axis beyond the noise; None when the grid brackets."""
-    best = best_of(spreads)
+    and beats its neighbour on that axis beyond the noise (x2 up), or when the cheapest
+    setting a pick may take is the smallest concurrency measured at its part size (/2
+    down); None when the grid brackets. A setting in ``tried`` (its runs failed) is not
+    asked for again."""
+    best, _same, cheapest, _floor = choose(spreads, tolerance, share)
     top = spreads[best]
     steps: list[Setting] = []
     reasons: list[str] = []
@@ -120,7 +126,7 @@ def extension(
             f"is the grid's largest {axis} and beats {shown[1]} "
             f"({low.median:.0f} MB/s [{low.low:.0f}-{low.high:.0f}]) beyond the noise"
         )
-        if step in spreads:
+        if step in spreads or step in tried:
             continue
         why_not = _cap(step, object_size, max_memory)
         if why_not is not None:
@@ -128,6 +134,17 @@ def extension(
             continue
         steps.append(step)
         reasons.append(f"{beat}: measuring {axis} {shown[2]}")
+    low_conc = min(s.concurrency for s in spreads if s.part_size == cheapest.part_size)
+    down = Setting(max(1, cheapest.concurrency // 2), cheapest.part_size)
+    fresh = down not in spreads and down not in tried
+    if cheapest.concurrency == low_conc and fresh and _cap(down, object_size, max_memory) is None:
+        mine = spreads[cheapest]
+        steps.append(down)
+        reasons.append(
+            f"the cheapest setting within the noise of the best ({cheapest.label()}, "
+            f"{mine.median:.0f} MB/s [{mine.low:.0f}-{mine.high:.0f}]) is the grid's smallest "
+            f"concurrency: measuring concurrency {down.concurrency}"
+        )
     if not reasons:
         return None
     return Extension(tuple(steps), "; ".join(reasons))
@@ -150,6 +167,7 @@ def bracket(
     object_size: int,
     tolerance: float,
     max_memory: int = MAX_MEMORY,
+    share: float = SHARE,
 ) -> Bracket:
     """Measure the initial grid's edge, then extend while :func:`extension` asks, at
     most :data:`MAX_EXTENSIONS` steps. A setting whose runs all failed is left out."""
@@ -157,10 +175,14 @@ def bracket(
     added: list[Setting] = []
     measured: dict[Setting, list[float]] = {}
 
+    tried: set[Setting] = set()
+
     def run(these: Sequence[Setting]) -> None:
-        for s, values in measure(these).items():
-            if values:
-                measured.setdefault(s, []).extend(values)
+        tried.update(these)
+        got = measure(these)
+        for s in these:
+            if got.get(s):
+                measured.setdefault(s, []).extend(got[s])
 
     run(edge(settings))
     steps: list[str] = []
@@ -168,18 +190,22 @@ def bracket(
         if not measured:
             break
         spreads = {s: Spread.of(v) for s, v in measured.items()}
-        ext = extension(spreads, object_size, tolerance, max_memory)
+        ext = extension(spreads, object_size, tolerance, max_memory, share, tried)
         if ext is None:
             break
         steps.append(ext.why)
         if not ext.settings:
             break
-        added.extend(s for s in ext.settings if s not in settings)
-        settings.extend(s for s in ext.settings if s not in settings)
         run(ext.settings)
+        failed = [s for s in ext.settings if s not in measured]
+        if failed:
+            steps.append(f"every run of {', '.join(s.label() for s in failed)} failed: left out")
+        new = [s for s in ext.settings if s in measured and s not in settings]
+        added.extend(new)
+        settings.extend(new)
     else:
         spreads = {s: Spread.of(v) for s, v in measured.items()}
-        if measured and extension(spreads, object_size, tolerance, max_memory) is not None:
+        if measured and extension(spreads, object_size, tolerance, max_memory, share, tried):
             steps.append(
                 f"stopped after {MAX_EXTENSIONS} extensions: the best is still at the edge"
             )

@@ -267,6 +267,19 @@ def pick(
     if not 0 < share <= 1:
         raise ConfigError(f"share must be in (0, 1], got {share!r}")
     spreads = {s: Spread.of(v) for s, v in measured.items()}
+    best, same, chosen, floor = choose(spreads, tolerance, share)
+    why = _sureness(chosen, spreads, same, tolerance, floor)
+    return Pick(chosen, spreads, best, same, why, floor)
+
+
+def choose(
+    spreads: Mapping[Setting, Spread], tolerance: float, share: float = SHARE
+) -> tuple[Setting, tuple[Setting, ...], Setting, float]:
+    """The best (median; the cheaper of equals), the settings indistinguishable from it
+    (cheapest first), the cheapest of those that reaches ``share`` of the best's median,
+    and that floor in MB/s."""
+    if not spreads:
+        raise ConfigError("nothing was measured: no setting to pick from")
     best = max(spreads, key=lambda s: (spreads[s].median, [-x for x in s.cost()]))
     same = tuple(
         sorted(
@@ -276,8 +289,7 @@ def pick(
     )
     floor = share * spreads[best].median
     chosen = next(s for s in same if spreads[s].median >= floor)
-    why = _sureness(chosen, spreads, same, tolerance, floor)
-    return Pick(chosen, spreads, best, same, why, floor)
+    return best, same, chosen, floor
 
 
 def _sureness(
@@ -394,6 +406,7 @@ __all__ = [
     "Setting",
     "Spread",
     "burst_time",
+    "choose",
     "commit_completes",
     "concurrency_for",
     "grid",
