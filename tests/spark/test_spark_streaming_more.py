@@ -1,7 +1,8 @@
 """More of Structured Streaming into ``format("zerorename")`` on a real local Spark: the
 directory and partitioned committers and partitionBy per batch (moto, one case on Ceph
-RGW), and a reader in another process polling the destination while a stream commits
-batches of several files (``committed_files`` never shows part of a batch).
+RGW), a reader in another process polling the destination while a stream commits batches
+of several files (``committed_files`` never shows part of a batch), and speculation inside
+a batch on a standalone cluster (only the accepted attempts' files).
 
 Batches as in ``test_spark_streaming``: a directory of JSON files read one file per
 micro-batch, so batch ``n`` holds exactly file ``n``'s ids.
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -255,3 +257,39 @@ def test_a_reader_in_another_process_sees_whole_batches(
     snap = committed_files(zr.uri(), **_reader_options(zr))
     table = ds.dataset(snap.paths, filesystem=fs, format="parquet").to_table()
     assert sorted(table.column("id").to_pylist()) == list(range(batches * ROWS_PER_FILE))
+
+
+@pytest.fixture(scope="module")
+def cluster(spark_env: dict[str, str]) -> Iterator[Any]:
+    from zerorename.spark_adapter.cluster import StandaloneCluster
+
+    with StandaloneCluster(worker_hosts=("127.0.0.1", "127.0.0.2")) as c:
+        yield c
+
+
+def test_speculation_inside_a_batch_keeps_only_the_accepted_attempt(
+    cluster: Any, zr: Any, tmp_path: Path
+) -> None:
+    """Batch 0's partition 1: attempt 0 commits its task (its rows relabelled to
+    ``p=loser``) and stalls; the speculative attempt 1 on the other worker commits and is
+    accepted. Only attempt 1's files land; batch 1 follows; nothing pending, no record."""
+    src, ckpt = tmp_path / "src", tmp_path / "ckpt"
+    src.mkdir()
+    for n in range(2):
+        _add_file(src, n)
+        os.utime(src / f"f{n:03d}.json", (1e9 + n, 1e9 + n))
+    driver = os.path.join(os.path.dirname(__file__), "stream_speculation_driver.py")
+    args = [cluster.master_url, json.dumps(zr.options()), zr.uri(), zr.uri("marks")]
+    proc = subprocess.run(
+        [sys.executable, driver, *args, str(src), str(ckpt)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ),
+    )
+    assert proc.returncode == 0 and "DRIVER-OK" in proc.stdout, proc.stderr[-4000:]
+    marks = set(zr.list_keys("marks"))
+    # both attempts of partition 1 committed their tasks; Spark accepted one
+    assert {"b0-p1-a0-committed", "b0-p1-a1-committed"} <= marks, marks
+    assert [k for k in zr.data_keys() if k.startswith("p=loser/")] == []
+    _check_batches(zr, 2, True)
