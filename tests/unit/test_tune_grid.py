@@ -295,3 +295,10 @@ def test_any_latency_text_parses_or_is_refused_in_one_line(text: str) -> None:
         return
     assert got and len(set(got)) == len(got)
     assert all(math.isfinite(x) and x >= 0 for x in got)
+
+
+def test_the_edge_of_a_grid_a_small_object_trimmed_is_its_longest_line() -> None:
+    # 128 MiB: 8 x 32 MiB was dropped (4 parts), so the 16 MiB line is the longest
+    grid = [Setting(2, P16), Setting(2, 32 * MiB), Setting(4, P16), Setting(4, 32 * MiB)]
+    grid.append(Setting(8, P16))
+    assert edge(grid) == [Setting(2, P16), Setting(4, P16), Setting(8, P16)]

@@ -180,3 +180,26 @@ def test_advice_in_each_users_terms() -> None:
     text = "\n".join(adv.lines())
     assert "job commit: 20 completes in flight" in text
     assert "memory: 128MiB per process" in text
+
+
+@given(rtts, rates, cpus, sizes)
+def test_the_grid_never_has_more_requests_in_flight_than_parts(
+    rtt: float, rate: float, cpu: float, size: int
+) -> None:
+    prop = propose(probe(rtt, rate, cpu), size)
+    for s in grid(prop, size):
+        assert s.concurrency <= math.ceil(size / s.part_size)
+
+
+def test_a_small_object_drops_the_settings_its_parts_cannot_fill() -> None:
+    from zerorename.perf.tunemodel import Proposal
+
+    prop = Proposal(Setting(4, 16 * MiB), 64 * MiB, 1e9, 8, "")
+    # 128 MiB: 8 parts of 16 MiB, 4 of 32 MiB: 8 x 32 MiB would be 4 x 32 MiB again
+    assert grid(prop, 128 * MiB) == [
+        Setting(2, 16 * MiB),
+        Setting(2, 32 * MiB),
+        Setting(4, 16 * MiB),
+        Setting(4, 32 * MiB),
+        Setting(8, 16 * MiB),
+    ]

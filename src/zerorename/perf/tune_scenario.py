@@ -1,12 +1,15 @@
 """``tune``: measure the endpoint, propose a setting from the model, confirm it on a grid.
 
-Planning probes the endpoint in a child process (the round trip of small requests, one
-part sent on one connection, the client's CPU per GiB; through the fault proxy with
-``--latency-ms``), proposes concurrency and part size (:mod:`zerorename.perf.tunemodel`)
-and plans the small grid around the proposal; the harness runs it with interleaved
-repetitions. The notes pick the cheapest setting indistinguishable from the best, say how
-sure and why, and give the answer in each user's terms; ``--advice FILE`` writes it as
-JSON.
+Planning, per ``--latency-ms`` (a list: one tuning each), probes the endpoint in a child
+process (the round trip of small requests, one part sent on one connection, then a burst
+of parts in flight for the client's CPU per GiB and the server's ceiling; through the
+fault proxy with a latency), proposes concurrency and part size
+(:mod:`zerorename.perf.tunemodel`) and measures the grid's edge until the grid brackets
+the knee (:mod:`zerorename.perf.tunegrid`); the harness then runs every grid with
+interleaved repetitions. The notes pick, per latency, the cheapest setting
+indistinguishable from the best that reaches ``--share`` of it, say how sure and why, and
+give the answer in each user's terms; ``--advice FILE`` writes it as JSON and ``--plot``
+draws MB/s against concurrency with min-max error bars, a panel per latency.
 """
 
 from __future__ import annotations
@@ -55,8 +58,9 @@ from zerorename.units import GiB, MiB, format_size, parse_size
 
 NAME = "tune"
 HELP = (
-    "measure the endpoint (RTT, one connection's rate, client CPU), propose concurrency and "
-    "part size from the model, confirm on a small grid; settings for Python and PySpark"
+    "measure the endpoint (RTT, one connection's rate, client CPU, the server's ceiling), "
+    "propose concurrency and part size from the model, confirm on a grid extended until it "
+    "brackets the knee; settings for Python and PySpark, per latency"
 )
 OURS: tuple[str, ...] = ()
 _FUNC = "zerorename.perf.clients:upload_zerorename"
@@ -93,7 +97,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--size",
         type=size_arg,
         default="256MiB",
-        help="bytes per upload, in the probe's CPU measurement and the grid (default: 256MiB)",
+        help="bytes per upload, in the probe's burst and the grid (default: 256MiB)",
     )
     p.add_argument(
         "--latency-ms",
@@ -126,8 +130,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--advice",
         metavar="FILE",
-        help="write the recommendation (probe, proposal, spreads, pick, settings) as JSON "
-        "(default: none)",
+        help="write the recommendation as JSON, one entry per latency (probe and its "
+        "ceilings, proposal, bracketing steps, spreads, best, pick, settings) (default: none)",
     )
 
 

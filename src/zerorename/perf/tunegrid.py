@@ -51,19 +51,18 @@ def best_of(spreads: Mapping[Setting, Spread]) -> Setting:
 
 
 def edge(settings: Sequence[Setting]) -> list[Setting]:
-    """What tells whether the grid brackets the knee: every concurrency at the grid's
-    largest part size (its ends and their neighbours) and the top corner's neighbour one
-    part size down."""
+    """What tells whether the grid brackets the knee: the part size with the most
+    concurrencies (the larger of equals), all of them, and the part sizes next to it at
+    its largest concurrency."""
     if not settings:
         raise ConfigError("an empty grid has no edge")
-    top_part = max(s.part_size for s in settings)
-    top_conc = max(s.concurrency for s in settings if s.part_size == top_part)
-    out = [
-        Setting(c, top_part) for c in {s.concurrency for s in settings if s.part_size == top_part}
-    ]
-    parts = sorted({s.part_size for s in settings if s.concurrency == top_conc})
-    if len(parts) > 1:
-        out.append(Setting(top_conc, parts[-2]))
+    parts = sorted({s.part_size for s in settings})
+    line_part = max(parts, key=lambda q: (sum(1 for s in settings if s.part_size == q), q))
+    out = {s for s in settings if s.part_size == line_part}
+    top = max(s.concurrency for s in out)
+    at_top = sorted(s.part_size for s in settings if s.concurrency == top)
+    i = at_top.index(line_part)
+    out.update(Setting(top, q) for q in at_top[max(0, i - 1) : i + 2])
     return sorted(out, key=Setting.cost)
 
 

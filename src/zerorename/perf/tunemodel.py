@@ -200,13 +200,16 @@ def propose(probe: Probe, object_size: int) -> Proposal:
 def grid(proposal: Proposal, object_size: int) -> list[Setting]:
     """The settings measured around the proposal: half, the same and twice the
     concurrency, at the proposed part size and the next larger one (when the object has
-    more than one part of it); cheapest first."""
+    more than one part of it), leaving out concurrencies above the object's parts;
+    cheapest first."""
     c, p = proposal.setting.concurrency, proposal.setting.part_size
     parts = [p]
     if object_size > 2 * p:
         parts.append(2 * p)
     concs = sorted({max(1, c // 2), c, min(MAX_CONCURRENCY, 2 * c)})
-    return sorted({Setting(k, q) for q in parts for k in concs}, key=Setting.cost)
+    # more requests in flight than the object has parts is the same as one per part
+    fit = {Setting(k, q) for q in parts for k in concs if k <= math.ceil(object_size / q)}
+    return sorted(fit, key=Setting.cost)
 
 
 @dataclass(frozen=True)
