@@ -475,16 +475,20 @@ def plot(samples: list[Sample], args: argparse.Namespace, path: str) -> None:
     fig, axes = plt.subplots(1, len(groups), figsize=(4.8 * len(groups), 4), squeeze=False)
     for ax, (lat, group) in zip(axes[0], groups, strict=True):
         chosen = pick(_measured(group), args.tolerance, args.share)
-        for part in sorted({s.part_size for s in chosen.spreads}):
+        parts = sorted({s.part_size for s in chosen.spreads})
+        for n, part in enumerate(parts):
             line = sorted(s for s in chosen.spreads if s.part_size == part)
-            xs = [s.concurrency for s in line]
+            # each part size's points a little apart, so the error bars do not hide
+            dodge = 1.04 ** (n - (len(parts) - 1) / 2)
+            xs = [s.concurrency * dodge for s in line]
             med = [chosen.spreads[s].median for s in line]
             lo = [chosen.spreads[s].median - chosen.spreads[s].low for s in line]
             hi = [chosen.spreads[s].high - chosen.spreads[s].median for s in line]
             ax.errorbar(xs, med, yerr=[lo, hi], marker="o", capsize=4, label=format_size(part))
         mine = chosen.spreads[chosen.setting]
+        dodge = 1.04 ** (parts.index(chosen.setting.part_size) - (len(parts) - 1) / 2)
         ax.plot(
-            [chosen.setting.concurrency],
+            [chosen.setting.concurrency * dodge],
             [mine.median],
             marker="*",
             markersize=16,
