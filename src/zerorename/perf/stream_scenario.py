@@ -188,7 +188,7 @@ def plot(samples: list[Sample], args: argparse.Namespace, path: str) -> None:
         ax.bar(xs, p50s, width, label=f"{client} p50")
         ax.plot(xs, p99s, "k_", markersize=14, label="p99" if ci == 0 else None)
     ax.set_xticks([i + width * (len(clients) - 1) / 2 for i in range(len(sizes))])
-    ax.set_xticklabels([f"{n} files" for n in sizes])
+    ax.set_xticklabels([f"{n} file{'' if n == 1 else 's'}" for n in sizes])
     ax.set_ylabel("commit latency per batch (ms)")
     target = ", ".join(sorted({str(s.params.get("target", "")) for s in samples}))
     ms = samples[0].params.get("latency_ms") if samples else None
