@@ -119,10 +119,10 @@ def test_on_the_sink_behind_the_proxy_a_batch_commit_is_9_sequential_requests(
     ratios, and the chains. A batch commit sends 9 requests one after another, as
     tests/unit/test_streaming_sink.py counts on the in-memory store: the log and the job
     notes read, the intent, the append job commit's 6 rounds, the log. The baseline: the
-    completes at once, then the PUT. 100 ms per request, so requests sent together overlap
+    completes at once, then the PUT. 200 ms per request, so requests sent together overlap
     far beyond the loop's jitter."""
     args = ["stream", "--target", "sink", "--reps", "1", "--files", "1,4"]
-    doc = perf([*args, "--batches", "2", "--latency-ms", "100"], tmp_path)
+    doc = perf([*args, "--batches", "2", "--latency-ms", "200"], tmp_path)
     assert not doc["failures"]
     got = {(s["client"], s["params"]["files"]): s["metrics"] for s in doc["samples"]}
     assert set(got) == {(c, n) for c in ss.CLIENTS for n in (1, 4)}
