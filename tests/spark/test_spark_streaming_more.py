@@ -28,6 +28,9 @@ from zerorename.committers.paths import job_id_of_key
 
 pytestmark = pytest.mark.spark
 
+#: runs of each per-batch query (each a restart from the checkpoint adding one batch)
+RUNS = 2
+
 
 def _start(
     spark: Any, zr: Any, src: Path, ckpt: Path, tasks: int, sub: str = "out", **opts: Any
@@ -98,14 +101,14 @@ def _per_batch(spark: Any, zr: Any, tmp_path: Path, committer: str, part_by: str
     src, ckpt = tmp_path / "src", tmp_path / "ckpt"
     src.mkdir()
     opts = {"committer": committer} | ({"partitionBy": part_by} if part_by else {})
-    for n in range(3):
+    for n in range(RUNS):
         _add_file(src, n)
         _run(spark, zr, src, ckpt, 3, **opts)
         query = _check_batches(zr, n + 1, bool(part_by))
     from zerorename.spark_adapter import committed_files
 
     snap = committed_files(zr.uri(), **_reader_options(zr))
-    assert snap.batches == {query: (0, 1, 2)} and snap.older == ()
+    assert snap.batches == {query: tuple(range(RUNS))} and snap.older == ()
     assert sorted(f.key for f in snap.files) == sorted(
         zr.prefix() + k for k in zr.data_keys() if not k.startswith("_")
     )
@@ -125,7 +128,7 @@ def _check_is_not_vacuous(zr: Any, partitioned: bool) -> None:
 
     def fails() -> None:
         with pytest.raises(AssertionError):
-            _check_batches(zr, 3, partitioned)
+            _check_batches(zr, RUNS, partitioned)
 
     client.put_object(Bucket=bucket, Key=stray, Body=body)
     fails()
@@ -137,7 +140,7 @@ def _check_is_not_vacuous(zr: Any, partitioned: bool) -> None:
         fails()
         client.delete_object(Bucket=bucket, Key=moved)
     client.put_object(Bucket=bucket, Key=first, Body=body)
-    _check_batches(zr, 3, partitioned)
+    _check_batches(zr, RUNS, partitioned)
 
 
 def _reader_options(zr: Any) -> dict[str, str]:
