@@ -42,7 +42,7 @@ from zerorename.perf.model import (
     run_in_child,
     size_arg,
 )
-from zerorename.perf.tunegrid import Measure, bracket
+from zerorename.perf.tunegrid import Measure, bracket, extension
 from zerorename.perf.tunemodel import (
     Advice,
     Pick,
@@ -394,10 +394,18 @@ def result(samples: list[Sample], args: argparse.Namespace) -> tuple[dict[str, A
         "pick_over_best": mine.median / best.median if best.median > 0 else None,
         "indistinguishable": [[s.concurrency, s.part_size] for s in chosen.indistinguishable],
         "measured_knee": chosen.knee(),
+        # what bracketing would still ask on the final figures (None: they bracket)
+        "final_edge": _final_edge(chosen, args),
         "sureness": chosen.sureness,
         "recommendation": {**advice.to_json(), "mb_s": mine.median},
     }
     return doc, chosen
+
+
+def _final_edge(chosen: Pick, args: argparse.Namespace) -> str | None:
+    """Why the final figures do not bracket the knee, or None when they do."""
+    ext = extension(chosen.spreads, parse_size(args.size), args.tolerance, share=args.share)
+    return None if ext is None else ext.why
 
 
 def _notes_one(samples: list[Sample], args: argparse.Namespace) -> tuple[list[str], Any]:
@@ -407,11 +415,8 @@ def _notes_one(samples: list[Sample], args: argparse.Namespace) -> tuple[list[st
     knee = chosen.knee()
     ratio = max(knee, prop["concurrency"]) / min(knee, prop["concurrency"])
     agree = "within a factor of 2" if ratio <= 2 else f"off by a factor of {ratio:.1f}"
-    if knee == min(k.concurrency for k in chosen.spreads):
-        agree += " (the grid's smallest concurrency: the knee may be lower)"
-    if chosen.best.concurrency == max(k.concurrency for k in chosen.spreads):
-        agree += " (the best is at the grid's largest concurrency: more may still help)"
     steps = doc["bracket"]["steps"]
+    final = doc["final_edge"]
     adv = Advice(s, int(doc["recommendation"]["commit_completes_in_flight"]), args.executor_cores)
     lat = doc["latency_ms"]
     lines = [
@@ -424,6 +429,11 @@ def _notes_one(samples: list[Sample], args: argparse.Namespace) -> tuple[list[st
         f"picked: {s.label()}: {sp.median:.0f} MB/s [{sp.low:.0f}-{sp.high:.0f}], "
         f"{format_size(s.memory())} per process; best {chosen.best.label()}: "
         f"{doc['best_mb_s']:.0f} MB/s (pick/best {doc['pick_over_best']:.0%})",
+        *(
+            [f"the final runs do not bracket the knee (planning's did: the noise): {final}"]
+            if final
+            else []
+        ),
         f"how sure: {chosen.sureness}",
         "settings:",
         *adv.lines(),

@@ -318,14 +318,15 @@ def _sureness(
         )
     cheaper = [s for s in spreads if s.cost() < chosen.cost()]
     below = [s for s in cheaper if s in same]
-    tail = "no cheaper setting was measured"
-    if cheaper:
-        tail = f"{len(cheaper) - len(below)} cheaper setting(s) measurably slower"
+    said = []
+    if len(cheaper) > len(below):
+        said.append(f"{len(cheaper) - len(below)} cheaper setting(s) measurably slower")
     if below:
-        tail += (
-            f", {len(below)} cheaper one(s) within the noise but below {floor:.0f} MB/s "
+        said.append(
+            f"{len(below)} cheaper one(s) within the noise but below {floor:.0f} MB/s "
             f"(the share of the best's median a pick must reach)"
         )
+    tail = ", ".join(said) or "no cheaper setting was measured"
     return (
         f"fairly sure: {len(same)} settings are indistinguishable from the best over {runs} "
         f"interleaved runs (spreads up to {noise:.0%} overlap), the cheapest is picked and "
