@@ -421,5 +421,46 @@ def test_query_id_of_a_checkpoint(tmp_path: Path) -> None:
     (tmp_path / "metadata").write_text(f'{{"id":"{Q}"}}\n')
     assert query_id_of(str(tmp_path)) == Q and query_id_of(f"file://{tmp_path}") == Q
     assert query_id_of(Q2) == Q2
-    with pytest.raises(StreamLogError, match="cannot read"):
+    with pytest.raises(StreamLogError, match="no checkpoint metadata"):
         query_id_of(str(tmp_path / "none"))
+
+
+@given(st.text(max_size=80))
+def test_any_query_argument_is_an_id_or_refused(text: str) -> None:
+    """A query id, a checkpoint path or anything else a user passes: a query id or
+    StreamLogError, nothing else (no directory here holds a checkpoint's metadata)."""
+    try:
+        got = query_id_of(text)
+    except StreamLogError as exc:
+        assert "\n" not in str(exc)
+    else:
+        assert got == text and uuid.UUID(got)
+
+
+keys = st.one_of(
+    st.text(max_size=60),
+    st.builds(lambda rel: f"out/{rel}", st.text(max_size=60)),
+    st.builds(lambda n, j: key(job(j), n), st.integers(0, 3), st.sampled_from(["b0", "b1"])),
+)
+
+
+@given(st.lists(st.tuples(keys, st.integers(0, 10**12)), max_size=20))
+def test_any_listing_is_judged(listed: list[tuple[str, int]]) -> None:
+    """Any keys a store lists: a snapshot of the data files under the destination, never
+    one of a commit under way (job b1, the intent), nothing raised."""
+    j0, j1 = job("b0"), job("b1")
+    lg = StreamLog(Q, 0, 1, 0, 0, 0, (entry(0, j0, 4),), intent(1, j1))
+    snap = judge(DEST, {Q: lg}, listed, {Q: lg})
+    assert isinstance(snap, Snapshot)
+    want = {k for k, _ in listed if k.startswith("out/") and is_data_key(k[4:])}
+    assert {f.key for f in snap.files} == {k for k in want if job_id_of_key(k) != j1}
+    assert all(
+        (f.query, f.batch) == ((Q, 0) if f.job_id == j0 else (None, None)) for f in snap.files
+    )
+
+
+async def test_a_query_id_with_a_newline_is_refused() -> None:
+    store = MemoryStore(MemoryState(B))
+    with pytest.raises(StreamLogError, match="not a UUID"):
+        await read_snapshot(store, DEST, Q + "\n")
+    assert store.requests == 0

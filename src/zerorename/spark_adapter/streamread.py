@@ -50,7 +50,6 @@ from zerorename.spark_adapter.streamlog import (
     KEEP,
     STREAMS_DIR,
     StreamLog,
-    check_query_id,
     log_key,
     parse_log,
     query_id_of_metadata,
@@ -215,7 +214,7 @@ async def stream_queries(store: Store, dest: Destination) -> list[str]:
     found = []
     async for p in store.list_prefixes(dest.bucket, base):
         name = p[len(base) :].rstrip("/")
-        if _UUID_TEXT.match(name):
+        if _UUID_TEXT.fullmatch(name):
             found.append(name)
         else:
             log.warning("zerorename: %s is not a stream query's; ignored", dest.uri_of(p))
@@ -249,8 +248,8 @@ async def read_snapshot(
 ) -> Snapshot:
     """Take the snapshot (:func:`judge`), again after ``pause`` seconds while the logs
     moved too far during the listing; :class:`StreamLogError` after ``attempts``."""
-    if query is not None:
-        check_query_id(query)
+    if query is not None and not _UUID_TEXT.fullmatch(query):
+        raise StreamLogError(f"streaming query id {query!r} is not a UUID; not reading")
     reason = ""
     for n in range(1, attempts + 1):
         before = await read_logs(store, dest, query)
@@ -278,15 +277,19 @@ async def read_snapshot(
 
 def query_id_of(query: str) -> str:
     """A query id as given, or read from a local checkpoint directory (path or file: URI)."""
-    if _UUID_TEXT.match(query):
+    if _UUID_TEXT.fullmatch(query):
         return query
-    local = urlparse(query).path if query.startswith("file:") else query
-    where = Path(local) / "metadata"
     try:
+        local = urlparse(query).path if query.startswith("file:") else query
+        where = Path(local) / "metadata"
         text = where.read_text()
-    except OSError as exc:
-        raise StreamLogError(f"cannot read {where}: {exc.strerror}; pass the query id") from None
-    return query_id_of_metadata(text, str(where))
+    except (OSError, ValueError) as exc:  # ValueError: a NUL, a bad URI, not UTF-8
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise StreamLogError(
+            f"query {query!r} is not a query id, and no checkpoint metadata can be read "
+            f"there ({why}); pass the query id or the query's checkpoint directory"
+        ) from None
+    return query_id_of_metadata(text, repr(str(where)))
 
 
 def committed_files(
