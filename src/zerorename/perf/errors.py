@@ -13,6 +13,7 @@ __all__ = [
     "ChildFailed",
     "PerfError",
     "PrepareFailed",
+    "StreamVerificationError",
     "TargetError",
     "TlsProbeError",
     "VerificationError",
@@ -41,3 +42,8 @@ class VerificationError(PerfError, RuntimeError):
 
 class TlsProbeError(PerfError, RuntimeError):
     """The probe connection failed (an unknown CA, a wrong host name, no TLS at all)."""
+
+
+class StreamVerificationError(VerificationError):
+    """After a ``stream`` run the destination or the query's log did not hold exactly the
+    committed batches: the run's figures are not reported."""

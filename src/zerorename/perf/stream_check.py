@@ -14,12 +14,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from zerorename.committers.paths import MAGIC_JOB_PREFIX, job_id_of_key
+from zerorename.perf.errors import StreamVerificationError as StreamVerificationError  # re-exported
 from zerorename.spark_adapter.streamlog import KEEP, LOG_NAME, STREAMS_DIR, StreamLog
-
-
-class StreamVerificationError(RuntimeError):
-    """After a ``stream`` run the destination or the query's log did not hold exactly the
-    committed batches: the run's figures are not reported."""
 
 
 def percentile(values: Sequence[float], q: float) -> float:
