@@ -93,7 +93,9 @@ def test_tune_on_the_sink_probes_proposes_measures_and_advises(tmp_path: Path) -
     grid = [[g["concurrency"], g["part_size"]] for g in adv["grid"]]
     assert proposed in grid and len(grid) == len(doc["samples"]) >= 2
     for s in doc["samples"]:
-        assert s["metrics"]["verified"] == 1.0 and s["metrics"]["requests"] >= 4
+        assert (
+            s["metrics"]["verified"] == 1.0 and s["metrics"]["requests"] >= 3
+        )  # PUT(s), HEAD, DELETE
         assert s["params"]["proposed"] == proposed
     rec = adv["recommendation"]
     picked = [rec["concurrency"], rec["part_size"]]
@@ -144,7 +146,7 @@ def test_tune_for_a_list_of_latencies_plots_each(tmp_path: Path) -> None:
     by_latency: dict[float, int] = {}
     for s in doc["samples"]:
         by_latency[s["params"]["latency_ms"]] = by_latency.get(s["params"]["latency_ms"], 0) + 1
-        assert s["metrics"]["requests"] >= 4 and s["group"].startswith("lat=")
+        assert s["metrics"]["requests"] >= 3 and s["group"].startswith("lat=")
     for p in per:
         # every setting of the (bracketed) grid ran once at its latency, through the proxy
         assert by_latency[p["latency_ms"]] == len(p["grid"])

@@ -17,8 +17,9 @@ from zerorename.perf.tunemodel import (
     Advice,
     Probe,
     Setting,
+    candidates,
     commit_completes,
-    concurrency_for,
+    expected_bps,
     grid,
     pick,
     propose,
@@ -41,21 +42,51 @@ sizes = st.integers(min_value=1, max_value=64 * GiB)
 def test_loopback_gets_small_parts_and_a_distant_store_large_ones() -> None:
     near = propose(probe(0.5), GiB)
     far = propose(probe(50.0), GiB)
-    assert near.setting.part_size == 8 * MiB and far.setting.part_size == 64 * MiB
-    # the in-flight bytes the ceiling needs grow with the round trip
+    assert near.setting.part_size == MIN_PART and far.setting.part_size == 64 * MiB
+    # the bytes in flight the model asks for grow with the round trip
     assert far.in_flight_bytes > near.in_flight_bytes
-    assert concurrency_for(probe(50.0), 8 * MiB) > concurrency_for(probe(0.5), 8 * MiB)
-    assert "RTT 50.00 ms" in far.why and "in flight keeps it busy" in far.why
+    assert "RTT 50.00 ms" in far.why and "one per wave of parts" in far.why
 
 
-@given(rtts, rtts, rates, cpus, st.sampled_from([5 * MiB, 8 * MiB, 64 * MiB]))
-def test_more_latency_never_needs_fewer_requests_in_flight(
-    a: float, b: float, rate: float, cpu: float, part: int
+def test_the_sink_at_20_and_50_ms_as_measured() -> None:
+    """The probes and knees of three sink runs (256 MiB): 20 ms: 2 x 64 MiB measured
+    best-or-indistinguishable in all three; 50 ms: 4 in flight (the object's 4 parts of
+    64 MiB at once). The steady-state model proposed 2 at 50 ms."""
+    sink20 = Probe(0.0218, 8 * MiB, 0.0218 + 8 * MiB / 917e6, 0.98)
+    sink50 = Probe(0.0535, 8 * MiB, 0.0535 + 8 * MiB / 1000e6, 0.98)
+    assert propose(sink20, 256 * MiB).setting == Setting(2, 64 * MiB)
+    assert propose(sink50, 256 * MiB).setting == Setting(4, 64 * MiB)
+    # and what the model expects is within 15% of the medians those runs measured
+    for p, s, measured in (
+        (sink20, Setting(2, 64 * MiB), 730e6),
+        (sink50, Setting(4, 64 * MiB), 647e6),
+        (sink50, Setting(1, 64 * MiB), 424e6),
+    ):
+        assert abs(expected_bps(p, 256 * MiB, s) / measured - 1) < 0.15
+
+
+@given(rtts, rtts, rates, cpus, sizes, st.integers(1, 64), st.sampled_from([MIN_PART, 64 * MiB]))
+def test_more_latency_never_expects_more_and_more_in_flight_never_less(
+    a: float, b: float, rate: float, cpu: float, size: int, conc: int, part: int
 ) -> None:
     lo, hi = sorted((a, b))
-    assert concurrency_for(probe(lo, rate, cpu), part) <= concurrency_for(
-        probe(hi, rate, cpu), part
-    )
+    s = Setting(conc, part)
+    near, far = probe(lo, rate, cpu), probe(hi, rate, cpu)
+    assert expected_bps(far, size, s) <= expected_bps(near, size, s) * (1 + 1e-12)
+    more = Setting(conc + 1, part)
+    assert expected_bps(near, size, more) >= expected_bps(near, size, s) * (1 - 1e-12)
+
+
+@given(rtts, rates, cpus, sizes)
+def test_the_proposal_is_the_cheapest_candidate_near_the_best(
+    rtt: float, rate: float, cpu: float, size: int
+) -> None:
+    p = probe(rtt, rate, cpu)
+    prop = propose(p, size)
+    weighed = {s: expected_bps(p, size, s) for s in candidates(size)}
+    top = max(weighed.values())
+    assert prop.expected_bps >= 0.9 * top
+    assert not any(v >= 0.9 * top and s.cost() < prop.setting.cost() for s, v in weighed.items())
 
 
 @given(rtts, rates, cpus, sizes)
@@ -203,3 +234,10 @@ def test_a_small_object_drops_the_settings_its_parts_cannot_fill() -> None:
         Setting(4, 32 * MiB),
         Setting(8, 16 * MiB),
     ]
+
+
+def test_a_small_objects_grid_tries_smaller_parts() -> None:
+    from zerorename.perf.tunemodel import Proposal
+
+    prop = Proposal(Setting(1, 16 * MiB), 16 * MiB, 1e9, 8, "")
+    assert grid(prop, 16 * MiB) == [Setting(1, 8 * MiB), Setting(1, 16 * MiB), Setting(2, 8 * MiB)]

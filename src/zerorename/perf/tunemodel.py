@@ -1,12 +1,13 @@
 """The tuner's model and its noise-aware pick (pure: no I/O, no clock).
 
 From what ``perf tune`` measured of an endpoint (the round trip of small requests, one
-part's time on one connection, the client's CPU per GiB) the model computes the bytes that
-must be in flight to keep the client busy (throughput x the time one part takes, RTT
-included) and proposes a part size and a concurrency; the pool is derived from them and
-the job commit's completes in flight, never swept. Then :func:`pick` reads the grid
-measured around the proposal: every setting's spread over interleaved repetitions, the
-settings indistinguishable from the best, the cheapest of those, and one line on how sure
+part's time on one connection, the client's CPU per GiB, the server's ceiling) the model
+predicts each setting's throughput for the object (its round trips, one per wave of parts
+in flight, plus its bytes at the lower ceiling) and proposes the cheapest setting near the
+best prediction; the pool is derived from it and the job commit's completes in flight,
+never swept. Then :func:`pick` reads the grid measured around the proposal: every
+setting's spread over interleaved repetitions, the settings indistinguishable from the
+best, the cheapest of those that reaches a share of the best, and one line on how sure
 that is and why.
 """
 
@@ -25,8 +26,8 @@ PART_LADDER = (8 * MiB, 16 * MiB, 32 * MiB, 64 * MiB)
 MIN_PART = 5 * MiB
 #: most requests in flight the model proposes for one process
 MAX_CONCURRENCY = 64
-#: a part's round trip at most this fraction of its transfer time: parts mostly send
-WAIT_SHARE = 0.25
+#: S3's most parts per upload
+MAX_PARTS = 10_000
 #: completes per second the job commit's completes in flight should sustain
 COMMIT_RATE = 1000.0
 COMMIT_MIN, COMMIT_MAX = 8, 64
@@ -155,12 +156,30 @@ class Proposal:
     why: str
 
 
-def concurrency_for(probe: Probe, part: int) -> int:
-    """Requests in flight that keep the client's ceiling busy with ``part``-byte parts:
-    in-flight bytes (ceiling x (RTT + part / one connection's rate)) over the part size."""
-    per_part_s = probe.rtt_s + part / probe.single_bps
-    need = probe.ceiling_bps * per_part_s / part
-    return max(1, min(MAX_CONCURRENCY, math.ceil(need - 1e-9)))
+def expected_bps(probe: Probe, object_size: int, s: Setting) -> float:
+    """Bytes per second one object is uploaded at with ``s``: a round trip each for
+    create and complete, one per wave of parts in flight together, plus its bytes at the
+    lower of the ceiling and that many connections' rate. (A steady-state model, bytes
+    in flight = rate x round trip, proposed half the measured knee on the sink at 50 ms:
+    an object of a few waves pays its round trips in full.)"""
+    parts = max(1, math.ceil(object_size / s.part_size))
+    conc = max(1, min(s.concurrency, parts))
+    waves = math.ceil(parts / conc)
+    rate = min(probe.ceiling_bps, conc * probe.single_bps)
+    return object_size / ((2 + waves) * probe.rtt_s + object_size / rate)
+
+
+def candidates(object_size: int) -> list[Setting]:
+    """Every setting the model weighs: a part size of the ladder (or S3's smallest) that
+    the object has at least one of and at most 10,000 of, and 1 to min(MAX_CONCURRENCY,
+    parts) requests in flight."""
+    ladder = [p for p in (MIN_PART, *PART_LADDER) if p <= object_size] or [MIN_PART]
+    ladder = [p for p in ladder if math.ceil(object_size / p) <= MAX_PARTS] or [ladder[-1]]
+    return [
+        Setting(c, p)
+        for p in ladder
+        for c in range(1, min(MAX_CONCURRENCY, math.ceil(object_size / p)) + 1)
+    ]
 
 
 def commit_completes(rtt_s: float) -> int:
@@ -169,43 +188,40 @@ def commit_completes(rtt_s: float) -> int:
     return max(COMMIT_MIN, min(COMMIT_MAX, math.ceil(COMMIT_RATE * rtt_s)))
 
 
-def propose(probe: Probe, object_size: int) -> Proposal:
-    """Part size: the smallest of the ladder whose round trip is at most WAIT_SHARE of its
-    transfer time, then halved (down to 5 MiB) while the object has fewer than two parts
-    per request in flight; concurrency: :func:`concurrency_for` that part size."""
+def propose(probe: Probe, object_size: int, share: float = SHARE) -> Proposal:
+    """The cheapest setting (fewest requests in flight, then least memory) whose
+    :func:`expected_bps` reaches ``share`` of the best any candidate is expected to give."""
     if object_size < 1:
         raise ConfigError(f"object size must be >= 1 byte, got {object_size!r}")
-    wanted = probe.rtt_s * probe.single_bps / WAIT_SHARE
-    part = next((p for p in PART_LADDER if p >= wanted), PART_LADDER[-1])
-    conc = concurrency_for(probe, part)
-    while part > MIN_PART and math.ceil(object_size / part) < 2 * conc:
-        part = max(MIN_PART, part // 2)
-        conc = concurrency_for(probe, part)
-    parts = math.ceil(object_size / part)
-    conc = max(1, min(conc, parts))
-    per_part_s = probe.rtt_s + part / probe.single_bps
-    expected = min(probe.ceiling_bps, conc * part / per_part_s)
-    in_flight = int(probe.ceiling_bps * per_part_s)
+    weighed = {s: expected_bps(probe, object_size, s) for s in candidates(object_size)}
+    top = max(weighed.values())
+    chosen = min((s for s, v in weighed.items() if v >= share * top), key=Setting.cost)
+    in_flight = chosen.concurrency * chosen.part_size
     server = "not reached" if probe.server_bps is None else f"{probe.server_bps / MB:.0f} MB/s"
     why = (
         f"RTT {probe.rtt_s * 1000:.2f} ms, one connection {probe.single_bps / MB:.0f} MB/s, "
         f"client ceiling {probe.client_bps / MB:.0f} MB/s ({probe.cpu_s_per_gib:.2f} CPU s/GiB), "
-        f"server ceiling {server}; bound: {probe.bound}: "
-        f"{in_flight / MiB:.1f} MiB in flight keeps it busy, "
-        f"{conc} x {format_size(part)} parts"
+        f"server ceiling {server}; bound: {probe.bound}. An upload of "
+        f"{format_size(object_size)} modelled as round trips (create, complete, one per wave "
+        f"of parts) plus its bytes at min(ceiling, connections x one's rate): at best "
+        f"{top / MB:.0f} MB/s; the cheapest within {share:.0%} of it: "
+        f"{chosen.concurrency} x {format_size(chosen.part_size)} parts "
+        f"({format_size(in_flight)} in flight)"
     )
-    return Proposal(Setting(conc, part), in_flight, expected, commit_completes(probe.rtt_s), why)
+    return Proposal(chosen, in_flight, weighed[chosen], commit_completes(probe.rtt_s), why)
 
 
 def grid(proposal: Proposal, object_size: int) -> list[Setting]:
     """The settings measured around the proposal: half, the same and twice the
-    concurrency, at the proposed part size and the next larger one (when the object has
-    more than one part of it), leaving out concurrencies above the object's parts;
-    cheapest first."""
+    concurrency, at the proposed part size and twice it (half of it when the object has
+    fewer than two parts of twice it), leaving out concurrencies above the object's
+    parts; cheapest first."""
     c, p = proposal.setting.concurrency, proposal.setting.part_size
     parts = [p]
     if object_size > 2 * p:
         parts.append(2 * p)
+    elif p // 2 >= MIN_PART:
+        parts.append(p // 2)
     concs = sorted({max(1, c // 2), c, min(MAX_CONCURRENCY, 2 * c)})
     # more requests in flight than the object has parts is the same as one per part
     fit = {Setting(k, q) for q in parts for k in concs if k <= math.ceil(object_size / q)}
@@ -410,9 +426,10 @@ __all__ = [
     "Setting",
     "Spread",
     "burst_time",
+    "candidates",
     "choose",
     "commit_completes",
-    "concurrency_for",
+    "expected_bps",
     "grid",
     "indistinguishable",
     "pick",
