@@ -12,15 +12,16 @@ two reads of the queries' logs and keeps what is whole (:func:`judge`, pure):
    batch's files;
 3. a file of G1's or G2's intent, or of a batch G2 lists as committed and G1 does not, is
    dropped (its completes may have spanned the listing);
-4. a file of a job neither log names is kept as *older*: a file the listing saw was
-   completed after its job's intent was written, so before G2 was read; a job whose intent
-   came before G2 is G2's intent or committed in G2, and if it was committed after G1 it is
-   among G2's last ``G2.batches - G1.batches`` entries. That holds while that number is at
-   most the log's window (:data:`~zerorename.spark_adapter.streamlog.KEEP` batches);
-   otherwise the snapshot is taken again. So an unnamed job was committed before G1,
-   whole, and has left the window; or it is not a stream's (another writer's file, or one
-   with no job id in its name). The sink never deletes a completed file of a batch job (its
-   commits do not roll back), so no file seen can be of a job that is later discarded.
+4. a file of a job neither log names is kept as *older*. Why that is safe: a file the
+   listing saw was completed before G2 was read and after its job's intent was written,
+   so G2 has that job as its intent or as committed; committed after G1, it is among G2's
+   last ``G2.batches - G1.batches`` entries, all of which G2 lists while that number is at
+   most the log's window (:data:`~zerorename.spark_adapter.streamlog.KEEP` batches;
+   otherwise the snapshot is taken again). So a job no log names was committed before
+   G1, whole, and has left the window; or it is not a stream's (another writer's file, or
+   one with no job id in its name). This relies on the sink never deleting a completed
+   file of a batch job (its commits do not roll back): no file seen is of a job that is
+   discarded later.
 
 Files not named by a log are kept, and reported apart (:attr:`Snapshot.older`): batches
 older than the logs' window look the same as other writers' files. With ``query`` given,
