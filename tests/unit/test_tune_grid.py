@@ -96,6 +96,17 @@ def test_a_pick_at_the_smallest_concurrency_measures_half_of_it() -> None:
     assert extension(got, GiB, tolerance=0.05, tried={Setting(2, P16)}) is None
 
 
+def test_a_step_up_stops_at_one_request_per_part() -> None:
+    got = spreads({Setting(2, P16): [300, 310], Setting(3, P16): [450, 460]})
+    ext = extension(got, 64 * MiB, tolerance=0.05)
+    assert ext is not None and ext.settings == (Setting(4, P16),)
+    assert ext.why.endswith("measuring concurrency 4")
+    at_all = spreads({Setting(2, P16): [300, 310], Setting(4, P16): [450, 460]})
+    ext = extension(at_all, 64 * MiB, tolerance=0.05)
+    assert ext is not None and ext.settings == ()
+    assert "concurrency 8 is more than the object's parts" in ext.why
+
+
 def test_the_part_size_axis_extends_too_and_the_caps_stop_it() -> None:
     got = spreads({Setting(8, P8): [300, 310], Setting(8, P16): [600, 610]})
     ext = extension(got, GiB, tolerance=0.05)
@@ -183,8 +194,10 @@ def test_an_extension_only_steps_outward_from_the_best_within_the_caps(
     assert ext.why
     for s in ext.settings:
         assert s not in got
+        parts = math.ceil(size / best.part_size)
         assert s in (
             Setting(2 * best.concurrency, best.part_size),
+            Setting(min(2 * best.concurrency, parts), best.part_size),
             Setting(best.concurrency, 2 * best.part_size),
             Setting(max(1, cheapest.concurrency // 2), cheapest.part_size),
         )

@@ -222,7 +222,7 @@ def test_the_grid_never_has_more_requests_in_flight_than_parts(
         assert s.concurrency <= math.ceil(size / s.part_size)
 
 
-def test_a_small_object_drops_the_settings_its_parts_cannot_fill() -> None:
+def test_a_small_object_trims_the_concurrencies_its_parts_cannot_fill() -> None:
     from zerorename.perf.tunemodel import Proposal
 
     prop = Proposal(Setting(4, 16 * MiB), 64 * MiB, 1e9, 8, "")
@@ -234,6 +234,9 @@ def test_a_small_object_drops_the_settings_its_parts_cannot_fill() -> None:
         Setting(4, 32 * MiB),
         Setting(8, 16 * MiB),
     ]
+    # 3 around a proposal of 3 x 64 MiB: 6 becomes 4, the object's 4 parts at once
+    three = Proposal(Setting(3, 64 * MiB), 192 * MiB, 1e9, 8, "")
+    assert [s.concurrency for s in grid(three, 256 * MiB) if s.part_size == 64 * MiB] == [1, 3, 4]
 
 
 def test_a_small_objects_grid_tries_smaller_parts() -> None:

@@ -111,7 +111,10 @@ def extension(
         if indistinguishable(top, low, tolerance):
             continue
         if attr == "concurrency":
-            step = Setting(2 * best.concurrency, best.part_size)
+            # one request per part is as far as concurrency goes
+            n = math.ceil(object_size / best.part_size)
+            up = min(2 * best.concurrency, n) if n > best.concurrency else 2 * best.concurrency
+            step = Setting(up, best.part_size)
             shown = (str(best.concurrency), str(below.concurrency), str(step.concurrency))
         else:
             step = Setting(best.concurrency, 2 * best.part_size)
