@@ -30,7 +30,12 @@ from zerorename.committers.errors import (
     RecordFormatError,
     wrap_engine_errors,
 )
-from zerorename.committers.jobcommit import JobCommitResult, JobCommitRun, ProgressFn
+from zerorename.committers.jobcommit import (
+    CommitHooks,
+    JobCommitResult,
+    JobCommitRun,
+    ProgressFn,
+)
 from zerorename.committers.jobstorage import (
     AbortResult,
     abort_job_storage,
@@ -274,25 +279,46 @@ class Job:
             by_task[s.task_id] = PlannedSet(d.prefix, s.task_id, s.attempt)
         return CommitPlan(self.job_id, tuple(by_task[t] for t in sorted(by_task)), "summaries")
 
+    def prepare_commit(
+        self,
+        summaries: Iterable[TaskCommitSummary],
+        *,
+        extra_metrics: Mapping[str, int | float] | None = None,
+    ) -> JobCommitRun:
+        """A fresh commit of the committed tasks, to run in steps: ``read_ahead()`` (its
+        first round, beside the caller's reads), then :meth:`commit` with ``prepared``, or
+        ``close()``. RecordFormatError for a summary that is not this job's."""
+        run = JobCommitRun(self.context, None, extra_metrics)
+        run.plan = self._plan_from_summaries(summaries)
+        return run
+
     async def commit(
         self,
         summaries: Iterable[TaskCommitSummary] | None = None,
         *,
         progress: ProgressFn | None = None,
         extra_metrics: Mapping[str, int | float] | None = None,
+        hooks: CommitHooks | None = None,
+        prepared: JobCommitRun | None = None,
     ) -> JobCommitResult:
         """Complete every upload of the committed tasks, write ``_SUCCESS``, then abort the
         job's leftover uploads and delete its records. With ``summaries`` (the driver's
         list of successful attempts) nothing is listed; without, the job's pendingsets are.
-        ``extra_metrics`` (e.g. rows) go into ``_SUCCESS``'s metrics.
+        ``extra_metrics`` (e.g. rows) go into ``_SUCCESS``'s metrics; ``hooks``: the
+        caller's records stored in the commit's rounds; ``prepared``: the run
+        :meth:`prepare_commit` made (``summaries`` and ``extra_metrics`` are its).
         On failure raises JobCommitError (``rolled_back`` says whether nothing is left)."""
         try:
+            if prepared is not None:
+                prepared.hooks = hooks or prepared.hooks
+                prepared.progress = progress
+                return await prepared.commit()
             plan = (
                 self._plan_from_summaries(summaries)
                 if summaries is not None
                 else await self._plan_from_listing()
             )
-            return await JobCommitRun(self.context, progress, extra_metrics).commit(plan)
+            return await JobCommitRun(self.context, progress, extra_metrics, hooks).commit(plan)
         except CommitterError:
             raise
         except EngineError as exc:

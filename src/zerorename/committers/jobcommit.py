@@ -27,13 +27,20 @@ A fresh commit; each step is one round trip, its requests sent together:
 
 Append: 6 requests in sequence up to ``concurrency`` tasks; replace: 8. Memory does not
 grow with the number of uploads: pendingsets are spooled, listings streamed.
+
+A caller's own records can ride on these rounds (:class:`CommitHooks`, a streaming sink's
+log): round 1 sent early with the caller's reads (:meth:`JobCommitRun.read_ahead`), a
+write with round 2 (before any complete), a write with the journal's ``succeeded`` (after
+every complete), keys deleted with the journal.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import anyio
 
@@ -85,10 +92,24 @@ from zerorename.committers.store import Outcome, caught, gather, nothing, read_o
 from zerorename.committers.successdata import success_filename
 from zerorename.committers.validate import UploadSet
 
-__all__ = ["CommitProgress", "JobCommitResult", "JobCommitRun", "ProgressFn"]
+__all__ = ["CommitHooks", "CommitProgress", "JobCommitResult", "JobCommitRun", "ProgressFn"]
 
 log = logging.getLogger("zerorename.committers")
 JSON = "application/json"
+
+
+@dataclass(frozen=True)
+class CommitHooks:
+    """A caller's records stored in a fresh commit's own rounds, so they cost none of
+    their own (a resume runs none). A hook that fails fails the commit as the journal's
+    write there would."""
+
+    #: written with the journal and the plan: answered before the first complete
+    with_journal: Callable[[], Awaitable[object]] | None = None
+    #: written with the journal's ``succeeded``: every complete was answered before
+    with_succeeded: Callable[[CommitProgress], Awaitable[object]] | None = None
+    #: keys deleted in the release's last request, with the journal (not when it fails)
+    release_also: tuple[str, ...] = ()
 
 
 class JobCommitRun:
@@ -99,8 +120,12 @@ class JobCommitRun:
         ctx: JobContext,
         progress: ProgressFn | None = None,
         extra_metrics: Mapping[str, int | float] | None = None,
+        hooks: CommitHooks | None = None,
     ) -> None:
         self.ctx = ctx
+        self.hooks = hooks or CommitHooks()
+        #: round 1's outcomes when sent ahead (:meth:`read_ahead`)
+        self._read: list[Any] | None = None
         self.job_id = ctx.job_id
         #: the caller's own figures for _SUCCESS (e.g. rows), merged into its metrics
         self.extra_metrics = dict(extra_metrics or {})
@@ -189,10 +214,29 @@ class JobCommitRun:
         )
 
     # ---------------------------------------------------------------- entry points
-    async def commit(self, plan: CommitPlan) -> JobCommitResult:
+    async def commit(self, plan: CommitPlan | None = None) -> JobCommitResult:
+        """Commit ``plan`` (None: the one :meth:`read_ahead` read, whose round 1 is not
+        sent again). The pendingset cache is closed when this returns."""
+        if plan is not None:
+            self._check(plan)
+        elif self._read is None:
+            raise ValueError("commit() needs a plan unless read_ahead() ran")
+        return await self._run(resumed=False)
+
+    async def read_ahead(self) -> None:
+        """Round 1 of a fresh commit of :attr:`plan`, now (to go out with the caller's
+        reads): nothing is written and no error raised; :meth:`commit` acts on what it
+        found (or :meth:`close` drops it)."""
+        self._check(self.plan)
+        self._read = await self._read_round(False)
+
+    def close(self) -> None:
+        """Drop what :meth:`read_ahead` read (the pendingset cache's spill file)."""
+        self.sets.close()
+
+    def _check(self, plan: CommitPlan) -> None:
         check_plan(plan, self.layout, location=self.dest.uri_of(self.layout.plan))
         self.plan = plan
-        return await self._run(resumed=False)
 
     async def resume(self) -> JobCommitResult:
         """Read the journal and what the commit stored before its first complete (one
@@ -270,10 +314,8 @@ class JobCommitRun:
                 f"resume() or abort() (zerorename jobs resume|abort)"
             )
 
-    async def _start(self, resumed: bool) -> None:
-        """Round 1 (read and check everything, write nothing) and round 2 (the journal,
-        the plan and the replace records at once): see the module's docstring. A journal
-        in state ``started`` (written by an older zerorename) resumes here too."""
+    async def _read_round(self, resumed: bool) -> list[Any]:
+        """Round 1: read and check everything, write nothing; errors kept, not raised."""
         ctx = self.ctx
         self.phase = "scanning"
         early = not precheck_needs_scan(ctx)
@@ -283,7 +325,16 @@ class JobCommitRun:
         ]
         if not resumed:
             steps += [caught(job_is_active(ctx)), caught(read_journal(ctx))]
-        outcomes = await gather(*steps)
+        return list(await gather(*steps))
+
+    async def _start(self, resumed: bool) -> None:
+        """Round 1 (unless read ahead) and round 2 (the journal, the plan, the replace
+        records and the caller's ``with_journal`` at once): see the module's docstring. A
+        journal in state ``started`` (written by an older zerorename) resumes here too."""
+        ctx = self.ctx
+        early = not precheck_needs_scan(ctx)
+        outcomes = self._read if self._read is not None else await self._read_round(resumed)
+        self._read = None
         if not resumed:
             self._gate(outcomes[2], outcomes[3])
         try:
@@ -303,6 +354,8 @@ class JobCommitRun:
                 )
             if self._replace_plan is not None:
                 writes += replace_records(ctx, self._replace_plan, self.partitions)
+            if not resumed and self.hooks.with_journal is not None:
+                writes.append(self.hooks.with_journal())
             await gather(*writes)
         except BaseException as exc:
             with anyio.CancelScope(shield=True):
@@ -358,11 +411,14 @@ class JobCommitRun:
     async def _finish(self, moved: bool, resumed: bool) -> JobCommitResult:
         """``_SUCCESS`` and the journal's ``succeeded`` (when ``moved`` there now) at once,
         while the job's records and uploads are listed; then the release."""
-        j = self.journal
-        async with releasing(self.ctx) as release:
+        j, hook = self.journal, self.hooks.with_succeeded
+        also = () if resumed else self.hooks.release_also
+        async with releasing(self.ctx, also) as release:
             try:
-                success_key, _ = await gather(
-                    self._write_success(), self._save_journal() if moved else nothing()
+                success_key, _, _ = await gather(
+                    self._write_success(),
+                    self._save_journal() if moved else nothing(),
+                    hook(self.snapshot()) if hook is not None and not resumed else nothing(),
                 )
             except BaseException as exc:
                 await self._stopped_after_completes(exc, resumed)

@@ -260,11 +260,14 @@ async def run_replacement(
 
 
 @contextlib.asynccontextmanager
-async def releasing(ctx: JobContext) -> AsyncIterator[Callable[[], Awaitable[int]]]:
+async def releasing(
+    ctx: JobContext, also: Sequence[str] = ()
+) -> AsyncIterator[Callable[[], Awaitable[int]]]:
     """The release of a job's storage after its commit (:func:`release_job_storage`),
     its two listings (records, pending uploads) started on entry: the block writes what
     must come first (``_SUCCESS``, the journal) meanwhile, then calls the release.
-    Nothing is deleted or aborted before that call."""
+    Nothing is deleted or aborted before that call. ``also``: the caller's keys deleted
+    in the journal's request (a streaming sink's note of the job: gone only with it)."""
     engine, dest, lay = ctx.engine, ctx.dest, ctx.layout
     skip = [lay.journal, lay.marker]
     records = keys_under(engine, dest.bucket, lay.root, lambda k: True, skip=skip)
@@ -283,7 +286,7 @@ async def releasing(ctx: JobContext) -> AsyncIterator[Callable[[], Awaitable[int
                 engine.delete_objects(dest.bucket, doomed()), abort_uploads(engine, uploads)
             )
             # last: until this delete, a resume finds the journal and finishes the release
-            await engine.delete_objects(dest.bucket, [lay.journal])
+            await engine.delete_objects(dest.bucket, [lay.journal, *also])
             await anyio.to_thread.run_sync(
                 lambda: shutil.rmtree(ctx.local_job_dir, ignore_errors=True)
             )

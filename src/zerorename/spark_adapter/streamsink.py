@@ -10,9 +10,12 @@ The commit of batch B by job J (:mod:`streamlog` decides, this module does the I
 3. another run's intent of B (a driver died in its commit): resume, adopt or discard that
    job (its journal, its pendingsets);
 4. store the intent (job, pendingsets, counts), commit J from the accepted attempts'
-   summaries (the job commit's own rounds), store B as committed.
+   summaries (the job commit's own rounds), B stored as committed with the journal's
+   ``succeeded`` (every complete answered), J's note deleted with its journal (the
+   release's last request: a driver that dies in the release leaves the note, and the
+   next commit's sweep releases the job).
 
-Sequential requests for a batch: 1 + 1 + the job commit's (6 for append) + 1.
+Sequential requests for a batch: 1 + 1 + the job commit's (6 for append).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,9 +41,10 @@ from zerorename.committers import (
     TaskCommitSummary,
     committer_class,
 )
-from zerorename.committers.jobresult import JobCommitResult
+from zerorename.committers.jobcommit import CommitHooks
+from zerorename.committers.jobresult import CommitProgress, JobCommitResult
 from zerorename.committers.paths import JobLayout
-from zerorename.committers.store import gather, nothing, read_optional
+from zerorename.committers.store import gather, read_optional
 from zerorename.spark_adapter.bridge import get_bridge
 from zerorename.spark_adapter.errors import StreamLogError
 from zerorename.spark_adapter.jobs import TaskResult, engine_for
@@ -234,21 +238,22 @@ class StreamSink:
         await self.write_log(
             current.with_intent(Intent(batch_id, job_id, sets, files, rows, n_bytes))
         )
-        # the intent names the job now: its note is not needed to find it
-        committed, _ = await gather(
-            job.commit(summaries, extra_metrics={"rows": rows, "batch": batch_id}),
-            self.forget(job_id),
+
+        def committed(p: CommitProgress) -> Awaitable[None]:
+            entry = BatchEntry(batch_id, job_id, p.uploads_total, rows, p.bytes_total, time.time())
+            return self.write_log(current.with_commit(entry))
+
+        # the batch is recorded with the journal's `succeeded` (every complete answered);
+        # the job's note goes with the journal's delete, the release's last request: a
+        # driver that dies during the release leaves the note, and the next batch's sweep
+        # releases the rest of the job (release deletes no data)
+        hooks = CommitHooks(with_succeeded=committed, release_also=(self.note_key(job_id),))
+        result: JobCommitResult = await job.commit(
+            summaries, extra_metrics={"rows": rows, "batch": batch_id}, hooks=hooks
         )
-        result: JobCommitResult = committed
-        entry = BatchEntry(batch_id, job_id, result.files, rows, result.bytes, time.time())
-        # a commit whose last cleanup failed keeps a note, so the next batch's sweep
-        # releases what is left of the job (its files stay: release deletes no data)
-        await gather(
-            self.write_log(current.with_commit(entry)),
-            note_job(self.committer, self.query_id, job_id, batch_id)
-            if result.cleanup_error
-            else nothing(),
-        )
+        if result.cleanup_error:
+            # the last delete may have gone with the note but not the journal: note again
+            await note_job(self.committer, self.query_id, job_id, batch_id)
         return outcome("committed", result.files, rows, result.bytes)
 
     async def noted_jobs(self) -> list[str]:
@@ -263,10 +268,12 @@ class StreamSink:
                 found.append(job)
         return found
 
+    def note_key(self, job_id: str) -> str:
+        return started_key(self.dest.list_prefix, self.query_id, job_id)
+
     async def forget(self, job_id: str) -> None:
         """Delete the query's note of ``job_id``."""
-        key = started_key(self.dest.list_prefix, self.query_id, job_id)
-        await self.store.delete_objects(self.dest.bucket, [key])
+        await self.store.delete_objects(self.dest.bucket, [self.note_key(job_id)])
 
     async def discard(self, job_id: str) -> None:
         """Abort a run's job that completed nothing (its uploads, its records), then its
