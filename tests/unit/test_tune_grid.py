@@ -4,6 +4,7 @@ bound decides (pure: made-up figures, no I/O)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 
@@ -26,6 +27,7 @@ from zerorename.perf.tunemodel import (
     Probe,
     Setting,
     Spread,
+    burst_rate,
     burst_time,
     choose,
     propose,
@@ -239,9 +241,14 @@ def test_the_model_aims_at_the_lower_ceiling_and_says_which() -> None:
     assert client.ceiling_bps == client.client_bps and client.bound.startswith("client CPU")
     assert slow.ceiling_bps == 150e6 and slow.bound.startswith("server")
     assert probe(0.5, 400, 1.0, server=5e9).bound.startswith("client CPU (below the server")
+    # a burst measured: its net rate is the ceiling, whoever limited it
+    busy = dataclasses.replace(client, burst_bps=1.5e9)
+    assert busy.ceiling_bps == 1.5e9 and busy.bound == "client (busy through the burst)"
+    idle = dataclasses.replace(client, burst_bps=2e8, server_bps=2e8)
+    assert idle.ceiling_bps == 2e8 and idle.bound.startswith("server")
     a, b = propose(client, GiB), propose(slow, GiB)
     assert b.setting.concurrency < a.setting.concurrency
-    assert b.expected_bps <= 150e6 and "server ceiling 150 MB/s; bound: server" in b.why
+    assert b.expected_bps <= 150e6 and "server ceiling 150 MB/s, ceiling 150 MB/s, bound: server" in b.why
 
 
 def test_bad_burst_figures_are_refused_in_one_line() -> None:
@@ -250,6 +257,17 @@ def test_bad_burst_figures_are_refused_in_one_line() -> None:
             server_ceiling(*args)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="server_bps must be a finite number > 0"):
         probe(1, 100, 1, server=0.0)
+    with pytest.raises(ConfigError, match="burst_bps must be a finite number > 0"):
+        dataclasses.replace(probe(1, 100, 1), burst_bps=math.inf)
+
+
+def test_a_bursts_net_rate_takes_out_its_round_trips() -> None:
+    p = probe(20.0, 500, 1.0)
+    # 32 parts of 8 MiB at 32 in flight: one wave, three round trips (60 ms) out of 0.31 s
+    assert burst_rate(p, 256 * MiB, 32, P8, 0.31) == pytest.approx(256 * MiB / 0.25)
+    # two waves at 16 in flight: four round trips; never more than 4x the gross rate
+    assert burst_rate(p, 256 * MiB, 16, P8, 0.33) == pytest.approx(256 * MiB / 0.25)
+    assert burst_rate(p, 256 * MiB, 32, P8, 0.05) == pytest.approx(256 * MiB / 0.0125)
 
 
 @given(

@@ -48,6 +48,7 @@ from zerorename.perf.tunemodel import (
     Pick,
     Probe,
     Setting,
+    burst_rate,
     burst_time,
     grid,
     pick,
@@ -235,8 +236,9 @@ def _probe_of(got: Mapping[str, float]) -> Probe:
     size, conc = int(got["burst_bytes"]), int(got["burst_concurrency"])
     expected = burst_time(client, size, conc, PROBE_PART)
     busy = got.get("burst_wanted_s", got["burst_cpu_s"])
+    net = burst_rate(client, size, conc, PROBE_PART, got["burst_s"])
     server = server_ceiling(size, got["burst_s"], busy, expected)
-    return dataclasses.replace(client, server_bps=server)
+    return dataclasses.replace(client, server_bps=None if server is None else net, burst_bps=net)
 
 
 # --- plan: per latency, probe, propose, bracket the grid ----------------------------------
@@ -366,6 +368,8 @@ def result(samples: list[Sample], args: argparse.Namespace) -> tuple[dict[str, A
             **got,
             "single_mb_s": probe.single_bps / 1e6,
             "client_ceiling_mb_s": probe.client_bps / 1e6,
+            "burst_net_mb_s": None if probe.burst_bps is None else probe.burst_bps / 1e6,
+            "ceiling_mb_s": probe.ceiling_bps / 1e6,
             "server_ceiling_mb_s": None if probe.server_bps is None else probe.server_bps / 1e6,
             "bound": probe.bound,
         },

@@ -22,7 +22,7 @@ from zerorename.errors import ConfigError
 from zerorename.units import GiB, MiB, format_size
 
 #: part sizes the model proposes from (S3's minimum is 5 MiB)
-PART_LADDER = (8 * MiB, 16 * MiB, 32 * MiB, 64 * MiB)
+PART_LADDER = (8 * MiB, 16 * MiB, 32 * MiB, 64 * MiB, 128 * MiB)
 MIN_PART = 5 * MiB
 #: most requests in flight the model proposes for one process
 MAX_CONCURRENCY = 64
@@ -54,6 +54,7 @@ class Probe:
     part_s: float
     cpu_s_per_gib: float
     server_bps: float | None = None
+    burst_bps: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("rtt_s", "part_s", "cpu_s_per_gib"):
@@ -62,9 +63,10 @@ class Probe:
                 raise ConfigError(f"probe {name} must be a finite number > 0, got {value!r}")
         if self.part_bytes < 1:
             raise ConfigError(f"probe part_bytes must be >= 1, got {self.part_bytes!r}")
-        server = self.server_bps
-        if server is not None and (not math.isfinite(server) or server <= 0):
-            raise ConfigError(f"probe server_bps must be a finite number > 0, got {server!r}")
+        for name in ("server_bps", "burst_bps"):
+            rate = getattr(self, name)
+            if rate is not None and (not math.isfinite(rate) or rate <= 0):
+                raise ConfigError(f"probe {name} must be a finite number > 0, got {rate!r}")
 
     @property
     def single_bps(self) -> float:
@@ -79,7 +81,11 @@ class Probe:
 
     @property
     def ceiling_bps(self) -> float:
-        """The lower of the client's and the server's ceilings: what the model aims at."""
+        """What the model aims at: the burst's rate net of its round trips when one was
+        measured (the client's threads and the server together, as the runs have them),
+        else the lower of one core's rate and the server's ceiling."""
+        if self.burst_bps is not None:
+            return self.burst_bps
         if self.server_bps is None:
             return self.client_bps
         return min(self.client_bps, self.server_bps)
@@ -87,11 +93,13 @@ class Probe:
     @property
     def bound(self) -> str:
         """Which ceiling decided, in words."""
-        if self.server_bps is None:
-            return "client CPU (the server kept up with the burst)"
-        if self.server_bps < self.client_bps:
+        if self.server_bps is not None and self.server_bps < self.client_bps:
             return "server (the burst left the client idle)"
-        return "client CPU (below the server's measured ceiling)"
+        if self.burst_bps is not None:
+            return "client (busy through the burst)"
+        if self.server_bps is not None:
+            return "client CPU (below the server's measured ceiling)"
+        return "client CPU (one core)"
 
 
 def burst_time(probe: Probe, burst_bytes: int, concurrency: int, part: int) -> float:
@@ -101,6 +109,13 @@ def burst_time(probe: Probe, burst_bytes: int, concurrency: int, part: int) -> f
     waves = math.ceil(math.ceil(burst_bytes / part) / max(1, concurrency))
     wire = 2 * probe.rtt_s + waves * (probe.rtt_s + part / probe.single_bps)
     return max(wire, burst_bytes / probe.client_bps)
+
+
+def burst_rate(probe: Probe, burst_bytes: int, concurrency: int, part: int, wall_s: float) -> float:
+    """A burst's bytes per second net of its round trips (create, complete, one per wave
+    of parts), at most 4x its gross rate."""
+    waves = math.ceil(math.ceil(burst_bytes / part) / max(1, concurrency))
+    return burst_bytes / max(wall_s - (2 + waves) * probe.rtt_s, wall_s / 4)
 
 
 def server_ceiling(
@@ -200,8 +215,9 @@ def propose(probe: Probe, object_size: int, share: float = SHARE) -> Proposal:
     server = "not reached" if probe.server_bps is None else f"{probe.server_bps / MB:.0f} MB/s"
     why = (
         f"RTT {probe.rtt_s * 1000:.2f} ms, one connection {probe.single_bps / MB:.0f} MB/s, "
-        f"client ceiling {probe.client_bps / MB:.0f} MB/s ({probe.cpu_s_per_gib:.2f} CPU s/GiB), "
-        f"server ceiling {server}; bound: {probe.bound}. An upload of "
+        f"client {probe.cpu_s_per_gib:.2f} CPU s/GiB (one core: {probe.client_bps / MB:.0f} "
+        f"MB/s), server ceiling {server}, ceiling {probe.ceiling_bps / MB:.0f} MB/s, bound: "
+        f"{probe.bound}. An upload of "
         f"{format_size(object_size)} modelled as round trips (create, complete, one per wave "
         f"of parts) plus its bytes at min(ceiling, connections x one's rate): at best "
         f"{top / MB:.0f} MB/s; the cheapest within {share:.0%} of it: "
@@ -425,6 +441,7 @@ __all__ = [
     "Proposal",
     "Setting",
     "Spread",
+    "burst_rate",
     "burst_time",
     "candidates",
     "choose",
