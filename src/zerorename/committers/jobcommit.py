@@ -344,8 +344,11 @@ class JobCommitRun:
                 old = await precheck(ctx, self.partitions)
             self._replace_plan = old if isinstance(old, list) else None
             self._apply(Event.SCANNED)
-            # the journal first: a crash during these writes leaves no plan without it
-            writes: list[Awaitable[object]] = [self._save_journal()]
+            # the caller's record, then the journal before the plan: a crash during these
+            # writes leaves no plan without its journal (all are answered before a complete)
+            hook = self.hooks.with_journal if not resumed else None
+            writes: list[Awaitable[object]] = [hook() if hook is not None else nothing()]
+            writes.append(self._save_journal())
             if not resumed:
                 writes.append(
                     self.engine.put_object(
@@ -354,8 +357,6 @@ class JobCommitRun:
                 )
             if self._replace_plan is not None:
                 writes += replace_records(ctx, self._replace_plan, self.partitions)
-            if not resumed and self.hooks.with_journal is not None:
-                writes.append(self.hooks.with_journal())
             await gather(*writes)
         except BaseException as exc:
             with anyio.CancelScope(shield=True):

@@ -4,22 +4,26 @@ protocol runs on the in-memory store in unit tests).
 
 The commit of batch B by job J (:mod:`streamlog` decides, this module does the I/O):
 
-1. read the query's log (one GET);
+1. read the query's log, list the query's job notes and, beside them, J's commit's first
+   round (its marker, journal and pendingsets: read only, see :mod:`jobcommit`);
 2. B committed already (Spark re-runs a batch whose commit it did not record): abort J,
    success, nothing twice;
 3. another run's intent of B (a driver died in its commit): resume, adopt or discard that
-   job (its journal, its pendingsets);
-4. store the intent (job, pendingsets, counts), commit J from the accepted attempts'
-   summaries (the job commit's own rounds), B stored as committed with the journal's
-   ``succeeded`` (every complete answered), J's note deleted with its journal (the
-   release's last request: a driver that dies in the release leaves the note, and the
-   next commit's sweep releases the job).
+   job (its journal, its pendingsets); a discarded job leaves the log before its records
+   go (a log naming a job with no journal and no pendingset adopts it);
+4. commit J: the intent (job, pendingsets, counts) stored with J's journal and plan, all
+   answered before the first complete; B stored as committed with the journal's
+   ``succeeded`` (every complete answered); J's note deleted with its journal, the
+   release's last request. A driver that dies between leaves J's note: a journal the log
+   does not name completed nothing, and a job the log has committed keeps its files; the
+   next commit's sweep releases either (release deletes no data).
 
-Sequential requests for a batch: 1 + 1 + the job commit's (6 for append).
+Sequential requests for a batch: the append job commit's 6, nothing of the sink's own.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -190,9 +194,13 @@ class StreamSink:
                 log.warning("zerorename stream: %s; discarding the job", exc)
                 fate = Recovery.DISCARD
         if fate is Recovery.DISCARD:
+            bare = log_.without_intent()
             if intent.job_id != job_id:
+                # the log stops naming the job before its records go: a log whose intent
+                # names a job with no journal and no pendingset adopts that job
+                await self.write_log(bare)
                 await self.discard(intent.job_id)
-            return log_.without_intent(), None
+            return bare, None
         entry = BatchEntry(
             intent.batch, intent.job_id, intent.files, intent.rows, intent.bytes, time.time()
         )
@@ -219,38 +227,54 @@ class StreamSink:
 
         if not summaries:
             return outcome("empty", 0, rows, 0)
-        current, noted = await gather(self.read_log(), self.noted_jobs())
-        step = decide(current, batch_id, job_id)
-        keep = {job_id} | ({current.pending.job_id} if current.pending else set())
-        await self.sweep([k for k in noted if k not in keep])
-        if step is Step.DUPLICATE:
-            await self.discard(job_id)
-            return outcome("duplicate", 0, 0, 0)
-        if step is Step.RECOVER:
-            current, adopted = await self._settle(current, job_id)
-            if adopted is not None:
-                await self.write_log(current)
-                await gather(self.forget(adopted.job_id), self.discard(job_id))
-                return outcome("adopted", adopted.files, adopted.rows, adopted.bytes)
         job = self.committer.job(job_id)
-        sets = tuple(sorted(Destination.parse(s.pendingset).prefix for s in summaries))
-        files, n_bytes = sum(s.files for s in summaries), sum(s.bytes for s in summaries)
-        await self.write_log(
-            current.with_intent(Intent(batch_id, job_id, sets, files, rows, n_bytes))
-        )
+        # the job commit's first round (marker, journal, pendingsets: read only) goes out
+        # with the log's read; a step other than a plain commit drops what it read
+        run = job.prepare_commit(summaries, extra_metrics={"rows": rows, "batch": batch_id})
+        with contextlib.closing(run):
+            current, noted, _ = await gather(self.read_log(), self.noted_jobs(), run.read_ahead())
+            step = decide(current, batch_id, job_id)
+            keep = {job_id} | ({current.pending.job_id} if current.pending else set())
+            await self.sweep([k for k in noted if k not in keep])
+            if step is Step.DUPLICATE:
+                await self.discard(job_id)
+                return outcome("duplicate", 0, 0, 0)
+            if step is Step.RECOVER:
+                current, adopted = await self._settle(current, job_id)
+                if adopted is not None:
+                    await self.write_log(current)
+                    await gather(self.forget(adopted.job_id), self.discard(job_id))
+                    return outcome("adopted", adopted.files, adopted.rows, adopted.bytes)
+            sets = tuple(sorted(Destination.parse(s.pendingset).prefix for s in summaries))
+            files, n_bytes = sum(s.files for s in summaries), sum(s.bytes for s in summaries)
+            intent = current.with_intent(Intent(batch_id, job_id, sets, files, rows, n_bytes))
 
-        def committed(p: CommitProgress) -> Awaitable[None]:
-            entry = BatchEntry(batch_id, job_id, p.uploads_total, rows, p.bytes_total, time.time())
-            return self.write_log(current.with_commit(entry))
+            def committed(p: CommitProgress) -> Awaitable[None]:
+                entry = BatchEntry(
+                    batch_id, job_id, p.uploads_total, rows, p.bytes_total, time.time()
+                )
+                return self.write_log(current.with_commit(entry))
 
-        # the batch is recorded with the journal's `succeeded` (every complete answered);
-        # the job's note goes with the journal's delete, the release's last request: a
-        # driver that dies during the release leaves the note, and the next batch's sweep
-        # releases the rest of the job (release deletes no data)
-        hooks = CommitHooks(with_succeeded=committed, release_also=(self.note_key(job_id),))
-        result: JobCommitResult = await job.commit(
-            summaries, extra_metrics={"rows": rows, "batch": batch_id}, hooks=hooks
-        )
+            # the intent is written with the journal and the plan, all answered before the
+            # first complete (a journal stored without its intent completed nothing: the
+            # job's note stays, and the next commit's sweep releases it); the batch is
+            # recorded with the journal's `succeeded` (every complete answered); the
+            # job's note goes with the journal's delete, the release's last request (a
+            # driver that dies in the release leaves the note, and the next commit's sweep
+            # releases the rest of the job: release deletes no data)
+            hooks = CommitHooks(
+                with_journal=lambda: self.write_log(intent),
+                with_succeeded=committed,
+                release_also=(self.note_key(job_id),),
+            )
+            # after a recovery the job's first round is read again (the settled job may
+            # have been this one)
+            result: JobCommitResult = await job.commit(
+                summaries,
+                extra_metrics={"rows": rows, "batch": batch_id},
+                hooks=hooks,
+                prepared=run if step is Step.COMMIT else None,
+            )
         if result.cleanup_error:
             # the last delete may have gone with the note but not the journal: note again
             await note_job(self.committer, self.query_id, job_id, batch_id)
