@@ -16,36 +16,14 @@ import json
 import os
 import sys
 
-from pyspark.sql import SparkSession
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import streaming_faulty
+from speculative_session import speculative_session
 
 master, options, dest, marks, src, ckpt = sys.argv[1], json.loads(sys.argv[2]), *sys.argv[3:7]
-builder = (
-    SparkSession.builder.master(master)
-    .appName("zerorename-stream-speculation")
-    .config("spark.ui.enabled", "false")
-    .config("spark.ui.showConsoleProgress", "false")
-    .config("spark.driver.host", "127.0.0.1")
-    .config("spark.driver.bindAddress", "127.0.0.1")
-    .config("spark.executor.cores", "1")
-    .config("spark.cores.max", "2")
-    .config("spark.executor.memory", "512m")
-    .config("spark.sql.shuffle.partitions", "4")
-    .config("spark.pyspark.python", sys.executable)
-    .config("spark.speculation", "true")
-    .config("spark.speculation.interval", "200ms")
-    .config("spark.speculation.multiplier", "1.5")
-    .config("spark.speculation.quantile", "0.5")
-    .config("spark.speculation.minTaskRuntime", "500ms")
-    .config("spark.task.maxFailures", "1")  # a failure would end the query: only speculation
+spark = speculative_session(
+    master, "zerorename-stream-speculation", {"spark.sql.shuffle.partitions": "4"}
 )
-for key in ("AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE"):
-    if key in os.environ:
-        builder = builder.config(f"spark.executorEnv.{key}", os.environ[key])
-spark = builder.getOrCreate()
-spark.sparkContext.setLogLevel("ERROR")
 streaming_faulty.register_faulty_stream(spark)
 df = (
     spark.readStream.schema("id LONG, s STRING")
