@@ -449,8 +449,11 @@ def _bracket_lines(steps: Sequence[str], added: Sequence[Sequence[int]]) -> list
     """What bracketing in planning did, one line per step."""
     if not steps:
         return ["grid: brackets the knee as planned (its edge did not beat its neighbour)"]
-    shown = ", ".join(f"{c} x {format_size(p)}" for c, p in added) or "none"
-    return [f"grid extended by {shown}:", *(f"  {w}" for w in steps)]
+    shown = ", ".join(f"{c} x {format_size(p)}" for c, p in added)
+    head = (
+        f"grid extended by {shown}:" if shown else "grid not extended (steps within it or capped):"
+    )
+    return [head, *(f"  {w}" for w in steps)]
 
 
 def notes(samples: list[Sample], args: argparse.Namespace) -> list[str]:
