@@ -146,6 +146,31 @@ class SparkTarget:
         opts.update({k: str(v) for k, v in extra.items()})
         return opts
 
+    def reader_options(self) -> dict[str, str]:
+        """The keyword arguments of the adapter's readers (read_success, committed_files,
+        read_stream_log) that reach this target."""
+        o = self.options()
+        return {
+            "endpoint": o["endpoint"],
+            "region": o["region"],
+            "profile": o["profile"],
+            "addressing_style": o["addressingStyle"],
+        }
+
+    def arrow_fs(self) -> Any:
+        """A pyarrow S3 filesystem on this target (for pyarrow's dataset reader)."""
+        from pyarrow.fs import S3FileSystem
+
+        t = self.target
+        return S3FileSystem(
+            access_key=t.access_key,
+            secret_key=t.secret_key,
+            endpoint_override=t.endpoint_url,
+            region=t.region,
+            scheme="https" if t.tls else "http",
+            force_virtual_addressing=False,
+        )
+
     def client(self) -> Any:
         return self.target.boto3_client()
 

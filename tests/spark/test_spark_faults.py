@@ -44,16 +44,6 @@ def _assert_exact_output(zr: Any) -> None:
     assert [k for k in zr.list_keys() if "__magic" in k] == []
 
 
-def _read_opts(zr: Any) -> dict[str, Any]:
-    o = zr.options()
-    return {
-        "endpoint": o["endpoint"],
-        "region": o["region"],
-        "profile": o["profile"],
-        "addressing_style": o["addressingStyle"],
-    }
-
-
 @pytest.mark.parametrize("stage", ["batch", "files_closed", "committed"])
 def test_first_attempt_fails_then_retry(faulty: Any, zr_any: Any, stage: str) -> None:
     _write(
@@ -69,7 +59,7 @@ def test_first_attempt_fails_then_retry(faulty: Any, zr_any: Any, stage: str) ->
     assert "p1-a1-committed" in marks  # the retry is what committed
     assert ("p1-a0-committed" in marks) == (stage == "committed")
     _assert_exact_output(zr_any)
-    info = read_success(zr_any.uri(), **_read_opts(zr_any))
+    info = read_success(zr_any.uri(), **zr_any.reader_options())
     assert info.files == PARTS and info.rows == N
 
 

@@ -66,18 +66,9 @@ def _read_ids(zr: Any, sub: str = "out") -> list[int]:
     """Every id in the destination, as pyarrow's dataset reader sees it (sorted, with
     duplicates)."""
     import pyarrow.dataset as ds
-    from pyarrow.fs import S3FileSystem
 
-    t = zr.target
-    fs = S3FileSystem(
-        access_key=t.access_key,
-        secret_key=t.secret_key,
-        endpoint_override=t.endpoint_url,
-        region=t.region,
-        scheme="http",
-        force_virtual_addressing=False,
-    )
-    base = f"{t.bucket}/{zr.prefix(sub).rstrip('/')}"
+    fs = zr.arrow_fs()
+    base = f"{zr.target.bucket}/{zr.prefix(sub).rstrip('/')}"
     table = ds.dataset(base, filesystem=fs, format="parquet").to_table()
     return sorted(table.column("id").to_pylist())
 

@@ -107,7 +107,7 @@ def _per_batch(spark: Any, zr: Any, tmp_path: Path, committer: str, part_by: str
         query = _check_batches(zr, n + 1, bool(part_by))
     from zerorename.spark_adapter import committed_files
 
-    snap = committed_files(zr.uri(), **_reader_options(zr))
+    snap = committed_files(zr.uri(), **zr.reader_options())
     assert snap.batches == {query: tuple(range(RUNS))} and snap.older == ()
     assert sorted(f.key for f in snap.files) == sorted(
         zr.prefix() + k for k in zr.data_keys() if not k.startswith("_")
@@ -141,16 +141,6 @@ def _check_is_not_vacuous(zr: Any, partitioned: bool) -> None:
         client.delete_object(Bucket=bucket, Key=moved)
     client.put_object(Bucket=bucket, Key=first, Body=body)
     _check_batches(zr, RUNS, partitioned)
-
-
-def _reader_options(zr: Any) -> dict[str, str]:
-    o = zr.options()
-    return {
-        "endpoint": o["endpoint"],
-        "region": o["region"],
-        "profile": o["profile"],
-        "addressing_style": o["addressingStyle"],
-    }
 
 
 @pytest.mark.parametrize(
@@ -244,20 +234,11 @@ def test_a_reader_in_another_process_sees_whole_batches(
     )
     # the last snapshot, straight into pyarrow: every row once
     import pyarrow.dataset as ds
-    from pyarrow.fs import S3FileSystem
 
     from zerorename.spark_adapter import committed_files
 
-    t = zr.target
-    fs = S3FileSystem(
-        access_key=t.access_key,
-        secret_key=t.secret_key,
-        endpoint_override=t.endpoint_url,
-        region=t.region,
-        scheme="http",
-        force_virtual_addressing=False,
-    )
-    snap = committed_files(zr.uri(), **_reader_options(zr))
+    fs = zr.arrow_fs()
+    snap = committed_files(zr.uri(), **zr.reader_options())
     table = ds.dataset(snap.paths, filesystem=fs, format="parquet").to_table()
     assert sorted(table.column("id").to_pylist()) == list(range(batches * ROWS_PER_FILE))
 

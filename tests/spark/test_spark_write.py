@@ -21,16 +21,6 @@ def _df(spark: Any, n: int = 1000, parts: int = 4) -> Any:
     )
 
 
-def _read_opts(zr: Any) -> dict[str, Any]:
-    o = zr.options()
-    return {
-        "endpoint": o["endpoint"],
-        "region": o["region"],
-        "profile": o["profile"],
-        "addressing_style": o["addressingStyle"],
-    }
-
-
 def _save(df: Any, zr: Any, mode: str = "append", sub: str = "out", **opts: Any) -> None:
     df.write.format("zerorename").mode(mode).options(**zr.options(**opts)).save(zr.uri(sub))
 
@@ -46,7 +36,7 @@ def test_write_parquet_reads_back(spark: Any, zr_any: Any) -> None:
     assert rows == [(i, i % 3, f"row-{i}") for i in range(1000)]
     assert zr_any.pending_uploads() == []
     assert [k for k in zr_any.list_keys() if "__magic" in k] == []
-    info = read_success(zr_any.uri(), **_read_opts(zr_any))
+    info = read_success(zr_any.uri(), **zr_any.reader_options())
     assert (info.files, info.rows, info.committer) == (4, 1000, "magic")
     total = sum(len(zr_any.get(zr_any.prefix() + k)) for k in keys)
     assert info.bytes == total  # bytes written are reported, not 0
@@ -57,14 +47,14 @@ def test_empty_partitions_write_nothing(spark: Any, zr: Any) -> None:
     df = _df(spark, n=2, parts=1).repartition(6)
     _save(df, zr)
     assert len(zr.data_keys()) <= 2
-    assert read_success(zr.uri(), **_read_opts(zr)).rows == 2
+    assert read_success(zr.uri(), **zr.reader_options()).rows == 2
 
 
 def test_empty_dataframe_commits_an_empty_job(spark: Any, zr: Any) -> None:
     df = spark.createDataFrame([], "id long, s string")
     _save(df, zr)
     assert zr.data_keys() == []
-    info = read_success(zr.uri(), **_read_opts(zr))
+    info = read_success(zr.uri(), **zr.reader_options())
     assert (info.files, info.rows, info.bytes) == (0, 0, 0)
     assert zr.pending_uploads() == []
 
@@ -139,7 +129,7 @@ def test_overwrite_replaces_destination(spark: Any, zr: Any, committer: str) -> 
     new = set(zr.data_keys())
     assert len(new) == 3 and not (old & new)
     assert sorted(zr.read_parquet().column("id").to_pylist()) == list(range(50))
-    info = read_success(zr.uri(), **_read_opts(zr))
+    info = read_success(zr.uri(), **zr.reader_options())
     assert info.rows == 50 and info.committer in ("magic", "staging")
 
 
