@@ -245,3 +245,10 @@ def test_a_small_objects_grid_tries_smaller_parts() -> None:
 
     prop = Proposal(Setting(1, 16 * MiB), 16 * MiB, 1e9, 8, "")
     assert grid(prop, 16 * MiB) == [Setting(1, 8 * MiB), Setting(1, 16 * MiB), Setting(2, 8 * MiB)]
+
+
+def test_a_grid_around_one_request_looks_up_to_four() -> None:
+    from zerorename.perf.tunemodel import Proposal
+
+    prop = Proposal(Setting(1, 8 * MiB), 8 * MiB, 1e9, 8, "")
+    assert sorted({s.concurrency for s in grid(prop, GiB)}) == [1, 2, 4]

@@ -324,6 +324,7 @@ def plan(args: argparse.Namespace, target: Target) -> list[Run]:
             "proposed": [proposal.setting.concurrency, proposal.setting.part_size],
             "bracket": list(br.steps),
             "added": [[s.concurrency, s.part_size] for s in br.added],
+            "pilot": [[s.concurrency, s.part_size, v] for s, v in br.measured.items()],
         }
         for s in br.settings:
             func, run_params = _run(s, size, latency, extra)
@@ -383,6 +384,8 @@ def result(samples: list[Sample], args: argparse.Namespace) -> tuple[dict[str, A
         "bracket": {
             "steps": list(samples[0].params.get("bracket", [])),
             "added": list(samples[0].params.get("added", [])),
+            # planning's own runs: [concurrency, part size, [MB/s per run]]
+            "pilot": list(samples[0].params.get("pilot", [])),
         },
         "grid": [
             {

@@ -229,9 +229,9 @@ def propose(probe: Probe, object_size: int, share: float = SHARE) -> Proposal:
 
 def grid(proposal: Proposal, object_size: int) -> list[Setting]:
     """The settings measured around the proposal: half, the same and twice the
-    concurrency, at the proposed part size and twice it (half of it when the object has
-    fewer than two parts of twice it); a concurrency above the object's parts becomes
-    one per part; cheapest first."""
+    concurrency (1, 2 and 4 around 1), at the proposed part size and twice it (half of
+    it when the object has fewer than two parts of twice it); a concurrency above the
+    object's parts becomes one per part; cheapest first."""
     c, p = proposal.setting.concurrency, proposal.setting.part_size
     parts = [p]
     if object_size > 2 * p:
@@ -239,6 +239,8 @@ def grid(proposal: Proposal, object_size: int) -> list[Setting]:
     elif p // 2 >= MIN_PART:
         parts.append(p // 2)
     concs = sorted({max(1, c // 2), c, min(MAX_CONCURRENCY, 2 * c)})
+    if c == 1:  # nothing below one request: look further up instead
+        concs.append(4)
     # more requests in flight than the object has parts is the same as one per part
     fit = {Setting(min(k, math.ceil(object_size / q)), q) for q in parts for k in concs}
     return sorted(fit, key=Setting.cost)
