@@ -38,8 +38,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Iterable, Mapping
 from typing import Any
 
 import anyio
@@ -60,7 +59,12 @@ from zerorename.committers.errors import (
     RecordFormatError,
 )
 from zerorename.committers.jobcomplete import Completed, complete_sets
-from zerorename.committers.jobresult import CommitProgress, JobCommitResult, ProgressFn
+from zerorename.committers.jobresult import (
+    CommitHooks,
+    CommitProgress,
+    JobCommitResult,
+    ProgressFn,
+)
 from zerorename.committers.jobscan import CommitScan, precheck, precheck_needs_scan, scan_width
 from zerorename.committers.jobstorage import (
     AbortResult,
@@ -96,20 +100,6 @@ __all__ = ["CommitHooks", "CommitProgress", "JobCommitResult", "JobCommitRun", "
 
 log = logging.getLogger("zerorename.committers")
 JSON = "application/json"
-
-
-@dataclass(frozen=True)
-class CommitHooks:
-    """A caller's records stored in a fresh commit's own rounds, so they cost none of
-    their own (a resume runs none). A hook that fails fails the commit as the journal's
-    write there would."""
-
-    #: written with the journal and the plan: answered before the first complete
-    with_journal: Callable[[], Awaitable[object]] | None = None
-    #: written with the journal's ``succeeded``: every complete was answered before
-    with_succeeded: Callable[[CommitProgress], Awaitable[object]] | None = None
-    #: keys deleted in the release's last request, with the journal (not when it fails)
-    release_also: tuple[str, ...] = ()
 
 
 class JobCommitRun:

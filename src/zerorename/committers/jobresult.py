@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-__all__ = ["CommitProgress", "JobCommitResult", "ProgressFn"]
+__all__ = ["CommitHooks", "CommitProgress", "JobCommitResult", "ProgressFn"]
 
 
 @dataclass(frozen=True)
@@ -40,3 +40,17 @@ class JobCommitResult:
     success_key: str | None
     resumed: bool = False
     cleanup_error: str | None = None
+
+
+@dataclass(frozen=True)
+class CommitHooks:
+    """A caller's records stored in a fresh commit's own rounds, so they cost none of
+    their own (a resume runs none). A hook that fails fails the commit as the journal's
+    write there would."""
+
+    #: written with the journal and the plan: answered before the first complete
+    with_journal: Callable[[], Awaitable[object]] | None = None
+    #: written with the journal's ``succeeded``: every complete was answered before
+    with_succeeded: Callable[[CommitProgress], Awaitable[object]] | None = None
+    #: keys deleted in the release's last request, with the journal (not when it fails)
+    release_also: tuple[str, ...] = ()

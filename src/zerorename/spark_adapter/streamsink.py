@@ -45,8 +45,7 @@ from zerorename.committers import (
     TaskCommitSummary,
     committer_class,
 )
-from zerorename.committers.jobcommit import CommitHooks
-from zerorename.committers.jobresult import CommitProgress, JobCommitResult
+from zerorename.committers.jobresult import CommitHooks, CommitProgress, JobCommitResult
 from zerorename.committers.paths import JobLayout
 from zerorename.committers.store import gather, read_optional
 from zerorename.spark_adapter.bridge import get_bridge
