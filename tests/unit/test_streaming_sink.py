@@ -361,3 +361,19 @@ async def test_a_journal_stored_without_its_intent(spark_aborts: bool) -> None:
     await commit_batch(store.reopen(), 2, "t2")
     assert data_of(state) == expected(range(3))
     check_clean(state)
+
+
+async def test_a_bad_pendingset_changes_nothing() -> None:
+    """A pendingset of the batch's job that fails its checks: the commit refuses before
+    writing anything, not even the intent (the job commit's reads go out with the log's)."""
+    state = MemoryState(B)
+    store = MemoryStore(state)
+    await commit_batch(store, 0, "t0")
+    job_id, results = await run_tasks(store, 1, "t1")
+    (key,) = [k for k in state.objects(B) if k.endswith("00000_0.pendingset")]
+    await store.put_object(B, key, b'{"version": 1, "job_id": "x"}\n')
+    before = dict(state.objects(B))
+    with pytest.raises(JobCommitError, match=r"refused: a record is bad"):
+        await sink(store).commit(1, job_id, results)
+    assert state.objects(B) == before
+    assert log_of(state)["pending"] is None
