@@ -14,7 +14,8 @@ A commit of batch B by job J (see :func:`decide`):
 2. an intent of B by another job K (a driver died during K's commit): K's journal says
    whether to resume K, whether K finished (its pendingsets are gone) or never started
    (they are all there); K is adopted as B's commit or discarded (:func:`recover`).
-3. otherwise: write the intent, commit J, write B as committed.
+3. otherwise: write the intent (with J's journal, before any complete), commit J, write B
+   as committed (with J's journal's ``succeeded``, after every complete).
 """
 
 from __future__ import annotations
@@ -343,7 +344,9 @@ class Recovery(Enum):
 
 
 def recover(intent: Intent, *, journal: bool, present: frozenset[str]) -> Recovery:
-    """K's fate from its journal and which of the intent's pendingsets still exist."""
+    """K's fate from its journal and which of the intent's pendingsets still exist. No
+    journal and no pendingset means K's release ran, which only a finished commit starts:
+    the sink takes a discarded job's intent out of the log before its records go."""
     if journal:
         return Recovery.RESUME
     named = set(intent.pendingsets)
