@@ -70,8 +70,12 @@ _PROBE = "zerorename.perf.tune_scenario:measure_probe"
 #: one connection's rate (the fastest: on a shared machine the noise only slows)
 RTT_REQUESTS, PART_REQUESTS = 9, 5
 PROBE_PART = 8 * MiB
-#: requests in flight of the burst that measures the client's CPU and the server's ceiling
-BURST_CONCURRENCY = 32
+#: requests in flight of the burst that measures the client's CPU and the ceiling: at 32,
+#: moto measured 158-162 MB/s where its grids then measured 191-297 at 2-4 in flight (a
+#: server past its best), so the model proposed 1 for knees of 2-4; the burst's round
+#: trips are taken out of its rate (burst_rate), so 8 in flight also measure the ceiling
+#: 20-50 ms away
+BURST_CONCURRENCY = 8
 
 
 def latency_list_arg(text: str) -> list[float]:
