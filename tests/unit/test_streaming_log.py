@@ -20,6 +20,7 @@ from zerorename.spark_adapter.streamlog import (
     Recovery,
     Step,
     StreamLog,
+    check_query_id,
     decide,
     jobs_prefix,
     parse_log,
@@ -216,8 +217,16 @@ def test_read_stream_log_refuses_a_checkpoint_it_cannot_read(tmp_path: Path) -> 
     """Before any request: a missing checkpoint, or one whose metadata is not Spark's."""
     from zerorename.spark_adapter.streamsink import read_stream_log
 
-    with pytest.raises(StreamLogError, match="cannot read"):
+    with pytest.raises(StreamLogError, match="no checkpoint metadata can be read"):
         read_stream_log("s3://b/out", str(tmp_path / "nothing"))
+    # a NUL or a newline in the path: still one line, still a StreamLogError
+    for odd in ("a\x00b", "two\nlines"):
+        with pytest.raises(StreamLogError) as info:
+            read_stream_log("s3://b/out", str(tmp_path / odd))
+        assert "\n" not in str(info.value)
+    # a query id with a newline after it is not a query id
+    with pytest.raises(StreamLogError):
+        check_query_id("6f6c2f1e-6d0b-4c55-9a55-7a65726f7265\n")
     (tmp_path / "metadata").write_text('{"id": "not-a-uuid"}')
     with pytest.raises(StreamLogError, match="not a UUID"):
         read_stream_log("s3://b/out", f"file://{tmp_path}")

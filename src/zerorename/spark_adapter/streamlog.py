@@ -26,7 +26,7 @@ import re
 import uuid
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any
+from typing import Any, TypeGuard
 
 from zerorename.spark_adapter.errors import StreamLogError
 
@@ -43,12 +43,18 @@ MAX_LOG_BYTES = 4 * 1024 * 1024
 #: the namespace of batch job ids (uuid5 of query id, writer token and batch id)
 STREAM_NAMESPACE = uuid.UUID("6f6c2f1e-6d0b-4c55-9a55-7a65726f7265")
 
-_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def is_uuid(text: object) -> TypeGuard[str]:
+    """True for a UUID as Spark writes query ids and uuid5 writes job ids (lower-case,
+    hyphenated, nothing before or after it: not even a newline)."""
+    return isinstance(text, str) and _UUID.fullmatch(text) is not None
 
 
 def check_query_id(text: str) -> str:
     """A Spark query id (a UUID, as the checkpoint's ``metadata`` file holds it)."""
-    if not isinstance(text, str) or not _UUID.match(text):
+    if not is_uuid(text):
         raise StreamLogError(f"streaming query id {text!r} is not a UUID; not committing")
     return text
 
@@ -91,7 +97,7 @@ def started_job(prefix: str, key: str) -> str | None:
     """The job id a key under :func:`jobs_prefix` notes, or None for any other key."""
     name = key[len(prefix) :] if key.startswith(prefix) else ""
     job = name[: -len(".json")] if name.endswith(".json") else ""
-    return job if _UUID.match(job) else None
+    return job if is_uuid(job) else None
 
 
 @dataclass(frozen=True)
@@ -216,7 +222,7 @@ class _Fields:
 
     def job(self, key: str) -> str:
         v = self.get(key)
-        if not isinstance(v, str) or not _UUID.match(v):
+        if not is_uuid(v):
             raise self.bad(f"{key} must be a job id (UUID), got {v!r}")
         return v
 

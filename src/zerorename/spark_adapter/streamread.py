@@ -31,7 +31,6 @@ only that query's log is read, and other streams' files count as other writers'.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,14 +50,13 @@ from zerorename.spark_adapter.streamlog import (
     KEEP,
     STREAMS_DIR,
     StreamLog,
+    is_uuid,
     log_key,
     parse_log,
     query_id_of_metadata,
 )
 
 log = logging.getLogger("zerorename.spark")
-
-_UUID_TEXT = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 #: how many times a snapshot is taken before giving up (the logs moved too far each time)
 ATTEMPTS = 5
@@ -215,7 +213,7 @@ async def stream_queries(store: Store, dest: Destination) -> list[str]:
     found = []
     async for p in store.list_prefixes(dest.bucket, base):
         name = p[len(base) :].rstrip("/")
-        if _UUID_TEXT.fullmatch(name):
+        if is_uuid(name):
             found.append(name)
         else:
             log.warning("zerorename: %s is not a stream query's; ignored", dest.uri_of(p))
@@ -249,7 +247,7 @@ async def read_snapshot(
 ) -> Snapshot:
     """Take the snapshot (:func:`judge`), again after ``pause`` seconds while the logs
     moved too far during the listing; :class:`StreamLogError` after ``attempts``."""
-    if query is not None and not _UUID_TEXT.fullmatch(query):
+    if query is not None and not is_uuid(query):
         raise StreamLogError(f"streaming query id {query!r} is not a UUID; not reading")
     reason = ""
     for n in range(1, attempts + 1):
@@ -276,9 +274,28 @@ async def read_snapshot(
     )
 
 
+def reader_options(
+    path: str,
+    endpoint: str | None,
+    region: str | None,
+    profile: str | None,
+    addressing_style: str,
+) -> WriteOptions:
+    """The options a reader of ``path`` reaches the store with (checked as a writer's)."""
+    return WriteOptions.parse(
+        {
+            "path": path,
+            "endpoint": endpoint or "",
+            "region": region or "",
+            "profile": profile or "",
+            "addressingStyle": addressing_style,
+        }
+    )
+
+
 def query_id_of(query: str) -> str:
     """A query id as given, or read from a local checkpoint directory (path or file: URI)."""
-    if _UUID_TEXT.fullmatch(query):
+    if is_uuid(query):
         return query
     try:
         local = urlparse(query).path if query.startswith("file:") else query
@@ -306,15 +323,7 @@ def committed_files(
     """The data files of fully committed batches at ``path`` (every stream's, or
     ``query``'s: a query id or its local checkpoint directory), plus files no log names
     (:attr:`Snapshot.older`), as one snapshot. Credentials come from the AWS chain."""
-    opts = WriteOptions.parse(
-        {
-            "path": path,
-            "endpoint": endpoint or "",
-            "region": region or "",
-            "profile": profile or "",
-            "addressingStyle": addressing_style,
-        }
-    )
+    opts = reader_options(path, endpoint, region, profile, addressing_style)
     q = query_id_of(query) if query is not None else None
     dest = Destination.parse(opts.path)
     return get_bridge().run(read_snapshot(engine_for(opts), dest, q, attempts=attempts))
@@ -327,5 +336,8 @@ __all__ = [
     "committed_files",
     "is_data_key",
     "judge",
+    "query_id_of",
+    "read_log",
     "read_snapshot",
+    "reader_options",
 ]

@@ -26,13 +26,10 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import re
 import time
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 from zerorename.committers import (
     CommitOptions,
@@ -46,10 +43,8 @@ from zerorename.committers import (
     committer_class,
 )
 from zerorename.committers.jobresult import CommitHooks, CommitProgress, JobCommitResult
-from zerorename.committers.paths import JobLayout
-from zerorename.committers.store import gather, read_optional
+from zerorename.committers.store import gather
 from zerorename.spark_adapter.bridge import get_bridge
-from zerorename.spark_adapter.errors import StreamLogError
 from zerorename.spark_adapter.jobs import TaskResult, engine_for
 from zerorename.spark_adapter.options import WriteOptions
 from zerorename.spark_adapter.streamlog import (
@@ -61,16 +56,13 @@ from zerorename.spark_adapter.streamlog import (
     decide,
     jobs_prefix,
     log_key,
-    parse_log,
-    query_id_of_metadata,
     recover,
     started_job,
     started_key,
 )
+from zerorename.spark_adapter.streamread import query_id_of, read_log, reader_options
 
 log = logging.getLogger("zerorename.spark")
-
-_UUID_TEXT = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 #: a batch's job: no _SUCCESS (the stream log records batches) and no rollback on a failed
 #: commit (its journal stays, so the batch's next commit resumes it: nothing twice)
@@ -142,16 +134,8 @@ class StreamSink:
         return self.committer.engine
 
     async def read_log(self) -> StreamLog:
-        data = await read_optional(self.store, self.dest.bucket, self.key)
-        if data is None:
-            return StreamLog(self.query_id)
-        prefix = JobLayout(self.dest, "{job}").pendingsets_dir
-        return parse_log(
-            data,
-            query_id=self.query_id,
-            where=self.dest.uri_of(self.key),
-            pendingset_prefix=prefix,
-        )
+        found = await read_log(self.store, self.dest, self.query_id)
+        return found if found is not None else StreamLog(self.query_id)
 
     async def write_log(self, new: StreamLog) -> None:
         await self.store.put_object(
@@ -343,23 +327,5 @@ def read_stream_log(
     """The log of a query's batches at ``path``: ``query`` is the query id or its local
     checkpoint directory (the id is in its ``metadata`` file). A query that committed
     nothing yet has an empty log. Credentials come from the AWS chain."""
-    if not _UUID_TEXT.match(query):
-        local = urlparse(query).path if query.startswith("file:") else query
-        where = Path(local) / "metadata"
-        try:
-            text = where.read_text()
-        except OSError as exc:
-            raise StreamLogError(
-                f"cannot read {where}: {exc.strerror}; pass the query id"
-            ) from None
-        query = query_id_of_metadata(text, str(where))
-    opts = WriteOptions.parse(
-        {
-            "path": path,
-            "endpoint": endpoint or "",
-            "region": region or "",
-            "profile": profile or "",
-            "addressingStyle": addressing_style,
-        }
-    )
-    return get_bridge().run(StreamSink(opts, query).read_log())
+    opts = reader_options(path, endpoint, region, profile, addressing_style)
+    return get_bridge().run(StreamSink(opts, query_id_of(query)).read_log())
