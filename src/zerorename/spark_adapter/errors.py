@@ -40,7 +40,8 @@ class DemoError(SparkAdapterError):
 
 
 class StreamLogError(SparkAdapterError):
-    """Raised by the streaming sink when a query's stream log, or the state it describes,
-    cannot be acted on (a malformed log, a checkpoint that is not Spark's, a batch id
-    committed already): nothing is committed or deleted; the message names the record and
-    what to do."""
+    """Raised by the streaming sink and its readers when a query's stream log, or the state
+    it describes, cannot be acted on (a malformed log, a checkpoint that is not Spark's, a
+    batch id committed already), or when ``committed_files`` could take no consistent
+    snapshot: nothing is committed or deleted; the message names the record and what to
+    do."""
