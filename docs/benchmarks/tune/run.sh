@@ -1,7 +1,8 @@
 #!/bin/bash
 # usage: run.sh NAME perf-args...
 name=$1; shift
-cd /work/main
+cd "$(dirname "$0")/../../.."   # the repository
+mkdir -p /tmp/tune-runs
 out=/tmp/tune-runs/$name
 {
   echo "start $(date -u +%H:%M:%S) $(uptime | sed 's/.*load average/load average/')"
