@@ -41,13 +41,18 @@ class CapturingWriter(ZeroRenameWriter):
         if suffix is None:
             return
         from zerorename.committers import Destination
+        from zerorename.committers.paths import JobLayout
         from zerorename.spark_adapter.bridge import get_bridge
         from zerorename.spark_adapter.jobs import engine_for
 
         dest = Destination.parse(self.opts.path)
-        found = get_bridge().run(
-            _records(engine_for(self.opts), dest.bucket, dest.job_dir(self.job_id), suffix)
-        )
+        layout = JobLayout(dest, self.job_id)
+        # this partition's own .pending records (a task running at the same time has its
+        # own until its task commit; task ids are <partition>_<task attempt id>); every
+        # committed task's .pendingset
+        mine = f"{layout.tasks_dir}{partition:05d}_"
+        where = mine if suffix == ".pending" else layout.root
+        found = get_bridge().run(_records(engine_for(self.opts), dest.bucket, where, suffix))
         out = Path(self.capture_dir)
         for i, (key, data) in enumerate(sorted(found.items())):
             name = key.rsplit("/", 1)[-1] if suffix == ".pendingset" else f"p{partition}-{i}"
