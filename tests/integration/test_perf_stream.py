@@ -6,15 +6,12 @@ compared with a time)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from perf_helpers import perf_target
+from perf_helpers import perf, perf_target
 from zerorename.perf import stream_scenario as ss
 from zerorename.perf.model import ChildFailed, run_in_child
 from zerorename.testing.targets import S3Target
@@ -93,23 +90,6 @@ def test_a_wrong_destination_fails_the_run_instead_of_reporting(
     assert "StreamVerificationError" in text and says in text
     assert "the run's figures are not reported" in text
     assert listing(moto_s3) == ([], [])
-
-
-def perf(args: list[str], tmp_path: Path) -> dict[str, Any]:
-    """``python -m zerorename.perf ARGS --json F``; the JSON document (and stdout)."""
-    out = tmp_path / "out.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "zerorename.perf", *args, "--json", str(out), "--quiet"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ},
-        check=False,
-    )
-    assert proc.returncode == 0, f"{args}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    doc: dict[str, Any] = json.loads(out.read_text())
-    doc["_stdout"] = proc.stdout
-    return doc
 
 
 def test_on_the_sink_behind_the_proxy_a_batch_commit_is_6_sequential_requests(

@@ -4,35 +4,15 @@ tiny size (smoke tests of what runs and what is reported: no figure is compared 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from perf_helpers import perf
 from zerorename.perf import sweep_scenario, upload_scenario
 from zerorename.perf.model import Target
 from zerorename.perf.targets import TargetError
-
-
-def perf(args: list[str], tmp_path: Path) -> dict[str, Any]:
-    """Run ``python -m zerorename.perf ARGS --json F``; return the JSON document."""
-    out = tmp_path / "out.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "zerorename.perf", *args, "--json", str(out), "--quiet"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ},
-        check=False,
-    )
-    assert proc.returncode == 0, f"{args}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    doc: dict[str, Any] = json.loads(out.read_text())
-    doc["_stdout"] = proc.stdout
-    return doc
-
 
 #: an upload of 6 MiB in 5 MiB parts: create, 2 parts, complete, then head and delete
 UPLOAD_REQUESTS = 6.0
