@@ -23,11 +23,12 @@ from zerorename.perf.model import (
     Sample,
     Target,
     int_list_arg,
+    non_negative_int,
     positive_float,
     positive_int,
     size_arg,
 )
-from zerorename.units import format_size
+from zerorename.units import MiB, format_size
 
 NAME = "stream"
 HELP = (
@@ -45,19 +46,9 @@ _FUNCS = {
 }
 
 
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
 def _file_size(text: str) -> int:
     value = size_arg(text)
-    if value > 5 * 1024 * 1024:
+    if value > 5 * MiB:
         raise argparse.ArgumentTypeError(f"files are one-part uploads: at most 5MiB, got {text!r}")
     return value
 
@@ -78,7 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--warmup",
-        type=_non_negative,
+        type=non_negative_int,
         default=1,
         help="untimed batches first (the first commit opens the connections and finds no "
         "log) (default: %(default)s)",

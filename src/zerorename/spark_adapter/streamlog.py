@@ -29,6 +29,7 @@ from enum import Enum
 from typing import Any, TypeGuard
 
 from zerorename.spark_adapter.errors import StreamLogError
+from zerorename.units import MiB
 
 FORMAT = "zerorename-stream-log"
 VERSION = 1
@@ -38,7 +39,7 @@ KEEP = 100
 STREAMS_DIR = "_zerorename_streams"
 LOG_NAME = "log.json"
 #: what the log may weigh when read (KEEP entries plus one intent of many pendingsets)
-MAX_LOG_BYTES = 4 * 1024 * 1024
+MAX_LOG_BYTES = 4 * MiB
 
 #: the namespace of batch job ids (uuid5 of query id, writer token and batch id)
 STREAM_NAMESPACE = uuid.UUID("6f6c2f1e-6d0b-4c55-9a55-7a65726f7265")
