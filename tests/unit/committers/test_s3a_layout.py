@@ -3,6 +3,8 @@ classified or refused in one line; nothing outside the job's directory is ever t
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -151,12 +153,37 @@ def test_job_directories_listed_under_a_destination() -> None:
         assert job_id_of_dir(DEST, other) is None, other
 
 
-@given(st.text(max_size=60))
+#: listed names built from the layout: most are real job directories, some near misses
+#: (a character off: no slash, a second level, an empty or spaced id, another prefix), some noise
+job_dirs = ids.map(lambda i: f"__magic_job-{i}/")
+near_misses = st.one_of(
+    ids.map(lambda i: f"__magic_job-{i}"),  # not a directory
+    st.tuples(ids, ids).map(lambda t: f"__magic_job-{t[0]}/{t[1]}/"),  # deeper
+    st.just("__magic_job-/"),
+    ids.map(lambda i: f"__magic_job-{i} x/"),
+    ids.map(lambda i: f"__magic-{i}/"),
+    ids.map(lambda i: f"__magic_jobs-{i}/"),
+    ids.map(lambda i: f"x/__magic_job-{i}/"),
+)
+listed = st.one_of(job_dirs, job_dirs, job_dirs, near_misses, st.text(max_size=60))
+
+
+@given(listed)
 def test_any_listed_prefix_names_a_job_whose_root_it_is_or_none(name: str) -> None:
     prefix = DEST.key(name)
     job = job_id_of_dir(DEST, prefix)
-    if job is not None:
+    if job is None:
+        # only a real job directory names a job: every near miss is refused
+        assert not re.fullmatch(r"__magic_job-[A-Za-z0-9][A-Za-z0-9._-]*/", name), name
+    else:
         assert S3AJobLayout(DEST, job).root == prefix
+        assert name == f"__magic_job-{job}/"
+
+
+@given(job_dirs)
+def test_a_job_directory_always_names_its_job(name: str) -> None:
+    job = job_id_of_dir(DEST, DEST.key(name))
+    assert job is not None and name == f"__magic_job-{job}/"
 
 
 def test_output_keys_a_record_may_name() -> None:
