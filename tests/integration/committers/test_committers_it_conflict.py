@@ -45,12 +45,18 @@ async def run_job(s3: S3Target, kind: str, conflict: str, tmp, files: dict[str, 
 
 @pytest.mark.also_https
 @pytest.mark.parametrize("kind", ["magic", "staging"])
-async def test_fail_refuses_before_completing_anything(s3: S3Target, kind: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+async def test_fail_refuses_before_completing_anything(  # type: ignore[no-untyped-def]
+    s3: S3Target, fault_proxy, kind: str, tmp_path
+) -> None:
     prefix = dest_prefix(s3)
     seed(s3, prefix)
+    proxy = fault_proxy(s3.endpoint_url)
     with pytest.raises(ConflictError) as ei:
-        await run_job(s3, kind, "fail", tmp_path, {"y=3/new.csv": b"new"})
+        await run_job(s3.with_endpoint(proxy.url), kind, "fail", tmp_path, {"y=3/new.csv": b"new"})
     assert ei.value.rolled_back and ei.value.conflicts
+    # "before": the refusal came before any complete (a complete then a rollback ends the same)
+    assert proxy.stats.requests("UploadPart") >= 1  # the job did write its file
+    assert proxy.stats.requests("CompleteMultipartUpload") == 0
     assert data_objects(s3, prefix) == OLD  # untouched, and nothing of the job
     assert uploads(s3, prefix) == []
     assert [k for k in objects(s3, prefix) if "__magic" in k] == []
