@@ -10,6 +10,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -285,7 +286,6 @@ def test_any_bytes_as_a_pendingset(data: bytes, chunk: int) -> None:
 def test_record_error_is_not_an_engine_error() -> None:
     """The committers' parsers raise their own family (engine RecordError is mapped)."""
     bad = json.dumps({**GOOD["pending"][0], "parts": [{"number": "1"}]})
-    try:
+    with pytest.raises(RecordFormatError) as ei:
         PendingRecord.from_json(bad)
-    except RecordFormatError as exc:
-        assert not isinstance(exc, RecordError)
+    assert not isinstance(ei.value, RecordError)
