@@ -91,16 +91,33 @@ def test_attempt_killed_hard_is_cleaned_at_commit(
 
 @pytest.mark.parametrize("stage", ["batch", "files_closed", "committed"])
 def test_job_failure_leaves_nothing(faulty: Any, zr_any: Any, stage: str) -> None:
-    with pytest.raises(Exception, match="injected failure"):
+    from pyspark.errors import PythonException
+
+    with pytest.raises(PythonException, match="injected failure"):
         _write(
-            faulty, zr_any, fault="raise", faultstage=stage, faultpartition="1", faultattempts="all"
+            faulty,
+            zr_any,
+            fault="raise",
+            faultstage=stage,
+            faultpartition="1",
+            faultattempts="all",
+            faultmark=zr_any.uri("marks"),
         )
+    marks = set(zr_any.list_keys("marks"))
+    # something was written before the job failed: another task committed its file, and at
+    # the later stages the failing attempt itself had closed (uploaded) its files
+    assert "p0-a0-committed" in marks, marks
+    if stage != "batch":
+        assert "p1-a0-files_closed" in marks, marks
     assert zr_any.list_keys() == []
     assert zr_any.pending_uploads() == []
 
 
 def test_job_failure_after_hard_kills_leaves_nothing(faulty: Any, zr: Any) -> None:
-    with pytest.raises(Exception):  # noqa: B017 - Spark wraps the worker crash
+    from py4j.protocol import Py4JJavaError
+
+    # Spark reports the crashed worker through the JVM's save() call
+    with pytest.raises(Py4JJavaError, match="Python worker exited unexpectedly"):
         _write(
             faulty,
             zr,
@@ -108,6 +125,9 @@ def test_job_failure_after_hard_kills_leaves_nothing(faulty: Any, zr: Any) -> No
             faultstage="files_closed",
             faultpartition="0",
             faultattempts="all",
+            faultmark=zr.uri("marks"),
         )
+    # the killed attempts had uploaded their files (left pending, never completed)
+    assert "p0-a0-files_closed" in set(zr.list_keys("marks"))
     assert zr.list_keys() == []
     assert zr.pending_uploads() == []

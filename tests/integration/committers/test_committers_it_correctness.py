@@ -18,6 +18,7 @@ from committer_helpers import (
 from zerorename.committers import (
     JobCommitError,
     JobNotActive,
+    JournalError,
     RecordFormatError,
     TaskAttemptError,
 )
@@ -269,7 +270,7 @@ async def test_dataset1_never_touches_dataset10(s3: S3Target) -> None:
         await j1.commit([await t1.commit()])
         await j1.cleanup(older_than=0)  # even age-based cleanup stays in dataset1/
         aborted = j1.committer.job(j10.job_id)
-        with pytest.raises(Exception):  # noqa: B017 - dataset1 has no such job
+        with pytest.raises(JournalError, match=j10.job_id):  # dataset1 has no such job
             await aborted.resume()
         assert len(uploads(s3, s3.prefix + "dataset10/")) == 1
         await j10.commit([s10])
