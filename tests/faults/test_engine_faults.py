@@ -164,6 +164,8 @@ async def test_latency_is_survived(moto_s3: S3Target, fault_proxy: Callable[...,
         await engine.complete(pend)
         assert engine.stats.retries == 0
     assert proxy.stats.faults(kind="latency") >= 3
+    # survived means the object is there, whole
+    assert md5_of(s3, s3.key("slow.bin")) == hashlib.md5(b"abc").hexdigest()
 
 
 @pytest.mark.also_https
