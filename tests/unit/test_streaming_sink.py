@@ -19,7 +19,7 @@ from zerorename.engine.errors import RetriesExhausted
 from zerorename.spark_adapter.errors import StreamLogError
 from zerorename.spark_adapter.jobs import TaskResult, task_id_for
 from zerorename.spark_adapter.options import WriteOptions
-from zerorename.spark_adapter.streamlog import stream_job_id
+from zerorename.spark_adapter.streamlog import KEEP, stream_job_id
 from zerorename.spark_adapter.streamsink import STREAM_COMMIT, StreamSink, ensure_job
 from zerorename.testing.memfaults import ProcessCrashed
 from zerorename.testing.memstore import MemoryState, MemoryStore
@@ -92,7 +92,7 @@ async def commit_batch(store: MemoryStore, batch: int, token: str, **kw: Any) ->
     return out.action
 
 
-async def test_batches_land_once_and_log_is_bounded() -> None:
+async def test_batches_land_once() -> None:
     state = MemoryState(B)
     store = MemoryStore(state)
     for b in range(3):
@@ -104,6 +104,26 @@ async def test_batches_land_once_and_log_is_bounded() -> None:
     assert lg["totals"] == {"batches": 3, "files": 6, "rows": 6, "bytes": lg["totals"]["bytes"]}
     assert [e["batch"] for e in lg["recent"]] == [0, 1, 2]
     assert f"{DEST}/_SUCCESS" not in state.objects(B)
+    # Spark re-running a batch older than the last (0 after 2) lands nothing again
+    assert await commit_batch(store, 0, "old rerun") == "duplicate"
+    assert data_of(state) == expected(range(3))
+
+
+async def test_log_is_bounded_past_its_window() -> None:
+    """KEEP + 3 batches: the log keeps the last KEEP entries and totals over all of them,
+    and its size stops growing with the query's age."""
+    state = MemoryState(B)
+    store = MemoryStore(state)
+    sizes = []
+    for b in range(KEEP + 3):
+        assert await commit_batch(store, b, f"t{b}") == "committed"
+        sizes.append(len(state.objects(B)[f"{DEST}/_zerorename_streams/{Q}/log.json"]))
+    lg = log_of(state)
+    assert [e["batch"] for e in lg["recent"]] == list(range(3, KEEP + 3))
+    assert lg["totals"]["batches"] == KEEP + 3
+    assert lg["totals"]["files"] == TASKS * (KEEP + 3)
+    assert max(sizes[KEEP:]) <= sizes[KEEP - 1] + 64  # full window: no growth beyond it
+    assert data_of(state) == expected(range(KEEP + 3))
 
 
 async def test_rerun_of_a_committed_batch_lands_nothing() -> None:
