@@ -120,13 +120,20 @@ def test_more_batches_than_the_window_during_the_listing_is_taken_again() -> Non
 
 @pytest.mark.parametrize(
     "after",
-    [{}, {Q: committed(Q, [])}, {Q: StreamLog(Q, 0, 1, 0, 0, 0, (entry(0, job("x"), 1),))}],
-    ids=["gone", "emptied", "replaced"],
+    [
+        {},
+        {Q: committed(Q, [])},
+        {Q: StreamLog(Q, 0, 1, 0, 0, 0, (entry(0, job("x"), 1),))},
+        # as many batches as before but an earlier last one: only the went-back rule sees it
+        {Q: StreamLog(Q, 0, 2, 0, 0, 0, (entry(0, job("x"), 1),))},
+    ],
+    ids=["gone", "emptied", "replaced", "rewound"],
 )
 def test_a_log_that_went_away_or_back_is_taken_again(after: dict[str, StreamLog]) -> None:
     g1 = committed(Q, [entry(0, job("a"), 1), entry(1, job("b"), 1)])
     out = judge(DEST, {Q: g1}, [], after)
     assert isinstance(out, Retry), out
+    assert "went" in out.reason, out
 
 
 # ------------------------------------------------------------------ interleavings (pure)
