@@ -73,9 +73,14 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
 
 def engine_config(args: argparse.Namespace, **overrides: Any) -> EngineConfig:
     """An EngineConfig from the common options (and the command's own). Without
-    --endpoint-url, botocore itself honours AWS_ENDPOINT_URL(_S3) and the config files."""
+    --endpoint-url the endpoint is AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL (as botocore
+    reads them), given to the engine so that its rule checks it too: an endpoint holding
+    credentials, a query or a fragment is refused before any request, wherever it came
+    from."""
     return EngineConfig(
-        endpoint_url=args.endpoint_url,
+        endpoint_url=args.endpoint_url
+        or os.environ.get("AWS_ENDPOINT_URL_S3")
+        or os.environ.get("AWS_ENDPOINT_URL"),
         region=args.region,
         profile=args.profile,
         addressing_style=args.addressing_style,
