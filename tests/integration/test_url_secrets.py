@@ -152,3 +152,13 @@ def test_cli_refuses_an_endpoint_url_with_a_secret(
         line = _refused_without_the_secret(out, proxy)
         assert line.startswith("zerorename: error: endpoint_url"), (shape, where, line)
         assert "unexpected" not in line, (shape, where, line)
+
+
+def test_demo_refuses_an_endpoint_url_with_a_secret(
+    moto_s3: S3Target, proxy: FaultProxy, tmp_path: Path
+) -> None:
+    """Before Spark starts: the demo printed its endpoint ('writing ... via URL')."""
+    argv = ["zerorename.cli", "demo", "--endpoint-url", _url(proxy, "userinfo")]
+    out = _run([*argv, "--bucket", moto_s3.bucket], _env(moto_s3))
+    line = _refused_without_the_secret(out, proxy)
+    assert line.startswith("zerorename: error: --endpoint-url: endpoint_url"), line
