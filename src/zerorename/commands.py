@@ -246,8 +246,17 @@ def _cmd_finish(args: argparse.Namespace) -> int:
                 return await engine.complete_many(records)
             return await engine.abort_many(records)
 
-    result = run(main())
     verb = "completed" if args.command == "complete" else "aborted"
+    try:
+        result = run(main())
+    except KeyboardInterrupt:
+        # a request that went out may have taken effect though its answer never came
+        print(
+            f"zerorename: interrupted: some of these uploads may have been {verb}; "
+            "`zerorename uploads list s3://BUCKET/PREFIX` shows the ones still pending",
+            file=sys.stderr,
+        )
+        return 130
     for f in result.failures:
         print(f"failed: s3://{f.bucket}/{f.key}: {f.error}", file=sys.stderr)
     print(f"{verb} {result.succeeded} uploads ({result.bytes} bytes), {result.failed} failed")

@@ -86,22 +86,17 @@ def test_ctrl_c_while_the_command_loads_is_one_line(
     assert _one_line(proc, proc.stderr) == "zerorename: interrupted"
 
 
-def _put_interrupted_at(
-    s3: S3Target, proxy: FaultProxy, tmp_path: Path, operation: str, key: str
-) -> str:
-    """``zerorename put`` of a 3-part file through ``proxy``, SIGINT once the proxy has
-    seen ``operation`` arrive (held there by a latency rule); its one stderr line."""
-    proxy.add_rule(FaultRule(operation=operation, fault="latency", delay=3.0))
-    source = tmp_path / "big"
-    source.write_bytes(os.urandom(11 * MiB))
-    argv = ["put", str(source), f"s3://{s3.bucket}/{key}", "--part-size", "5"]
-    argv += ["--endpoint-url", proxy.url, "--addressing-style", "path"]
+def _interrupt_when(
+    proxy: FaultProxy, operation: str, argv: list[str], env: dict[str, str]
+) -> tuple[subprocess.Popen[str], str]:
+    """Run ``zerorename ARGV`` and send it SIGINT once the proxy has seen ``operation``
+    arrive; the process and its stderr."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "zerorename.cli", *argv],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=_env(s3),
+        env=env,
     )
     try:
         deadline = time.monotonic() + 120  # against a hang only: nothing is timed
@@ -115,6 +110,20 @@ def _put_interrupted_at(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    return proc, err
+
+
+def _put_interrupted_at(
+    s3: S3Target, proxy: FaultProxy, tmp_path: Path, operation: str, key: str
+) -> str:
+    """``zerorename put`` of a 3-part file through ``proxy``, SIGINT once the proxy has
+    seen ``operation`` arrive (held there by a latency rule); its one stderr line."""
+    proxy.add_rule(FaultRule(operation=operation, fault="latency", delay=3.0))
+    source = tmp_path / "big"
+    source.write_bytes(os.urandom(11 * MiB))
+    argv = ["put", str(source), f"s3://{s3.bucket}/{key}", "--part-size", "5"]
+    argv += ["--endpoint-url", proxy.url, "--addressing-style", "path"]
+    proc, err = _interrupt_when(proxy, operation, argv, _env(s3))
     return _one_line(proc, err)
 
 
@@ -141,3 +150,30 @@ def test_ctrl_c_before_any_part_is_honest_and_leaves_nothing_pending(
     assert "exists" not in line.replace("may exist", ""), line  # ... and never claimed to be
     pending = client.list_multipart_uploads(Bucket=moto_s3.bucket, Prefix=key)
     assert pending.get("Uploads", []) == [], pending  # the engine aborted what it created
+
+
+def test_ctrl_c_during_complete_says_some_may_have_completed(
+    moto_s3: S3Target, fault_proxy: Callable[..., Any], tmp_path: Path
+) -> None:
+    """``zerorename complete`` interrupted once its CompleteMultipartUpload went out."""
+    key = moto_s3.key("deferred")
+    record = tmp_path / "r.json"
+    source = tmp_path / "big"
+    source.write_bytes(os.urandom(6 * MiB))
+    env = _env(moto_s3) | {"AWS_ENDPOINT_URL": moto_s3.endpoint_url}
+    argv = ["put", str(source), f"s3://{moto_s3.bucket}/{key}", "--part-size", "5"]
+    deferred = subprocess.run(
+        [sys.executable, "-m", "zerorename.cli", *argv, "--defer", str(record)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert deferred.returncode == 0, deferred.stderr
+    proxy: FaultProxy = fault_proxy(moto_s3.endpoint_url)
+    proxy.add_rule(FaultRule(operation="CompleteMultipartUpload", fault="latency", delay=3.0))
+    argv = ["complete", str(record), "--endpoint-url", proxy.url, "--addressing-style", "path"]
+    proc, err = _interrupt_when(proxy, "CompleteMultipartUpload", argv, _env(moto_s3))
+    line = _one_line(proc, err)
+    assert "may have been completed" in line, line
