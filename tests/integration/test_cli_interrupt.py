@@ -39,9 +39,14 @@ _WRAPPER = textwrap.dedent(
             return None
 
     sys.meta_path.insert(0, Hook())
-    from zerorename.cli import main
-    sys.exit(main({argv!r}))
+    {run}
     """
+)
+#: how the wrapper starts the command: the console script, and python -m zerorename.perf
+_CONSOLE = "from zerorename.cli import main; sys.exit(main({argv!r}))"
+_PERF = (
+    "import runpy; sys.argv = ['zerorename.perf', *{argv!r}]; "
+    "runpy.run_module('zerorename.perf', run_name='__main__')"
 )
 
 
@@ -74,7 +79,7 @@ def test_ctrl_c_while_the_command_loads_is_one_line(
     source = tmp_path / "f"
     source.write_bytes(b"x")
     argv = ["put", str(source), f"s3://{moto_s3.bucket}/{moto_s3.key('k')}"]
-    script = _WRAPPER.format(module=module, argv=argv)
+    script = _WRAPPER.format(module=module, run=_CONSOLE.format(argv=argv))
     proc = subprocess.run(
         [sys.executable, "-c", script],
         capture_output=True,
@@ -111,6 +116,21 @@ def _interrupt_when(
             proc.kill()
             proc.wait()
     return proc, err
+
+
+@pytest.mark.parametrize("module", ["zerorename.perf.harness", "zerorename.engine"])
+def test_ctrl_c_while_perf_loads_is_one_line(moto_s3: S3Target, module: str) -> None:
+    argv = ["upload", "--target", "sink", "--reps", "1", "--quiet"]
+    script = _WRAPPER.format(module=module, run=_PERF.format(argv=argv))
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env=_env(moto_s3),
+        timeout=120,
+        check=False,
+    )
+    assert _one_line(proc, proc.stderr) == "zerorename perf: interrupted"
 
 
 def _put_interrupted_at(
