@@ -1,307 +1,37 @@
-"""The `zerorename` command: engine commands here; the committer, ``demo`` and ``perf``
-commands come from their packages. Their optional dependencies (pyspark, the perf extra)
-are imported only when such a command runs; a missing one is a one-line error naming the
-extra to install."""
+"""The `zerorename` command's entry point (``zerorename.cli:main``, ``python -m
+zerorename``, ``python -m zerorename.cli``).
+
+It imports nothing heavy itself: the commands (:mod:`zerorename.commands`, with the engine,
+botocore and aiohttp behind them) are imported inside :func:`main`, so a Ctrl-C that lands
+while they load is one line and exit code 130, never a traceback. Attributes of the
+commands module (``parse_s3_url``, ``build_parser``, ...) are reachable here as before.
+"""
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import logging
-import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from zerorename import __version__, logsafe
-from zerorename.committers import cli as committer_commands
-from zerorename.engine import EngineConfig, PendingUpload, UploadEngine, errors, run
-from zerorename.errors import ZeroRenameError
-from zerorename.perf import cli as perf_commands
-from zerorename.spark_adapter import demo
-from zerorename.units import MiB
-
-log = logging.getLogger("zerorename.cli")
-
-#: command -> the extra that installs its optional dependencies
-_EXTRAS = {"demo": "demo", "perf": "perf"}
-#: the optional dependencies (top-level module names) those extras bring
-_OPTIONAL = frozenset(
-    {
-        "boto3",
-        "cryptography",
-        "matplotlib",
-        "moto",
-        "obstore",
-        "psutil",
-        "pyarrow",
-        "pyinstrument",
-        "pyspark",
-        "rich",
-    }
-)
-
-
-class CliError(ZeroRenameError):
-    """A user-facing error: printed as one line, exit code 1."""
-
-
-def parse_s3_url(url: str) -> tuple[str, str]:
-    """``s3://bucket/key`` -> (bucket, key); refuses anything else with a clear message."""
-    if not url.startswith(("s3://", "s3a://")):
-        raise CliError(f"{url!r} is not an s3:// URL (expected s3://bucket/key)")
-    rest = url.split("://", 1)[1]
-    bucket, _, key = rest.partition("/")
-    if not bucket:
-        raise CliError(f"{url!r} has no bucket (expected s3://bucket/key)")
-    return bucket, key
-
-
-def add_engine_options(p: argparse.ArgumentParser) -> None:
-    """Options every command that talks to S3 takes (credentials: the AWS chain)."""
-    p.add_argument("--endpoint-url", help="S3 endpoint (default: AWS, or $AWS_ENDPOINT_URL)")
-    p.add_argument("--region", help="region (default: from the AWS config)")
-    p.add_argument("--profile", help="AWS profile name (default: the default chain)")
-    p.add_argument(
-        "--addressing-style",
-        choices=["auto", "path", "virtual"],
-        default="auto",
-        help="bucket addressing (default: auto)",
-    )
-
-
-def engine_config(args: argparse.Namespace, **overrides: Any) -> EngineConfig:
-    """An EngineConfig from the common options (and the command's own). Without
-    --endpoint-url, botocore itself honours AWS_ENDPOINT_URL(_S3) and the config files."""
-    return EngineConfig(
-        endpoint_url=args.endpoint_url,
-        region=args.region,
-        profile=args.profile,
-        addressing_style=args.addressing_style,
-        **overrides,
-    )
-
-
-def _cmd_put(args: argparse.Namespace) -> int:
-    bucket, key = parse_s3_url(args.dest)
-    if not key:
-        raise CliError("give the object key: s3://bucket/key")
-    source: Any = sys.stdin.buffer if args.source == "-" else Path(args.source)
-    record = _claim_record_path(args.defer) if args.defer is not None else None
-    cfg = engine_config(
-        args,
-        part_size=args.part_size * MiB,
-        max_concurrency=args.concurrency,
-        checksum=args.checksum,
-    )
-
-    async def main() -> Any:
-        async with UploadEngine(cfg) as engine:
-            result = await engine.upload(bucket, key, source, defer=record is not None)
-            if record is not None and isinstance(result, PendingUpload):
-                await _write_record_or_abort(engine, record, result)
-            return result, engine.stats
-
-    try:
-        result, stats = run(main())
-    except BaseException:
-        if record is not None and record.exists() and record.stat().st_size == 0:
-            record.unlink()  # the empty file claimed above; no upload is left behind
-        raise
-    if isinstance(result, PendingUpload):
-        print(
-            f"deferred s3://{bucket}/{key}: {result.length} bytes in {len(result.parts)} "
-            f"parts; record in {args.defer} (complete with: zerorename complete {args.defer})"
-        )
-    else:
-        print(
-            f"uploaded s3://{bucket}/{key}: {result.length} bytes in {result.parts} parts "
-            f"({stats.retries} retries, {stats.throttles} throttled)"
-        )
-    return 0
-
-
-def _claim_record_path(path: str) -> Path:
-    """Create the (empty) record file of ``put --defer`` before any byte is uploaded, so a
-    path that cannot be written fails at once; an existing file is refused (it may hold
-    the only record of another pending upload)."""
-    record = Path(path)
-    try:
-        record.open("x", encoding="utf-8").close()
-    except FileExistsError:
-        raise CliError(
-            f"record file {path} already exists (it may be the only record of another "
-            "pending upload); choose another path"
-        ) from None
-    except OSError as exc:
-        raise CliError(f"cannot write the record file {path}: {exc.strerror}") from None
-    return record
-
-
-def _write_record(record: Path, upload: PendingUpload) -> OSError | None:
-    """Write (and fsync) the record of a deferred upload; on failure remove the partial
-    file and return the error."""
-    try:
-        with record.open("w", encoding="utf-8") as f:
-            f.write(upload.to_json() + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            record.unlink()
-        return exc
-    return None
-
-
-async def _write_record_or_abort(engine: UploadEngine, record: Path, upload: PendingUpload) -> None:
-    """Write the record of a deferred upload; if that fails, abort the upload (it could
-    never be completed without its record) and say so."""
-    exc = _write_record(record, upload)
-    if exc is not None:
-        await engine.abort(upload)
-        raise CliError(
-            f"could not write the record file {record}: {exc.strerror}; the upload of "
-            f"{upload.uri} was aborted, nothing is left pending"
-        )
-
-
-def _read_records(paths: Sequence[str]) -> list[PendingUpload]:
-    records = []
-    for path in paths:
-        try:
-            data = Path(path).read_bytes()
-        except OSError as exc:
-            raise CliError(f"cannot read record {path}: {exc.strerror}") from None
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise CliError(
-                f"{path}: not a record: not UTF-8 text (byte {exc.start}); "
-                "give the JSON file that put --defer wrote"
-            ) from None
-        try:
-            records.append(PendingUpload.from_json(text))
-        except errors.RecordError as exc:
-            raise CliError(f"{path}: {exc}") from None
-    return records
-
-
-def _cmd_finish(args: argparse.Namespace) -> int:
-    records = _read_records(args.records)
-    cfg = engine_config(args)
-
-    async def main() -> Any:
-        async with UploadEngine(cfg) as engine:
-            if args.command == "complete":
-                return await engine.complete_many(records)
-            return await engine.abort_many(records)
-
-    result = run(main())
-    verb = "completed" if args.command == "complete" else "aborted"
-    for f in result.failures:
-        print(f"failed: s3://{f.bucket}/{f.key}: {f.error}", file=sys.stderr)
-    print(f"{verb} {result.succeeded} uploads ({result.bytes} bytes), {result.failed} failed")
-    return 0 if result.ok else 1
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="zerorename",
-        description="Zero-rename writes into S3: deferred multipart uploads, committed jobs.",
-    )
-    parser.add_argument("--version", action="version", version=f"zerorename {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log debug details")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-
-    put = sub.add_parser("put", help="upload a file (or - for stdin) as a multipart upload")
-    put.add_argument("source", help="local file path, or - to read standard input")
-    put.add_argument("dest", help="s3://bucket/key")
-    put.add_argument(
-        "--defer",
-        metavar="RECORD.json",
-        help="upload the parts but do not complete; write the record here",
-    )
-    put.add_argument(
-        "--part-size",
-        type=int,
-        default=16,
-        metavar="MIB",
-        help="part size in MiB (default: 16; 5..5120)",
-    )
-    put.add_argument("--concurrency", type=int, default=16, help="parts in flight (default: 16)")
-    put.add_argument(
-        "--checksum",
-        choices=["none", "CRC32", "CRC32C", "SHA256"],
-        default="CRC32C",
-        help="per-part checksum (default: CRC32C)",
-    )
-    add_engine_options(put)
-    put.set_defaults(func=_cmd_put)
-
-    for name, text in (
-        ("complete", "complete deferred uploads from record files"),
-        ("abort", "abort deferred uploads from record files"),
-    ):
-        p = sub.add_parser(name, help=text)
-        p.add_argument("records", nargs="+", metavar="RECORD.json")
-        add_engine_options(p)
-        p.set_defaults(func=_cmd_finish)
-
-    committer_commands.add_subcommands(sub)
-    demo.add_subcommand(sub)
-    perf_commands.add_subcommands(sub)
-    return parser
-
-
-def missing_extra(command: str | None, exc: ModuleNotFoundError) -> str | None:
-    """The one-line error for a command whose optional dependency is not installed, or
-    None when ``exc`` is not that (a missing module of the product itself is a bug)."""
-    module = (exc.name or "").partition(".")[0]
-    extra = _EXTRAS.get(command or "")
-    if extra is None or module not in _OPTIONAL:
-        return None
-    return f"zerorename {command} needs {module}: pip install 'zerorename[{extra}]'"
+INTERRUPTED = 130  # 128 + SIGINT, as a shell reports it
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    logsafe.install()
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return 2
     try:
-        code: int = args.func(args)
-        return code
-    except ZeroRenameError as exc:  # the package's one root: CliError, engine, committers
-        print(f"zerorename: error: {_one_line(exc)}", file=sys.stderr)
-        return 1
+        from zerorename import commands
+
+        return commands.main(argv)
     except KeyboardInterrupt:
         print("zerorename: interrupted", file=sys.stderr)
-        return 130
-    except Exception as exc:  # no traceback reaches a user: one line, the trace at -v
-        log.debug("unexpected error", exc_info=True)
-        extra = missing_extra(args.command, exc) if isinstance(exc, ModuleNotFoundError) else None
-        if extra is not None:
-            print(f"zerorename: error: {extra}", file=sys.stderr)
-            return 1
-        print(
-            f"zerorename: error: unexpected {type(exc).__name__}: {_one_line(exc)} "
-            "(run with -v for details; please report it)",
-            file=sys.stderr,
-        )
-        return 1
+        return INTERRUPTED
 
 
-def _one_line(exc: BaseException) -> str:
-    """An error's message on one line, credential-shaped values masked."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return logsafe.scrub(text)
+def __getattr__(name: str) -> Any:
+    if name.startswith("__"):  # the import system asks for __path__, __spec__, ...
+        raise AttributeError(name)
+    from zerorename import commands
+
+    return getattr(commands, name)
 
 
 if __name__ == "__main__":

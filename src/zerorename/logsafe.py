@@ -14,6 +14,10 @@ scrubbed before any handler sees it:
   ``aws_secret_access_key``/``aws_session_token`` is replaced, so a credential that was never
   registered (one from an instance role, say) is still not printed.
 
+:func:`redact_url` is the one rule for showing an endpoint URL in a message: its user info
+(``https://user:secret@host``), query and fragment (a presigned signature, a token) are
+masked; scheme, host, port and path are kept.
+
 Records of other loggers pass untouched, and the work is done only for records that a
 logger actually emits (the factory runs after the level check).
 """
@@ -89,6 +93,22 @@ def scrub(text: str) -> str:
     for p in _PATTERNS:
         text = p.sub(lambda m: m.group("k") + MASK, text)
     return text
+
+
+def redact_url(url: str) -> str:
+    """``url`` as a message may show it: everything up to the last ``@`` after the scheme
+    (user info; a password may hold ``/``, ``?`` or ``#``) becomes ``***@``, and everything
+    from the first ``?`` or ``#`` after that becomes ``?***``/``#***``. A URL holding none
+    of them is returned unchanged."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    if "@" in rest:
+        rest = MASK + "@" + rest.rpartition("@")[2]
+    cut = min((i for i in (rest.find("?"), rest.find("#")) if i >= 0), default=-1)
+    if cut >= 0:
+        rest = rest[: cut + 1] + MASK
+    return f"{scheme}{sep}{rest}"
 
 
 def _scrub_record(record: logging.LogRecord) -> None:

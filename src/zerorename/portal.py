@@ -315,6 +315,17 @@ class LoopPortal:
         self.run(_await(entry[0].__aexit__(None, None, None)))
         return True
 
+    def forget(self, key: Hashable) -> Any:
+        """Forget the resource under ``key`` without closing it and return its entered
+        value (None when there was none): the caller now owns closing it."""
+        with self._lock:
+            state = self._state
+            if not self._live(state):
+                return None
+            assert state is not None
+            entry = state.resources.pop(key, None)
+        return None if entry is None else entry[1]
+
     def resource_keys(self) -> list[Hashable]:
         """The keys of this process's resources, oldest first."""
         state = self._state

@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 
 from zerorename.engine.errors import ConfigError
 from zerorename.engine.planning import MAX_PART_SIZE, MIN_PART_SIZE, finite_number, is_int
+from zerorename.logsafe import redact_url
 from zerorename.units import MiB
 
 ChecksumAlgorithm = Literal["none", "CRC32", "CRC32C", "SHA256"]
@@ -35,14 +36,8 @@ def _require_number(name: str, value: object, *, positive: bool) -> None:
 
 
 def _redacted(url: str) -> str:
-    """``url`` with any user info replaced, for messages (credentials are never echoed)."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        return repr(url) if "@" not in url else "<an endpoint URL holding '@'>"
-    netloc, slash, path = rest.partition("/")
-    if "@" in netloc:
-        netloc = "***@" + netloc.rpartition("@")[2]
-    return repr(f"{scheme}{sep}{netloc}{slash}{path}")
+    """``url`` for messages: user info, query and fragment masked (logsafe.redact_url)."""
+    return repr(redact_url(url))
 
 
 def endpoint_problem(url: object) -> str | None:

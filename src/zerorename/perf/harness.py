@@ -23,6 +23,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol, cast
 
+from zerorename.logsafe import redact_url
 from zerorename.perf import (
     commit_scenario,
     many_scenario,
@@ -343,7 +344,8 @@ def main_args(args: argparse.Namespace) -> int:
     notes_fn = getattr(scenario, "notes", None)
     notes: list[str] = list(notes_fn(samples, args)) if notes_fn else []
 
-    print(f"\n== zerorename perf {args.scenario} on {target.name} ({target.endpoint_url}) ==")
+    shown = redact_url(target.endpoint_url) if target.endpoint_url else "AWS default"
+    print(f"\n== zerorename perf {args.scenario} on {target.name} ({shown}) ==")
     print(f"reps: {args.reps}; figures: median [min-max]\n")
     if tls is not None:
         print("\n".join(tlsinfo.describe(tls)) + "\n")

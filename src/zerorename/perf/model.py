@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from zerorename.engine import EngineConfig
+from zerorename.logsafe import redact_url
 from zerorename.perf.errors import ChildFailed as ChildFailed  # re-exported
 from zerorename.testing.targets import endpoint_engine_config
 from zerorename.units import parse_size
@@ -57,7 +58,7 @@ class Target:
     def describe(self) -> dict[str, Any]:
         return {
             "name": self.name,
-            "endpoint_url": self.endpoint_url or "(AWS default)",
+            "endpoint_url": redact_url(self.endpoint_url) if self.endpoint_url else "(AWS default)",
             "bucket": self.bucket,
             "region": self.region,
             "addressing_style": self.addressing_style,

@@ -24,11 +24,13 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from zerorename.engine.config import endpoint_problem
+from zerorename.logsafe import redact_url
 from zerorename.perf.errors import TargetError as TargetError  # re-exported
 from zerorename.perf.model import DEFAULT_BUCKET, Target
 
@@ -110,10 +112,39 @@ def url_ca_bundle(spec: str, ca_bundle: str | None) -> str | None:
         return None
     where = "--ca-bundle" if ca_bundle else "AWS_CA_BUNDLE"
     if ca_bundle and spec.startswith("http://"):
-        raise TargetError(f"--ca-bundle is for https:// endpoints; {spec} is plain HTTP")
+        raise TargetError(
+            f"--ca-bundle is for https:// endpoints; {redact_url(spec)} is plain HTTP"
+        )
     if not Path(given).is_file() or not os.access(given, os.R_OK):
         raise TargetError(f"{where} {given} is not a readable file: give the CA bundle (PEM)")
     return given
+
+
+#: the environment variables botocore reads an endpoint from (the first set one wins)
+ENDPOINT_ENV = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+
+
+def target_problem(spec: str, environ: Mapping[str, str]) -> str | None:
+    """Why the target ``spec`` cannot be used, or None. Checked before anything starts: an
+    endpoint URL (``--target URL``, or for ``aws`` the endpoint in AWS_ENDPOINT_URL_S3 or
+    AWS_ENDPOINT_URL, which every client honours) must pass the engine's rule (no
+    credentials, query or fragment); messages show it only through redact_url."""
+    if spec in EMBEDDED:
+        return None
+    if spec == "aws":
+        for name in ENDPOINT_ENV:
+            value = environ.get(name)
+            if value:
+                problem = endpoint_problem(value)
+                return f"{name}: {problem}" if problem else None
+        return None
+    if spec.startswith(("http://", "https://")) or any(c in spec for c in ":@?#"):
+        problem = endpoint_problem(spec)
+        return f"--target: {problem}" if problem else None
+    return (
+        f"unknown target {spec!r}: use moto, rgw, sink, aws, or an endpoint URL "
+        "such as http://127.0.0.1:9000"
+    )
 
 
 def _create_bucket(target: Target) -> None:
@@ -137,6 +168,9 @@ def open_target(
     """Yield a :class:`Target` for ``spec`` (moto, rgw, sink, aws or a URL); embedded
     servers are stopped on exit. Each call gets its own run prefix. ``tls``: an embedded
     server over HTTPS with this run's own CA; ``ca_bundle``: verifies an https:// URL."""
+    problem = target_problem(spec, os.environ)
+    if problem is not None:
+        raise TargetError(problem)
     prefix = f"zerorename-perf/{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
     embedded = spec in EMBEDDED
     if tls and not embedded:
@@ -209,7 +243,7 @@ def open_target(
                 bundle,
             )
             _create_bucket(target)
-        elif spec == "aws" or spec.startswith(("http://", "https://")):
+        else:  # aws or an endpoint URL (target_problem refused anything else)
             if not bucket:
                 raise TargetError(
                     f"target {spec} needs --bucket NAME (a bucket you can write to; "
@@ -233,9 +267,4 @@ def open_target(
             )
             if create_bucket:
                 _create_bucket(target)
-        else:
-            raise TargetError(
-                f"unknown target {spec!r}: use moto, rgw, sink, aws, or an endpoint URL "
-                "such as http://127.0.0.1:9000"
-            )
         yield target

@@ -23,6 +23,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from zerorename.engine.config import endpoint_problem
+from zerorename.logsafe import redact_url
 from zerorename.spark_adapter.errors import DemoError
 from zerorename.spark_adapter.options import parse_size
 
@@ -106,6 +108,9 @@ class DemoSummary:
 def _s3(args: argparse.Namespace) -> Iterator[tuple[str, str | None]]:
     """(endpoint URL, region): the embedded moto server, or the user's endpoint."""
     if args.endpoint_url:
+        problem = endpoint_problem(args.endpoint_url)  # before Spark starts or anything prints
+        if problem is not None:
+            raise DemoError(f"--endpoint-url: {problem}")
         yield args.endpoint_url, args.region
         return
     try:
@@ -245,7 +250,7 @@ def run(args: argparse.Namespace) -> int:
             df = dataset(spark, rows, args.tasks, args.days)
             print(
                 f"zerorename demo: writing ~{size / 1e6:.0f} MB ({rows:,} rows, "
-                f"{args.tasks} tasks) to {uri} via {endpoint}",
+                f"{args.tasks} tasks) to {uri} via {redact_url(endpoint)}",
                 file=sys.stderr,
             )
             t0 = time.monotonic()
