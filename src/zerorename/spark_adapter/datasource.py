@@ -68,6 +68,10 @@ class ZeroRenameWriter(DataSourceArrowWriter):  # type: ignore[misc]
     """Pickled once on the driver side; ``write`` runs in tasks, ``commit``/``abort`` on
     the driver side. Holds only options (no credentials) and the job id."""
 
+    #: Arrow schema of the file partition 0 writes when it has no rows (Spark writes one
+    #: for unpartitioned output); None: write nothing.
+    empty_schema: pa.Schema | None = None
+
     def __init__(self, opts: WriteOptions, job_id: str) -> None:
         self.opts = opts
         self.job_id = job_id
@@ -90,6 +94,8 @@ class ZeroRenameWriter(DataSourceArrowWriter):  # type: ignore[misc]
             for batch in iterator:
                 writer.write(batch)
                 self.checkpoint("batch", partition, attempt)
+            if partition == 0 and writer.rows == 0 and self.empty_schema is not None:
+                writer.write_empty(self.empty_schema)  # as Spark: readable empty output
             writer.close_files()
             self.checkpoint("files_closed", partition, attempt)
             result = writer.commit()
@@ -134,7 +140,12 @@ class ZeroRenameDataSource(DataSource):  # type: ignore[misc]
             log.warning("zerorename: ignoring unknown options %s", ", ".join(opts.unknown))
         _check_spark_schema(schema, opts)
         job_id = setup_job(opts)
-        return self.writer_class()(opts, job_id)
+        writer = self.writer_class()(opts, job_id)
+        if not opts.partition_by:
+            from pyspark.sql.pandas.types import to_arrow_schema
+
+            writer.empty_schema = to_arrow_schema(schema, timezone="UTC")
+        return writer
 
     def stream_writer_class(self) -> type[ZeroRenameStreamWriter]:
         """The streaming writer to build (subclasses swap it, e.g. for fault tests)."""
