@@ -220,7 +220,7 @@ def test_empty_partitioned_output_is_sparks(spark: Any, zr: Any, tmp_path: Path)
 
 def test_other_spark_csv_options_are_refused(spark: Any, zr: Any) -> None:
     df = spark.createDataFrame([(1,)], "i int")
-    with pytest.raises(Exception, match="comment.*does not support"):
+    with pytest.raises(Exception, match=r"comment.*does not support"):
         df.write.format("zerorename").options(**zr.options(format="csv", comment="#")).save(
             zr.uri()
         )

@@ -142,9 +142,7 @@ def test_dates_and_timestamps_as_spark_prints_them() -> None:
     # captured with spark.sql.session.timeZone=America/Los_Angeles, then UTC
     assert ts(dt.datetime(2020, 1, 2, 11, 4, 5, 123456), la) == "2020-01-02T03:04:05.123-08:00"
     assert ts(dt.datetime(1850, 6, 1, 7, 52, 58), la) == "1850-06-01T00:00:00.000-07:52:58"
-    assert ts(dt.datetime(2020, 1, 2, 11, 4, 5, 123456), dt.timezone.utc) == (
-        "2020-01-02T11:04:05.123Z"
-    )
+    assert ts(dt.datetime(2020, 1, 2, 11, 4, 5, 123456), dt.UTC) == ("2020-01-02T11:04:05.123Z")
     assert ts(dt.datetime(1, 1, 1), None) == "0001-01-01T00:00:00.000"
     assert f.date.format(dt.datetime(1899, 12, 31)) == "1899-12-31"
 

@@ -5,7 +5,7 @@ quote ``"``, escape ``\\`` (and ``\\`` to escape itself), quotes escaped rather 
 doubled (``escapeQuotes``), leading and trailing whitespace trimmed, null as ``""``-less
 empty field, empty strings as ``""``, a first-column value starting with ``#`` quoted
 (univocity's default comment character), and a row that encodes to nothing skipped.
-:func:`encode_field` follows univocity 2.9.1's ``CsvWriter.append``/``appendQuoted``
+:class:`FieldEncoder` follows univocity 2.9.1's ``CsvWriter.append``/``appendQuoted``
 step for step, so the output is Spark's byte for byte (tests compare with Spark).
 """
 

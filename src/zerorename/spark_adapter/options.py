@@ -327,8 +327,10 @@ class WriteOptions:
         codecs = PARQUET_CODECS if fmt == "parquet" else STREAM_CODECS
         codec = _choice(codec, f"compression for {fmt}", codecs)
         fmt_opts = format_options(fmt, opts)
-        sep = dict(fmt_opts).get("sep", dict(fmt_opts).get("delimiter", ","))
+        sep = opts.get("sep", opts.get("delimiter", ","))
         sep = "\t" if sep == "\\t" else sep
+        if len(sep) != 1:
+            raise OptionError(f"sep must be one character (or \\t), got {sep!r}")
         style = _choice(
             opts.get("addressingstyle", "auto"), "addressingStyle", ("auto", "path", "virtual")
         )
