@@ -195,7 +195,9 @@ def test_empty_output_is_sparks(
     empty = spark.createDataFrame([], schema)
     theirs = tmp_path / "spark"
     empty.write.options(**opts).format(fmt).save(str(theirs))
-    empty.write.format("zerorename").options(**zr.options(format=fmt, **opts)).save(zr.uri())
+    empty.write.format("zerorename").mode("append").options(**zr.options(format=fmt, **opts)).save(
+        zr.uri()
+    )
     ours = tmp_path / "zr"
     mine = _download(zr, ours)
     spark_files = _part_files(theirs)
@@ -212,7 +214,9 @@ def test_empty_partitioned_output_is_sparks(spark: Any, zr: Any, tmp_path: Path)
     empty = spark.createDataFrame([], "i int, p string")
     theirs = tmp_path / "spark"
     empty.write.partitionBy("p").parquet(str(theirs))
-    empty.write.format("zerorename").options(**zr.options(partitionBy="p")).save(zr.uri())
+    empty.write.format("zerorename").mode("append").options(**zr.options(partitionBy="p")).save(
+        zr.uri()
+    )
     assert _part_files(theirs) == []
     assert zr.data_keys() == []
     assert "_SUCCESS" in zr.list_keys()
@@ -221,7 +225,7 @@ def test_empty_partitioned_output_is_sparks(spark: Any, zr: Any, tmp_path: Path)
 def test_other_spark_csv_options_are_refused(spark: Any, zr: Any) -> None:
     df = spark.createDataFrame([(1,)], "i int")
     with pytest.raises(Exception, match=r"comment.*does not support"):
-        df.write.format("zerorename").options(**zr.options(format="csv", comment="#")).save(
-            zr.uri()
-        )
+        df.write.format("zerorename").mode("append").options(
+            **zr.options(format="csv", comment="#")
+        ).save(zr.uri())
     assert zr.list_keys() == []

@@ -289,11 +289,12 @@ class TimeFormats:
 
 def parse_time_formats(opts: Mapping[str, str]) -> TimeFormats:
     zone = opts.get("timezone")
+    ts = opts.get("timestampformat", TIMESTAMP_FORMAT)
     if zone is not None:
         resolve_zone(zone, "timeZone")
     return TimeFormats(
         date=compile_pattern(opts.get("dateformat", DATE_FORMAT), "dateFormat", date_only=True),
-        timestamp=compile_pattern(opts.get("timestampformat", TIMESTAMP_FORMAT), "timestampFormat"),
+        timestamp=compile_pattern(ts, "timestampFormat", offset_seconds=ts == TIMESTAMP_FORMAT),
         timestamp_ntz=compile_pattern(
             opts.get("timestampntzformat", TIMESTAMP_NTZ_FORMAT), "timestampNTZFormat"
         ),

@@ -30,7 +30,7 @@ from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterComm
 from pyspark.sql.types import StringType, StructType
 
 from zerorename.spark_adapter.errors import OptionError
-from zerorename.spark_adapter.formats import check_partition_columns
+from zerorename.spark_adapter.formats import check_partition_columns, check_schema
 from zerorename.spark_adapter.jobs import (
     TaskResult,
     TaskWriter,
@@ -62,6 +62,18 @@ def _check_spark_schema(schema: StructType, opts: WriteOptions) -> None:
             "format text needs exactly one string column besides partition "
             f"columns; got {[f.simpleString() for f in data]}"
         )
+
+
+def _arrow_schema(schema: StructType) -> pa.Schema | None:
+    """The Arrow schema Spark's batches will have (timestamps in UTC), or None when pyspark
+    cannot convert it (then no empty-output file is written)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    try:
+        return to_arrow_schema(schema, timezone="UTC")
+    except Exception:
+        log.warning("zerorename: no Arrow schema for %s; an empty write leaves no file", schema)
+        return None
 
 
 class ZeroRenameWriter(DataSourceArrowWriter):  # type: ignore[misc]
@@ -139,12 +151,13 @@ class ZeroRenameDataSource(DataSource):  # type: ignore[misc]
         if opts.unknown:
             log.warning("zerorename: ignoring unknown options %s", ", ".join(opts.unknown))
         _check_spark_schema(schema, opts)
+        arrow = _arrow_schema(schema)
+        if arrow is not None:
+            check_schema(arrow, opts)  # a column the format cannot hold: refused before any task
         job_id = setup_job(opts)
         writer = self.writer_class()(opts, job_id)
         if not opts.partition_by:
-            from pyspark.sql.pandas.types import to_arrow_schema
-
-            writer.empty_schema = to_arrow_schema(schema, timezone="UTC")
+            writer.empty_schema = arrow
         return writer
 
     def stream_writer_class(self) -> type[ZeroRenameStreamWriter]:

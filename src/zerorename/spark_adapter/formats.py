@@ -251,8 +251,8 @@ def check_schema(schema: pa.Schema, opts: WriteOptions) -> None:
     """Refuse, on the driver, a schema the format or partitioning cannot write."""
     check_partition_columns(list(schema.names), opts.partition_by)
     data_fields = [f for f in schema if f.name not in opts.partition_by]
-    if opts.format == "text":
-        TextWriter(_NullSink(), pa.schema(data_fields), opts)
+    if opts.format in ("text", "csv", "json"):  # refuses columns the format cannot hold
+        open_format_writer(_NullSink(), pa.schema(data_fields), opts)
 
 
 class _NullSink:

@@ -103,17 +103,18 @@ _LETTERS: dict[str, tuple[int, ...]] = {
 Part = Callable[[dt.datetime, int], str]
 
 
-def _offset_text(seconds: int) -> str:
-    """``XXX``: ``Z`` for zero, else ``+HH:MM`` (``:ss`` when the seconds are not zero)."""
+def _offset_text(seconds: int, with_seconds: bool) -> str:
+    """``XXX``: ``Z`` for zero, else ``+HH:MM`` (java.time drops an offset's seconds, such
+    as a local mean time's -07:52:58; Spark's default CSV/JSON pattern prints them)."""
     if seconds == 0:
         return "Z"
     sign = "+" if seconds > 0 else "-"
     h, rest = divmod(abs(seconds), 3600)
     m, s = divmod(rest, 60)
-    return f"{sign}{h:02d}:{m:02d}" + (f":{s:02d}" if s else "")
+    return f"{sign}{h:02d}:{m:02d}" + (f":{s:02d}" if s and with_seconds else "")
 
 
-def _field(letter: str, count: int) -> Part:
+def _field(letter: str, count: int, offset_seconds: bool) -> Part:
     if letter == "y":
         if count == 2:
             return lambda t, o: f"{t.year % 100:02d}"
@@ -121,7 +122,7 @@ def _field(letter: str, count: int) -> Part:
     if letter == "S":
         return lambda t, o: f"{t.microsecond:06d}000"[:count]
     if letter == "X":
-        return lambda t, o: _offset_text(o)
+        return lambda t, o: _offset_text(o, offset_seconds)
     attr = {"M": "month", "d": "day", "H": "hour", "m": "minute", "s": "second"}[letter]
     return lambda t, o: f"{getattr(t, attr):0{count}d}"
 
@@ -143,8 +144,11 @@ class DateTimePattern:
         return "".join(p(local, offset_seconds) for p in self.parts)
 
 
-def compile_pattern(pattern: str, option: str, *, date_only: bool = False) -> DateTimePattern:
-    """Compile ``pattern`` or refuse it (one line naming the option and what is supported)."""
+def compile_pattern(
+    pattern: str, option: str, *, date_only: bool = False, offset_seconds: bool = False
+) -> DateTimePattern:
+    """Compile ``pattern`` or refuse it (one line naming the option and what is supported).
+    ``offset_seconds``: ``XXX`` prints an offset's seconds (Spark's default pattern does)."""
     parts: list[Part] = []
     has_offset = False
     i, n = 0, len(pattern)
@@ -173,7 +177,7 @@ def compile_pattern(pattern: str, option: str, *, date_only: bool = False) -> Da
                     f"writer (supported: {supported}); choose another pattern"
                 )
             has_offset |= ch == "X"
-            parts.append(_field(ch, count))
+            parts.append(_field(ch, count, offset_seconds))
             i = j
         else:
             parts.append(_literal(ch))
