@@ -147,7 +147,7 @@ def test_dates_and_timestamps_as_spark_prints_them() -> None:
     assert f.date.format(dt.datetime(1899, 12, 31)) == "1899-12-31"
     # an explicit XXX prints java.time's +HH:MM (Spark reads 1850-05-31 23:59:02 back in LA)
     custom = parse_time_formats({"timestampformat": "yyyy-MM-dd HH:mm:ss.SSSSSSXXX"})
-    lmt = micros_to_local(-3769316822000000, la)
+    lmt = micros_to_local(-3773750822000000, la)
     assert custom.timestamp.format(*lmt) == "1850-06-01 00:00:00.000000-07:52"
 
 
