@@ -8,7 +8,7 @@ import datetime as dt
 import struct
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from zerorename.spark_adapter.csvformat import (
