@@ -203,6 +203,7 @@ def _parse_like_spark(line: str) -> list[str]:
 _TEXT = st.text(alphabet=st.sampled_from(list('ab,"\\\n\r#é😀 \t;')) | st.characters(), max_size=12)
 
 
+@settings(deadline=None)  # a loaded 2-core machine: no timing in tests
 @given(
     st.lists(
         _TEXT.filter(lambda s: s.strip("".join(map(chr, range(33)))) == s and s),
