@@ -215,3 +215,32 @@ def test_any_kept_value_reads_back_through_sparks_reader_rules(values: list[str]
     line = FieldEncoder(CsvDialect()).row(values)
     assert line.endswith("\n")
     assert _parse_like_spark(line[:-1]) == values
+
+
+_DIALECTS = [{}, {"sep": ";", "quoteall": "true"}, {"quote": "'", "escape": "'", "linesep": "|"}]
+
+
+@settings(deadline=None)
+@given(
+    st.lists(st.tuples(st.none() | _TEXT, st.none() | st.integers(-(2**63), 2**63 - 1))),
+    st.sampled_from(_DIALECTS),
+    st.booleans(),
+)
+def test_batch_encoding_is_the_row_by_row_encoding(
+    rows: list[tuple[str | None, int | None]], opts: dict[str, str], one_column: bool
+) -> None:
+    import pyarrow as pa
+
+    from zerorename.spark_adapter.csvformat import CsvEncoder
+
+    strings = pa.array([r[0] for r in rows], pa.string())
+    ints = pa.array([r[1] for r in rows], pa.int64())
+    batch = pa.record_batch(
+        [strings] if one_column else [strings, ints], ["s", "i"][: 2 - one_column]
+    )
+    d = parse_dialect(opts)
+    enc = CsvEncoder(batch.schema, d, parse_time_formats({}))
+    expected = "".join(
+        enc.fields.row([s] if one_column else [s, None if i is None else str(i)]) for s, i in rows
+    )
+    assert enc.batch(batch) == expected.encode()
