@@ -312,7 +312,7 @@ def _with_nulls(values: list[Any], fn: Callable[[Any], str]) -> list[str | None]
     return [None if v is None else fn(v) for v in values]
 
 
-def time_converter(typ: pa.DataType, formats: TimeFormats, what: str) -> Converter | None:
+def time_converter(typ: pa.DataType, formats: TimeFormats) -> Converter | None:
     """Spark's text for dates and timestamps (the zone from the Arrow type: Spark sends
     TIMESTAMP columns in the session time zone), or None for other types."""
     if pa.types.is_date32(typ):
@@ -337,7 +337,7 @@ def time_converter(typ: pa.DataType, formats: TimeFormats, what: str) -> Convert
 def csv_converter(field: pa.Field, formats: TimeFormats) -> Converter:
     """How Spark's CSV writer prints one column's values, or refuse the column."""
     typ = field.type
-    timed = time_converter(typ, formats, "csv")
+    timed = time_converter(typ, formats)
     if timed is not None:
         return timed
     if pa.types.is_string(typ) or pa.types.is_large_string(typ):

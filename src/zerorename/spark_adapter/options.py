@@ -185,6 +185,7 @@ def format_options(fmt: str, opts: Mapping[str, str]) -> tuple[tuple[str, str], 
     """The options ``fmt``'s writer takes, validated; another Spark option of that format
     is refused (one line). Sorted (key, value) pairs, picklable."""
     from zerorename.spark_adapter.csvformat import line_sep, parse_dialect, parse_time_formats
+    from zerorename.spark_adapter.javatext import charset
 
     refused = sorted(k for k in opts if k in _SPARK_ONLY[fmt])
     if refused:
@@ -198,7 +199,7 @@ def format_options(fmt: str, opts: Mapping[str, str]) -> tuple[tuple[str, str], 
         parse_dialect(mine)
     if fmt in ("csv", "json"):
         parse_time_formats(mine)
-        parse_dialect({"encoding": mine.get("encoding", mine.get("charset", "UTF-8"))})
+        charset(mine.get("encoding", mine.get("charset", "UTF-8")))
         line_sep(mine)
     if fmt == "json" and "ignorenullfields" in mine:
         _bool(mine["ignorenullfields"], "ignoreNullFields")
