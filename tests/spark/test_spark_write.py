@@ -46,16 +46,17 @@ def test_write_parquet_reads_back(spark: Any, zr_any: Any) -> None:
 def test_empty_partitions_write_nothing(spark: Any, zr: Any) -> None:
     df = _df(spark, n=2, parts=1).repartition(6)
     _save(df, zr)
-    assert len(zr.data_keys()) <= 2
+    assert len(zr.data_keys()) <= 3  # the rows' partitions, and partition 0 as Spark writes it
     assert read_success(zr.uri(), **zr.reader_options()).rows == 2
 
 
 def test_empty_dataframe_commits_an_empty_job(spark: Any, zr: Any) -> None:
     df = spark.createDataFrame([], "id long, s string")
     _save(df, zr)
-    assert zr.data_keys() == []
+    (key,) = zr.data_keys()  # Spark's schema-only file, so spark.read.parquet works
+    assert key.endswith(".snappy.parquet")
     info = read_success(zr.uri(), **zr.reader_options())
-    assert (info.files, info.rows, info.bytes) == (0, 0, 0)
+    assert (info.files, info.rows) == (1, 0)
     assert zr.pending_uploads() == []
 
 

@@ -30,7 +30,7 @@ from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterComm
 from pyspark.sql.types import StringType, StructType
 
 from zerorename.spark_adapter.errors import OptionError
-from zerorename.spark_adapter.formats import check_partition_columns
+from zerorename.spark_adapter.formats import check_partition_columns, check_schema
 from zerorename.spark_adapter.jobs import (
     TaskResult,
     TaskWriter,
@@ -64,9 +64,25 @@ def _check_spark_schema(schema: StructType, opts: WriteOptions) -> None:
         )
 
 
+def _arrow_schema(schema: StructType) -> pa.Schema | None:
+    """The Arrow schema Spark's batches will have (timestamps in UTC), or None when pyspark
+    cannot convert it (then no empty-output file is written)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    try:
+        return to_arrow_schema(schema, timezone="UTC")
+    except Exception:
+        log.warning("zerorename: no Arrow schema for %s; an empty write leaves no file", schema)
+        return None
+
+
 class ZeroRenameWriter(DataSourceArrowWriter):  # type: ignore[misc]
     """Pickled once on the driver side; ``write`` runs in tasks, ``commit``/``abort`` on
     the driver side. Holds only options (no credentials) and the job id."""
+
+    #: Arrow schema of the file partition 0 writes when it has no rows (Spark writes one
+    #: for unpartitioned output); None: write nothing.
+    empty_schema: pa.Schema | None = None
 
     def __init__(self, opts: WriteOptions, job_id: str) -> None:
         self.opts = opts
@@ -90,6 +106,8 @@ class ZeroRenameWriter(DataSourceArrowWriter):  # type: ignore[misc]
             for batch in iterator:
                 writer.write(batch)
                 self.checkpoint("batch", partition, attempt)
+            if partition == 0 and writer.rows == 0 and self.empty_schema is not None:
+                writer.write_empty(self.empty_schema)  # as Spark: readable empty output
             writer.close_files()
             self.checkpoint("files_closed", partition, attempt)
             result = writer.commit()
@@ -133,8 +151,14 @@ class ZeroRenameDataSource(DataSource):  # type: ignore[misc]
         if opts.unknown:
             log.warning("zerorename: ignoring unknown options %s", ", ".join(opts.unknown))
         _check_spark_schema(schema, opts)
+        arrow = _arrow_schema(schema)
+        if arrow is not None:
+            check_schema(arrow, opts)  # a column the format cannot hold: refused before any task
         job_id = setup_job(opts)
-        return self.writer_class()(opts, job_id)
+        writer = self.writer_class()(opts, job_id)
+        if not opts.partition_by:
+            writer.empty_schema = arrow
+        return writer
 
     def stream_writer_class(self) -> type[ZeroRenameStreamWriter]:
         """The streaming writer to build (subclasses swap it, e.g. for fault tests)."""

@@ -7,17 +7,14 @@ data) so files do not end up with a row group per Spark batch.
 
 from __future__ import annotations
 
-import base64
-import datetime as dt
-import decimal
-import json
-import math
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 import pyarrow as pa
 
+from zerorename.spark_adapter.csvformat import CsvEncoder, parse_dialect, parse_time_formats
 from zerorename.spark_adapter.errors import OptionError
+from zerorename.spark_adapter.jsonformat import JsonEncoder
 from zerorename.spark_adapter.options import WriteOptions
 from zerorename.units import MiB
 
@@ -159,73 +156,56 @@ class ParquetWriter(_Writer):
         self._writer.close()
 
 
-class CsvWriter(_Streaming):
-    def __init__(self, sink: Sink, schema: pa.Schema, opts: WriteOptions) -> None:
-        import pyarrow.csv as pcsv
+class _TextFormat(_Streaming):
+    """Line formats: encoded text through the (compressed) stream."""
 
+    def __init__(self, sink: Sink, opts: WriteOptions) -> None:
         super().__init__(sink)
         self._out, self._compressed = _stream(self._view, opts.compression)
-        wo = pcsv.WriteOptions(
-            include_header=opts.csv_header, delimiter=opts.csv_sep, quoting_style="needed"
-        )
-        self._writer = pcsv.CSVWriter(self._out, schema, write_options=wo)
+        self._fmt = dict(opts.format_options)
+
+    def _emit(self, data: bytes) -> None:
+        if data:
+            self._out.write(data)
+
+    def close(self) -> None:
+        if self._compressed is not None:
+            self._compressed.close()
+
+
+class CsvWriter(_TextFormat):
+    """CSV as Spark's writer writes it (see :mod:`csvformat`), header first if asked."""
+
+    def __init__(self, sink: Sink, schema: pa.Schema, opts: WriteOptions) -> None:
+        super().__init__(sink, opts)
+        dialect = parse_dialect(self._fmt)
+        self._enc = CsvEncoder(schema, dialect, parse_time_formats(self._fmt))
+        if dialect.header:
+            self._emit(self._enc.header())
 
     def write(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows:
-            self._writer.write_batch(batch)
+            self._emit(self._enc.batch(batch))
             self.rows += batch.num_rows
 
-    def close(self) -> None:
-        self._writer.close()
-        if self._compressed is not None:
-            self._compressed.close()
 
-
-def _json_value(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    if isinstance(value, dt.datetime):
-        return value.isoformat()
-    if isinstance(value, dt.date | dt.time):
-        return value.isoformat()
-    if isinstance(value, decimal.Decimal):
-        return float(value)
-    if isinstance(value, bytes | bytearray):
-        return base64.b64encode(bytes(value)).decode("ascii")
-    if isinstance(value, dt.timedelta):
-        return value.total_seconds()
-    if isinstance(value, dict):
-        return {str(k): _json_value(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list | tuple):
-        return [_json_value(v) for v in value]
-    return value
-
-
-class JsonWriter(_Streaming):
-    """JSON Lines, as Spark writes them: one object per row, null fields left out."""
+class JsonWriter(_TextFormat):
+    """JSON Lines, as Spark writes them: one object per row, null fields left out unless
+    ``ignoreNullFields`` is false (see :mod:`jsonformat`)."""
 
     def __init__(self, sink: Sink, schema: pa.Schema, opts: WriteOptions) -> None:
-        super().__init__(sink)
-        self._out, self._compressed = _stream(self._view, opts.compression)
+        super().__init__(sink, opts)
+        self._enc = JsonEncoder(schema, self._fmt)
 
     def write(self, batch: pa.RecordBatch) -> None:
-        if not batch.num_rows:
-            return
-        lines = []
-        for row in batch.to_pylist():
-            obj = {k: _json_value(v) for k, v in row.items() if v is not None}
-            lines.append(json.dumps(obj, ensure_ascii=False, separators=(",", ":")))
-        lines.append("")
-        self._out.write("\n".join(lines).encode("utf-8"))
-        self.rows += batch.num_rows
-
-    def close(self) -> None:
-        if self._compressed is not None:
-            self._compressed.close()
+        if batch.num_rows:
+            self._emit(self._enc.batch(batch))
+            self.rows += batch.num_rows
 
 
-class TextWriter(_Streaming):
-    """One line per row of the single string column (Spark's text format)."""
+class TextWriter(_TextFormat):
+    """One line per row of the single string column (Spark's text format; null: an
+    empty line, as Spark writes it)."""
 
     def __init__(self, sink: Sink, schema: pa.Schema, opts: WriteOptions) -> None:
         if len(schema) != 1 or not (
@@ -235,20 +215,16 @@ class TextWriter(_Streaming):
                 "format text needs exactly one string column (besides partition columns); "
                 f"got {schema}"
             )
-        super().__init__(sink)
-        self._out, self._compressed = _stream(self._view, opts.compression)
+        super().__init__(sink, opts)
+        self._sep = self._fmt.get("linesep", "\n")
 
     def write(self, batch: pa.RecordBatch) -> None:
         if not batch.num_rows:
             return
         values = batch.column(0).to_pylist()
-        text = "\n".join("" if v is None else v for v in values) + "\n"
-        self._out.write(text.encode("utf-8"))
+        text = "".join(("" if v is None else v) + self._sep for v in values)
+        self._emit(text.encode("utf-8"))
         self.rows += batch.num_rows
-
-    def close(self) -> None:
-        if self._compressed is not None:
-            self._compressed.close()
 
 
 def open_format_writer(sink: Sink, schema: pa.Schema, opts: WriteOptions) -> FormatWriter:
@@ -275,8 +251,8 @@ def check_schema(schema: pa.Schema, opts: WriteOptions) -> None:
     """Refuse, on the driver, a schema the format or partitioning cannot write."""
     check_partition_columns(list(schema.names), opts.partition_by)
     data_fields = [f for f in schema if f.name not in opts.partition_by]
-    if opts.format == "text":
-        TextWriter(_NullSink(), pa.schema(data_fields), opts)
+    if opts.format in ("text", "csv", "json"):  # refuses columns the format cannot hold
+        open_format_writer(_NullSink(), pa.schema(data_fields), opts)
 
 
 class _NullSink:

@@ -136,6 +136,10 @@ class TaskWriter:
         router = self._router or self._start(batch.schema)
         router.write(batch)
 
+    def write_empty(self, schema: pa.Schema) -> None:
+        """Write the file Spark writes for an empty partition 0 (see BatchRouter.open_empty)."""
+        (self._router or self._start(schema)).open_empty()
+
     @property
     def rows(self) -> int:
         return self._router.rows if self._router is not None else 0

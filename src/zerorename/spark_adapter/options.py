@@ -63,7 +63,155 @@ OPTION_DOCS: dict[str, tuple[str, str]] = {
     ),
 }
 
-_KNOWN = {k.lower() for k in OPTION_DOCS}
+# --- file-format options: Spark's names and defaults (csv, json, text) ---------------------
+#: option -> (Spark's default, meaning); added to OPTION_DOCS (the README's table).
+FORMAT_OPTION_DOCS: dict[str, tuple[str, str]] = {
+    "quote": ('"', "csv: quote character"),
+    "escape": ("\\", "csv: escapes the quote (and itself) inside quoted values"),
+    "escapeQuotes": ("true", "csv: quote values that contain the quote character"),
+    "quoteAll": ("false", "csv: quote every value"),
+    "nullValue": ("(empty)", "csv: text written for null"),
+    "emptyValue": ('""', "csv: text written for an empty string"),
+    "ignoreLeadingWhiteSpace": ("true", "csv: drop leading whitespace of values (Spark's writer)"),
+    "ignoreTrailingWhiteSpace": ("true", "csv: drop trailing whitespace of values"),
+    "dateFormat": ("yyyy-MM-dd", "csv/json: date pattern (letters y M d and literals)"),
+    "timestampFormat": (
+        "yyyy-MM-dd'T'HH:mm:ss[.SSS][XXX]",
+        "csv/json: timestamp pattern (y M d H m s S XXX), in the session time zone",
+    ),
+    "timestampNTZFormat": (
+        "yyyy-MM-dd'T'HH:mm:ss[.SSS]",
+        "csv/json: pattern for timestamps without time zone",
+    ),
+    "timeZone": ("(session time zone)", "csv/json: zone id timestamps are written in"),
+    "ignoreNullFields": ("true", "json: leave null fields out of objects"),
+    "lineSep": ("\\n", "csv/json/text: line separator (1 character; csv/json: 2 allowed)"),
+    "encoding": ("UTF-8", "csv/json: UTF-8, UTF-16, UTF-16BE, UTF-16LE, ISO-8859-1, US-ASCII"),
+}
+OPTION_DOCS.update(FORMAT_OPTION_DOCS)
+
+#: lower-cased options each format's writer takes (Spark's names; aliases mapped).
+FORMAT_OPTIONS: dict[str, frozenset[str]] = {
+    "csv": frozenset(
+        [
+            "header",
+            "sep",
+            "delimiter",
+            "quote",
+            "escape",
+            "escapequotes",
+            "quoteall",
+            "nullvalue",
+            "emptyvalue",
+            "ignoreleadingwhitespace",
+            "ignoretrailingwhitespace",
+            "dateformat",
+            "timestampformat",
+            "timestampntzformat",
+            "timezone",
+            "linesep",
+            "encoding",
+            "charset",
+        ]
+    ),
+    "json": frozenset(
+        [
+            "ignorenullfields",
+            "dateformat",
+            "timestampformat",
+            "timestampntzformat",
+            "timezone",
+            "linesep",
+            "encoding",
+            "charset",
+        ]
+    ),
+    "text": frozenset({"linesep"}),
+    "parquet": frozenset(),
+}
+#: Spark's other file-source options: refused for the format they belong to (zerorename
+#: does not write them), ignored for another format as Spark ignores them.
+_SPARK_ONLY: dict[str, frozenset[str]] = {
+    "csv": frozenset(
+        [
+            "comment",
+            "chartoescapequoteescaping",
+            "locale",
+            "nanvalue",
+            "positiveinf",
+            "negativeinf",
+            "mode",
+            "inferschema",
+            "multiline",
+            "samplingratio",
+            "enforceschema",
+            "maxcolumns",
+            "maxcharspercolumn",
+            "columnnameofcorruptrecord",
+            "unescapedquotehandling",
+            "preferdate",
+            "inputbuffersize",
+            "enabledatetimeparsingfallback",
+            "codec",
+        ]
+    ),
+    "json": frozenset(
+        [
+            "pretty",
+            "codec",
+            "locale",
+            "mode",
+            "multiline",
+            "primitivesasstring",
+            "prefersdecimal",
+            "allowcomments",
+            "allowunquotedfieldnames",
+            "allowsinglequotes",
+            "allownumericleadingzeros",
+            "allowbackslashescapingandycharacter",
+            "allowunquotedcontrolchars",
+            "allownonnumericnumbers",
+            "dropfieldifallnull",
+            "samplingratio",
+            "writenonasciicharacterascodepoint",
+        ]
+    ),
+    "text": frozenset({"wholetext", "codec", "encoding", "charset"}),
+    "parquet": frozenset({"mergeschema", "datetimerebasemode", "int96rebasemode", "codec"}),
+}
+
+
+def format_options(fmt: str, opts: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The options ``fmt``'s writer takes, validated; another Spark option of that format
+    is refused (one line). Sorted (key, value) pairs, picklable."""
+    from zerorename.spark_adapter.csvformat import line_sep, parse_dialect, parse_time_formats
+    from zerorename.spark_adapter.javatext import charset
+
+    refused = sorted(k for k in opts if k in _SPARK_ONLY[fmt])
+    if refused:
+        raise OptionError(
+            f"option {refused[0]!r} is a Spark {fmt} option zerorename's writer does not "
+            f"support; remove it (supported for {fmt}: "
+            f"{', '.join(sorted(FORMAT_OPTIONS[fmt])) or 'none'})"
+        )
+    mine = {k: v for k, v in opts.items() if k in FORMAT_OPTIONS[fmt]}
+    if fmt == "csv":
+        parse_dialect(mine)
+    if fmt in ("csv", "json"):
+        parse_time_formats(mine)
+        charset(mine.get("encoding", mine.get("charset", "UTF-8")))
+        line_sep(mine)
+    if fmt == "json" and "ignorenullfields" in mine:
+        _bool(mine["ignorenullfields"], "ignoreNullFields")
+    if fmt == "text":
+        line_sep(mine, most=1)
+    return tuple(sorted(mine.items()))
+
+
+_EVERY_FORMAT_OPTION = frozenset().union(*FORMAT_OPTIONS.values(), *_SPARK_ONLY.values())
+# --- end of file-format options -------------------------------------------------------------
+
+_KNOWN = {k.lower() for k in OPTION_DOCS} | _EVERY_FORMAT_OPTION
 _SECRET_HINTS = ("secret", "accesskey", "access_key", "sessiontoken", "session_token", "password")
 
 
@@ -135,6 +283,8 @@ class WriteOptions:
     max_records_per_file: int = 0
     csv_header: bool = False
     csv_sep: str = ","
+    #: the format's own options (Spark's names, lower-cased), validated: see format_options.
+    format_options: tuple[tuple[str, str], ...] = ()
     #: options this version does not know (kept so a typo can be reported, not acted on).
     unknown: tuple[str, ...] = field(default=())
 
@@ -177,9 +327,11 @@ class WriteOptions:
         codec = _CODEC_ALIASES.get(codec, codec)
         codecs = PARQUET_CODECS if fmt == "parquet" else STREAM_CODECS
         codec = _choice(codec, f"compression for {fmt}", codecs)
-        sep = opts.get("sep", ",")
+        fmt_opts = format_options(fmt, opts)
+        sep = opts.get("sep", opts.get("delimiter", ","))
+        sep = "\t" if sep == "\\t" else sep
         if len(sep) != 1:
-            raise OptionError(f"sep must be one character, got {sep!r}")
+            raise OptionError(f"sep must be one character (or \\t), got {sep!r}")
         style = _choice(
             opts.get("addressingstyle", "auto"), "addressingStyle", ("auto", "path", "virtual")
         )
@@ -202,6 +354,7 @@ class WriteOptions:
             max_records_per_file=_int(opts.get("maxrecordsperfile", "0"), "maxRecordsPerFile", 0),
             csv_header=_bool(opts.get("header", "false"), "header"),
             csv_sep=sep,
+            format_options=fmt_opts,
             unknown=tuple(sorted(k for k in opts if k not in _KNOWN)),
         )
         try:

@@ -176,6 +176,12 @@ class BatchRouter:
             total -= biggest.writer.buffered
             biggest.writer.flush()
 
+    def open_empty(self) -> None:
+        """Open the unpartitioned file with no rows: Spark's partition 0 writes one even
+        when empty (a Parquet schema, a CSV header), so an empty result can be read."""
+        if "" not in self._open:
+            self._new_file("")
+
     def close(self) -> list[FileStats]:
         """Finish every open file (their uploads become pending); the files written."""
         for directory in list(self._open):
