@@ -68,6 +68,13 @@ class UploadNotFound(S3Error):
     """Raised when a multipart upload no longer exists (completed or aborted elsewhere)."""
 
 
+class CompletionUnproven(UploadNotFound):
+    """Raised when a retried complete finds the upload gone (an earlier attempt's answer
+    was lost) and the object at the key is not proven to be the one our parts make (its
+    ETag is not their multipart ETag, or that cannot be computed: an encrypted store).
+    Nothing is assumed: look at the object, then resume or abort the job."""
+
+
 class EndpointUnreachable(S3Error):
     """Raised when the endpoint could not be reached within the retry budget."""
 

@@ -24,6 +24,8 @@ FaultKind = Literal[
     "drop_response",
     "html_200",
     "strip_etag",
+    "no_such_upload",
+    "drip",
 ]
 FAULT_KINDS: tuple[str, ...] = (
     "slowdown",
@@ -34,6 +36,8 @@ FAULT_KINDS: tuple[str, ...] = (
     "drop_response",
     "html_200",
     "strip_etag",
+    "no_such_upload",
+    "drip",
 )
 
 Headers = list[tuple[str, str]]
@@ -390,6 +394,13 @@ _ERRORS = {
         "Internal Server Error",
         "InternalError",
         "We encountered an internal error. Please try again.",
+    ),
+    "no_such_upload": (
+        404,
+        "Not Found",
+        "NoSuchUpload",
+        "The specified upload does not exist. The upload ID may be invalid, or the upload "
+        "may have been aborted or completed.",
     ),
 }
 
