@@ -127,3 +127,77 @@ async def test_a_lost_complete_cannot_be_proven_when_part_etags_are_not_md5s(
         with pytest.raises(errors.CompletionUnproven, match="not MD5s") as err:
             await engine.complete(kms)
     assert key in str(err.value)
+
+
+# ---------------------------------------------------------------- finding 8
+# A server that drips its answer one byte at a time never trips the socket's read timeout;
+# each attempt's deadline (retry.attempt_timeout) ends it. No wall-clock assertion: the
+# error's kind and the number of requests the proxy saw are what the deadline implies.
+
+DRIP = 0.3  # seconds between two bytes of a dripped answer
+SHORT = RetryConfig(
+    max_attempts=3, base_delay=0.01, max_delay=0.05, max_elapsed=60, attempt_timeout=1.0
+)
+
+
+def drip(proxy: Any, operation: str) -> None:
+    proxy.add_rule(FaultRule(operation=operation, fault="drip", delay=DRIP))
+
+
+@pytest.mark.timeout(120)
+async def test_a_dripped_get_fails_each_attempt_at_its_deadline(
+    moto_s3: S3Target, fault_proxy: Callable[..., Any]
+) -> None:
+    s3 = moto_s3
+    key = s3.key("drip.bin")
+    s3.boto3_client().put_object(Bucket=s3.bucket, Key=key, Body=b"0123456789abcdef")
+    proxy, config = proxied(s3, fault_proxy, retry=SHORT)
+    drip(proxy, "GetObject")
+    async with UploadEngine(config) as engine:
+        with pytest.raises(errors.RetriesExhausted) as err:
+            await engine.get_object(s3.bucket, key)
+    assert err.value.code == "DeadlineExceeded" and key in str(err.value)
+    assert "attempt_timeout" in str(err.value) and "\n" not in str(err.value)
+    assert proxy.stats.requests("GetObject") == SHORT.max_attempts  # one GET per attempt
+    assert proxy.stats.faults("GetObject", "drip") == SHORT.max_attempts
+
+
+@pytest.mark.timeout(120)
+async def test_a_dripped_listing_is_bounded_by_max_elapsed_plus_one_deadline(
+    moto_s3: S3Target, fault_proxy: Callable[..., Any]
+) -> None:
+    """`zerorename jobs list` hung on a dripped ListObjectsV2. Every attempt lasts at least
+    its deadline, and none starts after max_elapsed (2.5 deadlines): at most 3 attempts,
+    however many max_attempts allows."""
+    s3 = moto_s3
+    s3.boto3_client().put_object(Bucket=s3.bucket, Key=s3.key("a"), Body=b"a")
+    retry = dataclasses.replace(SHORT, max_attempts=100, max_elapsed=2.5)
+    proxy, config = proxied(s3, fault_proxy, retry=retry)
+    drip(proxy, "ListObjectsV2")
+    async with UploadEngine(config) as engine:
+        with pytest.raises(errors.RetriesExhausted) as err:
+            _ = [o async for o in engine.list_objects(s3.bucket, s3.prefix)]
+    assert err.value.code == "DeadlineExceeded"
+    assert 1 <= proxy.stats.requests("ListObjectsV2") <= 3
+
+
+@pytest.mark.timeout(120)
+async def test_a_dripped_stream_resumes_then_gives_up(
+    moto_s3: S3Target, fault_proxy: Callable[..., Any]
+) -> None:
+    """iter_object bounds the time each GET waits for the store: a dripped body makes a
+    little progress per GET, each GET ends at its deadline and resumes with a ranged GET,
+    until max_attempts resumes were spent."""
+    s3 = moto_s3
+    key = s3.key("drip-stream.bin")
+    s3.boto3_client().put_object(Bucket=s3.bucket, Key=key, Body=b"x" * 64)
+    proxy, config = proxied(s3, fault_proxy, retry=SHORT)
+    drip(proxy, "GetObject")
+    got = b""
+    async with UploadEngine(config) as engine:
+        with pytest.raises(errors.RetriesExhausted) as err:
+            async for chunk in engine.iter_object(s3.bucket, key, chunk_size=1024):
+                got += chunk
+    assert err.value.code == "DeadlineExceeded" and key in str(err.value)
+    assert got == b"x" * len(got) and len(got) < 64
+    assert proxy.stats.requests("GetObject") == SHORT.max_attempts + 1

@@ -3,6 +3,7 @@ like every other request. Mixed into :class:`UploadEngine`."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterable, AsyncIterator, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -12,7 +13,7 @@ from zerorename.aio import batches
 from zerorename.engine import answers, errors
 from zerorename.engine.planning import validate_bucket, validate_key
 from zerorename.engine.records import ObjectInfo
-from zerorename.engine.retry import FailureKind, classify, error_code
+from zerorename.engine.retry import FailureKind, classify, deadline, error_code
 from zerorename.units import MiB
 
 if TYPE_CHECKING:
@@ -87,12 +88,17 @@ class ObjectOps:
         self, bucket: str, key: str, *, chunk_size: int = MiB
     ) -> AsyncIterator[bytes]:
         """Stream an object in chunks; a transient failure mid-body resumes with a ranged
-        GET of the same version (If-Match on the ETag) from where it stopped."""
+        GET of the same version (If-Match on the ETag) from where it stopped. Each GET's
+        waiting for the store (not the consumer's time between chunks) is bounded by
+        ``retry.attempt_timeout``; resumes stop after ``max_attempts``, or ``max_elapsed``
+        after the first failure."""
         validate_bucket(bucket)
         validate_key(key)
+        cfg = self._retrier.config
         offset = 0
         etag: str | None = None
         resumes = 0
+        failing_since: float | None = None
         while True:
             args: dict[str, Any] = {"Bucket": bucket, "Key": key}
             if offset:
@@ -105,22 +111,33 @@ class ObjectOps:
 
             resp = await self._retrier.call("GetObject", call, bucket=bucket, key=key)
             etag = etag or resp.get("ETag")
+            waited = 0.0
             try:
                 async with resp["Body"] as body:
                     while True:
-                        chunk: bytes = await body.read(chunk_size)
+                        began = time.monotonic()
+                        chunk: bytes = await deadline(
+                            cfg.attempt_timeout - waited,
+                            body.read(chunk_size),
+                            limit=cfg.attempt_timeout,
+                        )
+                        waited += time.monotonic() - began
                         if not chunk:
                             return
                         offset += len(chunk)
                         yield chunk
             except Exception as exc:
                 resumes += 1
+                now = time.monotonic()
+                failing_since = now if failing_since is None else failing_since
                 if (
                     classify(exc) is FailureKind.FATAL
-                    or resumes > self._retrier.config.max_attempts
+                    or resumes > cfg.max_attempts
+                    or now - failing_since >= cfg.max_elapsed
                 ):
                     raise errors.RetriesExhausted(
-                        f"reading s3://{bucket}/{key} failed at byte {offset}: {exc}",
+                        f"reading s3://{bucket}/{key} failed at byte {offset} after "
+                        f"{resumes} attempts: {type(exc).__name__}: {exc}",
                         code=type(exc).__name__,
                         operation="GetObject",
                         bucket=bucket,
