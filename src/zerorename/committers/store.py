@@ -185,10 +185,11 @@ async def prefetch(
             tg.cancel_scope.cancel()
 
 
-async def read_optional(engine: Store, bucket: str, key: str) -> bytes | None:
-    """The object's bytes, or None when it does not exist."""
+async def read_optional(engine: Store, bucket: str, key: str, *, max_size: int) -> bytes | None:
+    """The object's bytes, or None when it does not exist; a record larger than
+    ``max_size`` (a named cap of :mod:`objectstore`) is ObjectTooLarge, read no further."""
     try:
-        return await engine.get_object(bucket, key)
+        return await engine.get_object(bucket, key, max_size=max_size)
     except ObjectNotFound:
         return None
 

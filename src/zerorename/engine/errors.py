@@ -64,6 +64,12 @@ class ObjectNotFound(S3Error):
     """Raised when an object read (GET) finds no object at the key."""
 
 
+class ObjectTooLarge(S3Error):
+    """Raised when an object read whole (``get_object``) is larger than the caller's cap:
+    the read stopped at the cap (or before the body, on its Content-Length), so memory
+    never follows what a store claims. Not retried: the object is what it is."""
+
+
 class UploadNotFound(S3Error):
     """Raised when a multipart upload no longer exists (completed or aborted elsewhere)."""
 

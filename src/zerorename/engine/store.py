@@ -11,15 +11,39 @@ import botocore.exceptions as bexc
 
 from zerorename.aio import batches
 from zerorename.engine import answers, errors
-from zerorename.engine.planning import validate_bucket, validate_key
+from zerorename.engine.planning import is_int, validate_bucket, validate_key
 from zerorename.engine.records import ObjectInfo
 from zerorename.engine.retry import FailureKind, classify, deadline, error_code
-from zerorename.units import MiB
+from zerorename.units import KiB, MiB
 
 if TYPE_CHECKING:
     from zerorename.engine.retry import Retrier
 
 DELETE_BATCH = 1000
+#: what get_object reads whole unless its caller gives a cap (records pass their own)
+GET_CAP = 64 * MiB
+#: bytes read at a time by get_object
+READ_CHUNK = 256 * KiB
+
+
+def check_cap(max_size: object) -> int:
+    """A read's size cap: an integer >= 0 (:class:`ConfigError` otherwise)."""
+    if not is_int(max_size) or max_size < 0:  # type: ignore[operator]
+        raise errors.ConfigError(f"max_size must be an integer >= 0 (bytes), got {max_size!r}")
+    return max_size  # type: ignore[return-value]
+
+
+def too_large(bucket: str, key: str, cap: int, what: str) -> errors.ObjectTooLarge:
+    """The one-line refusal of an object read whole that exceeds its cap."""
+    return errors.ObjectTooLarge(
+        f"GetObject s3://{bucket}/{key} {what} than the {cap} bytes such a record may hold: "
+        "refused, nothing read past the cap and nothing changed (look at the object: it is "
+        "not one zerorename wrote, or it was damaged)",
+        code="ObjectTooLarge",
+        operation="GetObject",
+        bucket=bucket,
+        key=key,
+    )
 
 
 def _ts(value: Any) -> float:
@@ -71,16 +95,28 @@ class ObjectOps:
 
         return await self._retrier.call("PutObject", call, bucket=bucket, key=key)
 
-    async def get_object(self, bucket: str, key: str) -> bytes:
-        """Read a whole (small) object; :class:`ObjectNotFound` when it is missing."""
+    async def get_object(self, bucket: str, key: str, *, max_size: int = GET_CAP) -> bytes:
+        """Read a whole (small) object; :class:`ObjectNotFound` when it is missing,
+        :class:`ObjectTooLarge` when it holds more than ``max_size`` bytes: refused on its
+        Content-Length before the body, else the read stops at the cap."""
         validate_bucket(bucket)
         validate_key(key)
+        cap = check_cap(max_size)
 
         async def call(attempt: int) -> bytes:
             resp = await self._client.get_object(Bucket=bucket, Key=key)
             async with resp["Body"] as body:
-                data: bytes = await body.read()
-            return data
+                claimed = resp.get("ContentLength")
+                if isinstance(claimed, int) and claimed > cap:
+                    raise too_large(bucket, key, cap, f"is {claimed} bytes, more")
+                data = bytearray()
+                while True:  # never more than the cap + 1 byte, whatever the store claims
+                    chunk: bytes = await body.read(min(READ_CHUNK, cap + 1 - len(data)))
+                    if not chunk:
+                        return bytes(data)
+                    data += chunk
+                    if len(data) > cap:
+                        raise too_large(bucket, key, cap, "holds more")
 
         return await self._retrier.call("GetObject", call, bucket=bucket, key=key)
 

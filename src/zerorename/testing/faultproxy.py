@@ -515,12 +515,14 @@ class FaultProxy(Service):
             if drop:
                 return
             if rule is None or fault != "drip":
+                self.stats._relayed(len(data))
                 writer.write(data)
                 await writer.drain()
                 return
             for i in range(len(data)):  # one byte, then a pause: a dripping server
                 if writer.is_closing():
                     raise ClientGone
+                self.stats._relayed(1)
                 writer.write(data[i : i + 1])
                 await writer.drain()
                 await asyncio.sleep(rule.delay)
