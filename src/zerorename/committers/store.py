@@ -66,7 +66,8 @@ async def bounded_map(
 
 
 class Check(StrEnum):
-    """Why the object at an upload's key is looked at: decides how much proof it takes."""
+    """Why the object at an upload's key is looked at (for the reader: every reason takes
+    the same proof, see :func:`is_ours`)."""
 
     #: resuming: an earlier process may have completed the upload before it crashed
     RESUME = "resume"
