@@ -8,7 +8,16 @@ from botocore.parsers import ResponseParserError
 
 from zerorename.engine import errors
 from zerorename.engine.config import RetryConfig
-from zerorename.engine.retry import AdaptiveLimiter, FailureKind, classify, translate
+from zerorename.engine.retry import (
+    AdaptiveLimiter,
+    DeadlineExceeded,
+    EngineStats,
+    FailureKind,
+    Retrier,
+    classify,
+    deadline,
+    translate,
+)
 
 
 def client_error(code: str, status: int, op: str = "UploadPart") -> bexc.ClientError:
@@ -109,3 +118,36 @@ def test_a_body_that_is_not_s3_xml_is_a_bad_answer_not_retried() -> None:
     assert isinstance(err, errors.BadAnswer)
     assert "CreateMultipartUpload s3://bkt/k" in str(err) and "endpoint_url" in str(err)
     assert "\n" not in str(err)
+
+
+def test_an_attempt_that_never_ends_meets_its_deadline_every_time() -> None:
+    """Every attempt is cut at retry.attempt_timeout (a transient DeadlineExceeded, so it
+    is retried) and the call ends with RetriesExhausted code DeadlineExceeded after
+    max_attempts attempts: an attempt that never ends cannot hang a call."""
+    cfg = RetryConfig(max_attempts=3, base_delay=0, max_delay=0, attempt_timeout=0.01)
+    attempts: list[int] = []
+
+    async def never(attempt: int) -> None:
+        attempts.append(attempt)
+        await asyncio.Event().wait()  # a server that never finishes its answer
+
+    async def events(*_: object) -> None:
+        return None
+
+    async def run() -> None:
+        await Retrier(cfg, EngineStats(), events).call("GetObject", never, bucket="b", key="k")
+
+    with pytest.raises(errors.RetriesExhausted) as err:
+        asyncio.run(run())
+    assert err.value.code == "DeadlineExceeded" and "s3://b/k" in str(err.value)
+    assert attempts == [1, 2, 3]
+    assert classify(DeadlineExceeded(1.0)) is FailureKind.TRANSIENT
+
+
+def test_a_timeout_raised_inside_an_attempt_is_not_taken_for_its_deadline() -> None:
+    async def inner() -> None:
+        raise TimeoutError("the step's own")
+
+    with pytest.raises(TimeoutError, match="the step's own") as err:
+        asyncio.run(deadline(5.0, inner()))
+    assert not isinstance(err.value, DeadlineExceeded)

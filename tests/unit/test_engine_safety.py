@@ -311,6 +311,8 @@ BAD_RETRY: dict[str, dict[str, Any]] = {
     "NaN base delay": {"base_delay": math.nan},
     "negative max delay": {"max_delay": -1},
     "inf elapsed": {"max_elapsed": math.inf},
+    "zero attempt deadline": {"attempt_timeout": 0},
+    "inf attempt deadline": {"attempt_timeout": math.inf},
     "NaN decrease": {"throttle_decrease": math.nan},
     "zero recovery": {"recovery_per_slot": 0},
     "NaN recovery": {"recovery_per_slot": math.nan},

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from zerorename.committers import objectstore as caps
 from zerorename.committers.conflict import ConflictMode, ConflictScope
 from zerorename.committers.context import CommitOptions, CommitterKind, JobContext
 from zerorename.committers.errors import (
@@ -132,7 +133,9 @@ class Committer:
         job_id = check_job_id(job_id)
         layout = JobLayout(self.dest, job_id)
         async with wrap_engine_errors(f"opening job {job_id} at {self.dest.uri}"):
-            data = await read_optional(self.engine, self.dest.bucket, layout.marker)
+            data = await read_optional(
+                self.engine, self.dest.bucket, layout.marker, max_size=caps.MARKER_CAP
+            )
             if data is not None:
                 m = JobMarker.from_json(data, location=self.dest.uri_of(layout.marker))
                 return Job(self, job_id, m.committer, m.conflict, m.scope)
@@ -387,7 +390,9 @@ class Job:
     async def status(self) -> JobStatus:
         """What the store holds of the job: its marker, journal and pendingsets."""
         async with wrap_engine_errors(f"reading the status of job {self.job_id}"):
-            data = await read_optional(self.engine, self.dest.bucket, self.layout.marker)
+            data = await read_optional(
+                self.engine, self.dest.bucket, self.layout.marker, max_size=caps.MARKER_CAP
+            )
             marker = (
                 JobMarker.from_json(data, location=self.dest.uri_of(self.layout.marker))
                 if data is not None

@@ -44,6 +44,7 @@ from typing import Any
 import anyio
 
 from zerorename.aio import unwrapped
+from zerorename.committers import objectstore as caps
 from zerorename.committers.conflict import (
     ConflictMode,
     ConflictScope,
@@ -235,11 +236,15 @@ class JobCommitRun:
         parts_record = ctx.replaces and ctx.scope is ConflictScope.PARTITIONS
         j, plan_data, replace_data, parts_data = await gather(
             read_journal(ctx),
-            read_optional(self.engine, self.dest.bucket, lay.plan),
-            read_optional(self.engine, self.dest.bucket, lay.replace)
+            read_optional(self.engine, self.dest.bucket, lay.plan, max_size=caps.PLAN_CAP),
+            read_optional(
+                self.engine, self.dest.bucket, lay.replace, max_size=caps.REPLACE_PLAN_CAP
+            )
             if ctx.replaces
             else nothing(),
-            read_optional(self.engine, self.dest.bucket, lay.partitions)
+            read_optional(
+                self.engine, self.dest.bucket, lay.partitions, max_size=caps.REPLACE_PLAN_CAP
+            )
             if parts_record
             else nothing(),
         )

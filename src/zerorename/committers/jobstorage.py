@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import anyio
 
+from zerorename.committers import objectstore as caps
 from zerorename.committers.conflict import (
     ConflictMode,
     ConflictScope,
@@ -82,7 +83,9 @@ async def read_journal(ctx: JobContext) -> Journal | None:
     """The job's journal, checked field by field; RecordFormatError if malformed,
     JournalError if it is another job's."""
     dest, where = ctx.dest, ctx.dest.uri_of(ctx.layout.journal)
-    data = await read_optional(ctx.engine, dest.bucket, ctx.layout.journal)
+    data = await read_optional(
+        ctx.engine, dest.bucket, ctx.layout.journal, max_size=caps.JOURNAL_CAP
+    )
     if data is None:
         return None
     try:
@@ -225,7 +228,9 @@ async def read_replace_plan(ctx: JobContext, prefixes: Sequence[str]) -> list[Ol
     """The stored replace plan, checked (:func:`parse_replace_plan`); RecordFormatError
     when it is missing or names anything but an older object under ``prefixes``."""
     where = ctx.dest.uri_of(ctx.layout.replace)
-    data = await read_optional(ctx.engine, ctx.dest.bucket, ctx.layout.replace)
+    data = await read_optional(
+        ctx.engine, ctx.dest.bucket, ctx.layout.replace, max_size=caps.REPLACE_PLAN_CAP
+    )
     if data is None:
         raise RecordFormatError("the replace plan is missing; nothing replaced", location=where)
     return parse_replace_plan(data, where, ctx.dest, ctx.job_id, prefixes)
@@ -338,7 +343,9 @@ def stored_replace_records(
 
 async def success_of_job(ctx: JobContext) -> bool:
     """A _SUCCESS at the destination names the job: its commit completed every file."""
-    data = await read_optional(ctx.engine, ctx.dest.bucket, ctx.layout.success)
+    data = await read_optional(
+        ctx.engine, ctx.dest.bucket, ctx.layout.success, max_size=caps.SUCCESS_CAP
+    )
     return data is not None and f'"{ctx.job_id}"'.encode() in data
 
 

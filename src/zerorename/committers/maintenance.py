@@ -10,7 +10,7 @@ from typing import Any
 
 from zerorename.committers.errors import PathError, RecordFormatError
 from zerorename.committers.journal import CommitPlan, JobMarker, Journal
-from zerorename.committers.objectstore import Store
+from zerorename.committers.objectstore import INSPECT_CAP, JOURNAL_CAP, MARKER_CAP, Store
 from zerorename.committers.paths import (
     JOB_MARKER,
     JOURNAL_NAME,
@@ -90,8 +90,8 @@ async def list_jobs(engine: Store, dest: Destination) -> AsyncIterator[JobEntry]
         if job_id is None or not name.startswith(MAGIC_JOB_PREFIX):
             continue
         lay = JobLayout(dest, job_id)
-        m = await read_optional(engine, dest.bucket, lay.marker)
-        j = await read_optional(engine, dest.bucket, lay.journal)
+        m = await read_optional(engine, dest.bucket, lay.marker, max_size=MARKER_CAP)
+        j = await read_optional(engine, dest.bucket, lay.journal, max_size=JOURNAL_CAP)
         yield JobEntry(
             job_id,
             JobMarker.from_json(m, location=dest.uri_of(lay.marker)) if m is not None else None,
@@ -127,7 +127,7 @@ async def inspect_record(engine: Store, uri: str, *, max_commits: int = 20) -> d
             "commits": commits,
             "commitsShown": len(commits),
         }
-    data = await read_optional(engine, d.bucket, d.prefix)
+    data = await read_optional(engine, d.bucket, d.prefix, max_size=INSPECT_CAP)
     if data is None:
         raise RecordFormatError("no such object", location=uri)
     if name.endswith(PENDING_SUFFIX):

@@ -14,6 +14,8 @@ Behaviour every implementation keeps (S3's, where the committers depend on it):
 - ``if_none_match`` on a put or complete: an existing key is :class:`PreconditionFailed`
   and nothing is written (the upload stays pending);
 - reading a missing object is :class:`ObjectNotFound`; ``head_object`` answers None;
+- ``get_object`` past its ``max_size`` is :class:`ObjectTooLarge`, the read stopped at the
+  cap (records are read with the caps below: memory never follows what a store claims);
 - listings are sorted by key; ``delete_objects`` of missing keys is no error;
 - ``abort`` of an upload that is gone answers False (``abort_many`` counts it aborted);
   ``complete`` of one raises :class:`UploadNotFound`;
@@ -36,6 +38,24 @@ from zerorename.engine.records import (
     UploadInfo,
     UploadResult,
 )
+from zerorename.units import KiB, MiB
+
+#: size caps of the records read whole from a store: a read stops at its cap and fails in
+#: one line, changing nothing (each is far above what zerorename writes)
+#: a job's marker (``job.json``)
+MARKER_CAP = 64 * KiB
+#: a job-commit journal
+JOURNAL_CAP = 1 * MiB
+#: a `.pending` record: one upload of up to 10,000 parts
+PENDING_CAP = 4 * MiB
+#: a job's commit plan (its pendingsets' names)
+PLAN_CAP = 64 * MiB
+#: a replace plan, or a partitions record (the older objects / partitions a replace lists)
+REPLACE_PLAN_CAP = 256 * MiB
+#: a destination's ``_SUCCESS`` (zerorename's or S3A's)
+SUCCESS_CAP = 64 * MiB
+#: any record ``zerorename inspect`` shows
+INSPECT_CAP = 64 * MiB
 
 
 class StoreStats(Protocol):
@@ -65,8 +85,9 @@ class Store(Protocol):
         """Write a small object; its ETag. ``if_none_match``: PreconditionFailed if it exists."""
         ...
 
-    async def get_object(self, bucket: str, key: str) -> bytes:
-        """A whole small object; ObjectNotFound when missing."""
+    async def get_object(self, bucket: str, key: str, *, max_size: int = ...) -> bytes:
+        """A whole small object; ObjectNotFound when missing, ObjectTooLarge (the read
+        stopped at the cap) when it holds more than ``max_size`` bytes."""
         ...
 
     def iter_object(self, bucket: str, key: str, *, chunk_size: int = ...) -> AsyncIterator[bytes]:
@@ -220,4 +241,17 @@ class UploadStore(Store, Protocol):
         ...
 
 
-__all__ = ["OutputWriter", "Store", "StoreStats", "SyncOutputWriter", "UploadStore"]
+__all__ = [
+    "INSPECT_CAP",
+    "JOURNAL_CAP",
+    "MARKER_CAP",
+    "PENDING_CAP",
+    "PLAN_CAP",
+    "REPLACE_PLAN_CAP",
+    "SUCCESS_CAP",
+    "OutputWriter",
+    "Store",
+    "StoreStats",
+    "SyncOutputWriter",
+    "UploadStore",
+]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from zerorename.committers import objectstore as caps
 from zerorename.committers.errors import CommitterError, JobNotFound, RecordFormatError
 from zerorename.committers.objectstore import Store
 from zerorename.committers.paths import JOB_MARKER, JOURNAL_NAME, Destination
@@ -157,7 +158,7 @@ async def _read_pending(store: Store, layout: S3AJobLayout, entry: S3AKey) -> S3
     want = layout.final_key(entry)
     if want is None:
         raise RecordFormatError("its path maps to no output key: refused", location=location)
-    data = await read_optional(store, layout.dest.bucket, entry.key)
+    data = await read_optional(store, layout.dest.bucket, entry.key, max_size=caps.PENDING_CAP)
     if data is None:
         raise RecordFormatError("vanished while the job was read", location=location)
     rec = PendingRecord.from_json(data, location=location)
@@ -256,7 +257,7 @@ async def read_success(store: Store, dest: Destination) -> SuccessData | None:
     """The destination's ``_SUCCESS`` if it is a record one can read; an empty marker (the
     classic committer's) or anything else unreadable names no job."""
     key = dest.key("_SUCCESS")
-    data = await read_optional(store, dest.bucket, key)
+    data = await read_optional(store, dest.bucket, key, max_size=caps.SUCCESS_CAP)
     if not data:
         return None
     try:

@@ -66,7 +66,8 @@ async def bounded_map(
 
 
 class Check(StrEnum):
-    """Why the object at an upload's key is looked at: decides how much proof it takes."""
+    """Why the object at an upload's key is looked at (for the reader: every reason takes
+    the same proof, see :func:`is_ours`)."""
 
     #: resuming: an earlier process may have completed the upload before it crashed
     RESUME = "resume"
@@ -79,17 +80,15 @@ class Check(StrEnum):
 
 
 def is_ours(upload: PendingUpload, info: ObjectInfo | None, why: Check) -> bool:
-    """The one rule for "is this object what completing ``upload`` made?".
-
-    The size must be the upload's length. Where S3's multipart ETag can be computed from
-    the part ETags (all MD5s), the object's ETag must be it; where it cannot (encrypted
-    stores), the size and the job id in the key are the only proof there is. A store that
-    gives a multipart object an ETag of another form (no ``-N``) proves nothing by it:
-    then the size is accepted only where no other writer is in sight (RESUME, FAILED), not
-    once the store said the key existed first (KEY_EXISTED), nor before a DELETE. The
-    engine's complete retry applies the same rule (strict only on 412)."""
-    strict = why in (Check.KEY_EXISTED, Check.DELETE)
-    return is_completed_object(upload, info, strict=strict)
+    """The one rule for "is this object what completing ``upload`` made?", the same for
+    every ``why``: only proof counts. The size must be the upload's length and the ETag
+    the multipart ETag computed from the upload's part ETags (MD5 of their binary MD5s,
+    ``-<parts>``). A same-size object of another form (a single PUT, another upload's
+    parts) is never ours; where the multipart ETag cannot be computed (encrypted stores:
+    part ETags that are not MD5s) nothing is ours, so nothing is adopted or deleted on a
+    guess. The engine's complete retry applies the same rule."""
+    del why  # kept for callers' clarity: how much proof it takes no longer varies
+    return is_completed_object(upload, info)
 
 
 async def nothing() -> None:
@@ -187,10 +186,11 @@ async def prefetch(
             tg.cancel_scope.cancel()
 
 
-async def read_optional(engine: Store, bucket: str, key: str) -> bytes | None:
-    """The object's bytes, or None when it does not exist."""
+async def read_optional(engine: Store, bucket: str, key: str, *, max_size: int) -> bytes | None:
+    """The object's bytes, or None when it does not exist; a record larger than
+    ``max_size`` (a named cap of :mod:`objectstore`) is ObjectTooLarge, read no further."""
     try:
-        return await engine.get_object(bucket, key)
+        return await engine.get_object(bucket, key, max_size=max_size)
     except ObjectNotFound:
         return None
 

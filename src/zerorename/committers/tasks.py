@@ -25,6 +25,7 @@ from typing import Any
 
 import anyio
 
+from zerorename.committers import objectstore as caps
 from zerorename.committers.context import JobContext
 from zerorename.committers.errors import (
     CommitterError,
@@ -372,7 +373,7 @@ class MagicTaskAttempt(TaskAttempt):
                 continue
             try:
                 rec = PendingRecord.from_json(
-                    await self.engine.get_object(bucket, obj.key),
+                    await self.engine.get_object(bucket, obj.key, max_size=caps.PENDING_CAP),
                     location=self.ctx.dest.uri_of(obj.key),
                 )
             except (RecordFormatError, EngineError) as exc:

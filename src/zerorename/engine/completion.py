@@ -22,7 +22,7 @@ from anyio.abc import TaskGroup
 from zerorename.aio import aiter_any, first_error
 from zerorename.engine import answers, checksums
 from zerorename.engine.config import EngineConfig
-from zerorename.engine.errors import RecordError, UploadNotFound
+from zerorename.engine.errors import CompletionUnproven, RecordError, UploadNotFound
 from zerorename.engine.events import (
     Event,
     ProgressCallback,
@@ -39,6 +39,7 @@ from zerorename.engine.records import (
     UploadResult,
     is_completed_object,
     target_problem,
+    unproven_reason,
 )
 from zerorename.engine.retry import AdaptiveLimiter, EngineStats, Retrier, error_code
 
@@ -161,20 +162,29 @@ class CompletionOps:
                     **extra,
                 )
             except bexc.ClientError as exc:
-                # a retry after a lost answer: the first attempt may have completed it
+                # a retry after a lost answer: the first attempt may have completed it;
+                # settled only by proof: the object's ETag is the multipart ETag of our
+                # parts (a same-size object of another writer is never taken for ours)
                 code, status = error_code(exc)
                 if attempt > 1 and (
                     code in ("NoSuchUpload", "PreconditionFailed") or status in (404, 412)
                 ):
-                    # ours only if it is the object this complete makes: a 412 means the
-                    # key existed first, so then only the exact multipart ETag will do
                     info = await self.head_object(p.bucket, p.key)
-                    strict = code == "PreconditionFailed" or status == 412
-                    if is_completed_object(p, info, strict=strict):
-                        assert info is not None
-                        resp = {"ETag": info.etag}
-                    else:
-                        raise
+                    if not is_completed_object(p, info):
+                        if code == "PreconditionFailed" or status == 412:
+                            raise  # the key existed first: a conflict, as on attempt 1
+                        raise CompletionUnproven(
+                            f"CompleteMultipartUpload {p.uri}: an earlier attempt's answer "
+                            f"was lost and the upload is gone, but {unproven_reason(p, info)}; "
+                            "nothing is assumed: check the object, then resume or abort the job",
+                            code="CompletionUnproven",
+                            operation="CompleteMultipartUpload",
+                            status=status,
+                            bucket=p.bucket,
+                            key=p.key,
+                        ) from exc
+                    assert info is not None
+                    resp = {"ETag": info.etag}
                 else:
                     raise
             # a 200 without a CompleteMultipartUploadResult (an HTML page) is no complete

@@ -83,12 +83,23 @@ class RetryConfig:
     Backoff is exponential with full jitter: attempt n sleeps uniform(0, min(max_delay,
     base_delay * 2**n)). ``max_elapsed`` bounds the total time one request may spend
     retrying (an unreachable endpoint fails after about this long).
+
+    Deadlines: every attempt of every request (its body sent and its answer read whole)
+    ends within ``attempt_timeout`` or fails as a transient ``DeadlineExceeded`` (a server
+    that drips its answer a byte at a time never resets the socket's ``read_timeout``).
+    No attempt starts once ``max_elapsed`` has passed, and no backoff sleeps past it, so
+    one call ends within ``max_elapsed + attempt_timeout``. A streamed read
+    (``iter_object``) counts against ``attempt_timeout`` only the time spent waiting for
+    the store in one GET, not the time its consumer takes between chunks.
     """
 
     max_attempts: int = 10
     base_delay: float = 0.1
     max_delay: float = 10.0
     max_elapsed: float = 120.0
+    #: seconds one attempt may take from its start to the end of its answer (a part's
+    #: upload included: raise it for big parts on slow links).
+    attempt_timeout: float = 300.0
     #: multiply the concurrency limit by this on a throttle (additive recovery after).
     throttle_decrease: float = 0.5
     #: successes needed to raise the limit by one slot, per slot of the current limit.
@@ -99,6 +110,7 @@ class RetryConfig:
         _require_number("retry.base_delay", self.base_delay, positive=False)
         _require_number("retry.max_delay", self.max_delay, positive=False)
         _require_number("retry.max_elapsed", self.max_elapsed, positive=True)
+        _require_number("retry.attempt_timeout", self.attempt_timeout, positive=True)
         decrease = finite_number(self.throttle_decrease)
         if decrease is None or not 0 < decrease < 1:
             raise ConfigError(
@@ -128,6 +140,9 @@ class EngineConfig:
     batch_concurrency: int = 64
     #: HTTP connections kept; None sizes the pool to the concurrency.
     max_pool_connections: int | None = None
+    #: socket timeouts: to connect, and between two reads of one answer. Neither bounds
+    #: a whole request (a server dripping bytes meets both): ``retry.attempt_timeout``
+    #: does, and a call ends within ``retry.max_elapsed + retry.attempt_timeout``.
     connect_timeout: float = 10.0
     read_timeout: float = 60.0
     retry: RetryConfig = field(default_factory=RetryConfig)

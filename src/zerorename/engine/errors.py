@@ -64,8 +64,21 @@ class ObjectNotFound(S3Error):
     """Raised when an object read (GET) finds no object at the key."""
 
 
+class ObjectTooLarge(S3Error):
+    """Raised when an object read whole (``get_object``) is larger than the caller's cap:
+    the read stopped at the cap (or before the body, on its Content-Length), so memory
+    never follows what a store claims. Not retried: the object is what it is."""
+
+
 class UploadNotFound(S3Error):
     """Raised when a multipart upload no longer exists (completed or aborted elsewhere)."""
+
+
+class CompletionUnproven(UploadNotFound):
+    """Raised when a retried complete finds the upload gone (an earlier attempt's answer
+    was lost) and the object at the key is not proven to be the one our parts make (its
+    ETag is not their multipart ETag, or that cannot be computed: an encrypted store).
+    Nothing is assumed: look at the object, then resume or abort the job."""
 
 
 class EndpointUnreachable(S3Error):

@@ -287,17 +287,31 @@ def multipart_etag(upload: PendingUpload) -> str | None:
     return f"{hashlib.md5(b''.join(digests)).hexdigest()}-{len(digests)}"
 
 
-def is_completed_object(
-    upload: PendingUpload, info: ObjectInfo | None, *, strict: bool = False
-) -> bool:
-    """True when ``info`` is the object that completing ``upload`` produces: the right
-    multipart ETag where it can be computed, else the right size. ``strict`` (the store
-    refused our complete with If-None-Match: the key existed first) accepts only the
-    right multipart ETag when it can be computed, so a racer's same-size PUT is not ours."""
+def is_completed_object(upload: PendingUpload, info: ObjectInfo | None) -> bool:
+    """True only on proof that ``info`` is the object completing ``upload`` made: its size
+    and its ETag equal to the multipart ETag computed from the upload's part ETags (a
+    same-size single PUT, or another upload's object with other parts, never matches).
+    Where that ETag cannot be computed (part ETags that are not MD5s: SSE-KMS, SSE-C)
+    nothing is proven: False, and :func:`unproven_reason` says why."""
     if info is None or info.size != upload.length:
         return False
     want = multipart_etag(upload)
-    have = info.etag.strip('"')
-    if want is None or (not strict and (not have or "-" not in have)):
-        return True
-    return have == want
+    return want is not None and info.etag.strip('"') == want
+
+
+def unproven_reason(upload: PendingUpload, info: ObjectInfo | None) -> str:
+    """Why ``info`` is not proven to be ``upload``'s completed object (for one-line errors)."""
+    if info is None:
+        return "no object is at the key"
+    want = multipart_etag(upload)
+    if want is None:
+        return (
+            "the upload's part ETags are not MD5s (an encrypted store: SSE-KMS or SSE-C), "
+            "so its multipart ETag cannot be computed to prove the object ours"
+        )
+    if is_completed_object(upload, info):
+        return "it is proven ours"
+    return (
+        f"the object there ({info.size} bytes, ETag {info.etag.strip(chr(34))!r}) is not "
+        f"the one our parts make ({upload.length} bytes, ETag {want!r}): another writer's"
+    )

@@ -47,6 +47,16 @@ from zerorename.engine.events import (
 T = TypeVar("T")
 
 
+class DeadlineExceeded(TimeoutError):
+    """An attempt ran past ``retry.attempt_timeout`` (transient: retried like any timeout;
+    once the budget is spent it becomes :class:`~zerorename.engine.errors.RetriesExhausted`
+    with code ``DeadlineExceeded``)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"an attempt took longer than its deadline of {seconds:g} s")
+        self.seconds = seconds
+
+
 class FailureKind(enum.Enum):
     THROTTLED = "throttled"
     TRANSIENT = "transient"
@@ -214,6 +224,14 @@ def translate(
                 **ctx,
             )
         return errors.S3Error(base, code=code, status=status, **ctx)
+    if isinstance(exc, DeadlineExceeded):
+        return errors.RetriesExhausted(
+            f"{operation} {where}: no attempt finished within its deadline of "
+            f"{exc.seconds:g} s (retry.attempt_timeout): the store answers too slowly or "
+            "drips its answer. Check the endpoint, or raise retry.attempt_timeout.",
+            code="DeadlineExceeded",
+            **ctx,
+        )
     if isinstance(exc, ResponseParserError):
         return errors.BadAnswer(
             f"{operation} {where}: the endpoint answered with a body that is not S3's XML "
@@ -442,6 +460,8 @@ class Retrier:
         limiter, progress = call.limiter, call.progress
 
         async def sleep(seconds: float) -> None:
+            # no backoff past max_elapsed: the call ends within it plus one attempt
+            seconds = min(seconds, max(0.0, started + cfg.max_elapsed - time.monotonic()))
             if limiter is None:
                 await asyncio.sleep(seconds)
                 return
@@ -510,7 +530,7 @@ class Retrier:
         if sent_bytes:
             await self._events(BytesSent(bucket, key, sent_bytes), progress)
         try:
-            result = await call.fn(attempt_no)
+            result = await deadline(self.config.attempt_timeout, call.fn(attempt_no))
         except Exception as exc:
             if sent_bytes:
                 await self._events(BytesSent(bucket, key, -sent_bytes, rollback=True), progress)
@@ -537,3 +557,16 @@ class Retrier:
                 stats.concurrency_changes += 1
                 await self._events(ConcurrencyChanged(change[0], change[1], "recovered"), progress)
         return result
+
+
+async def deadline(seconds: float, step: Awaitable[T], *, limit: float | None = None) -> T:
+    """``await step``, cancelled after ``seconds``: :class:`DeadlineExceeded` then, naming
+    ``limit`` (default ``seconds``) as the deadline; a timeout from inside the step is
+    left as it is."""
+    try:
+        async with asyncio.timeout(seconds) as scope:
+            return await step
+    except TimeoutError:
+        if scope.expired():
+            raise DeadlineExceeded(seconds if limit is None else limit) from None
+        raise

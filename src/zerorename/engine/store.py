@@ -3,6 +3,7 @@ like every other request. Mixed into :class:`UploadEngine`."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterable, AsyncIterator, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -10,15 +11,39 @@ import botocore.exceptions as bexc
 
 from zerorename.aio import batches
 from zerorename.engine import answers, errors
-from zerorename.engine.planning import validate_bucket, validate_key
+from zerorename.engine.planning import is_int, validate_bucket, validate_key
 from zerorename.engine.records import ObjectInfo
-from zerorename.engine.retry import FailureKind, classify, error_code
-from zerorename.units import MiB
+from zerorename.engine.retry import FailureKind, classify, deadline, error_code
+from zerorename.units import KiB, MiB
 
 if TYPE_CHECKING:
     from zerorename.engine.retry import Retrier
 
 DELETE_BATCH = 1000
+#: what get_object reads whole unless its caller gives a cap (records pass their own)
+GET_CAP = 64 * MiB
+#: bytes read at a time by get_object
+READ_CHUNK = 256 * KiB
+
+
+def check_cap(max_size: object) -> int:
+    """A read's size cap: an integer >= 0 (:class:`ConfigError` otherwise)."""
+    if not is_int(max_size) or max_size < 0:  # type: ignore[operator]
+        raise errors.ConfigError(f"max_size must be an integer >= 0 (bytes), got {max_size!r}")
+    return max_size  # type: ignore[return-value]
+
+
+def too_large(bucket: str, key: str, cap: int, what: str) -> errors.ObjectTooLarge:
+    """The one-line refusal of an object read whole that exceeds its cap."""
+    return errors.ObjectTooLarge(
+        f"GetObject s3://{bucket}/{key} {what} than the {cap} bytes such a record may hold: "
+        "refused, nothing read past the cap and nothing changed (look at the object: it is "
+        "not one zerorename wrote, or it was damaged)",
+        code="ObjectTooLarge",
+        operation="GetObject",
+        bucket=bucket,
+        key=key,
+    )
 
 
 def _ts(value: Any) -> float:
@@ -70,16 +95,28 @@ class ObjectOps:
 
         return await self._retrier.call("PutObject", call, bucket=bucket, key=key)
 
-    async def get_object(self, bucket: str, key: str) -> bytes:
-        """Read a whole (small) object; :class:`ObjectNotFound` when it is missing."""
+    async def get_object(self, bucket: str, key: str, *, max_size: int = GET_CAP) -> bytes:
+        """Read a whole (small) object; :class:`ObjectNotFound` when it is missing,
+        :class:`ObjectTooLarge` when it holds more than ``max_size`` bytes: refused on its
+        Content-Length before the body, else the read stops at the cap."""
         validate_bucket(bucket)
         validate_key(key)
+        cap = check_cap(max_size)
 
         async def call(attempt: int) -> bytes:
             resp = await self._client.get_object(Bucket=bucket, Key=key)
             async with resp["Body"] as body:
-                data: bytes = await body.read()
-            return data
+                claimed = resp.get("ContentLength")
+                if isinstance(claimed, int) and claimed > cap:
+                    raise too_large(bucket, key, cap, f"is {claimed} bytes, more")
+                data = bytearray()
+                while True:  # never more than the cap + 1 byte, whatever the store claims
+                    chunk: bytes = await body.read(min(READ_CHUNK, cap + 1 - len(data)))
+                    if not chunk:
+                        return bytes(data)
+                    data += chunk
+                    if len(data) > cap:
+                        raise too_large(bucket, key, cap, "holds more")
 
         return await self._retrier.call("GetObject", call, bucket=bucket, key=key)
 
@@ -87,12 +124,17 @@ class ObjectOps:
         self, bucket: str, key: str, *, chunk_size: int = MiB
     ) -> AsyncIterator[bytes]:
         """Stream an object in chunks; a transient failure mid-body resumes with a ranged
-        GET of the same version (If-Match on the ETag) from where it stopped."""
+        GET of the same version (If-Match on the ETag) from where it stopped. Each GET's
+        waiting for the store (not the consumer's time between chunks) is bounded by
+        ``retry.attempt_timeout``; resumes stop after ``max_attempts``, or ``max_elapsed``
+        after the first failure."""
         validate_bucket(bucket)
         validate_key(key)
+        cfg = self._retrier.config
         offset = 0
         etag: str | None = None
         resumes = 0
+        failing_since: float | None = None
         while True:
             args: dict[str, Any] = {"Bucket": bucket, "Key": key}
             if offset:
@@ -105,22 +147,33 @@ class ObjectOps:
 
             resp = await self._retrier.call("GetObject", call, bucket=bucket, key=key)
             etag = etag or resp.get("ETag")
+            waited = 0.0
             try:
                 async with resp["Body"] as body:
                     while True:
-                        chunk: bytes = await body.read(chunk_size)
+                        began = time.monotonic()
+                        chunk: bytes = await deadline(
+                            cfg.attempt_timeout - waited,
+                            body.read(chunk_size),
+                            limit=cfg.attempt_timeout,
+                        )
+                        waited += time.monotonic() - began
                         if not chunk:
                             return
                         offset += len(chunk)
                         yield chunk
             except Exception as exc:
                 resumes += 1
+                now = time.monotonic()
+                failing_since = now if failing_since is None else failing_since
                 if (
                     classify(exc) is FailureKind.FATAL
-                    or resumes > self._retrier.config.max_attempts
+                    or resumes > cfg.max_attempts
+                    or now - failing_since >= cfg.max_elapsed
                 ):
                     raise errors.RetriesExhausted(
-                        f"reading s3://{bucket}/{key} failed at byte {offset}: {exc}",
+                        f"reading s3://{bucket}/{key} failed at byte {offset} after "
+                        f"{resumes} attempts: {type(exc).__name__}: {exc}",
                         code=type(exc).__name__,
                         operation="GetObject",
                         bucket=bucket,

@@ -48,6 +48,7 @@ from zerorename.spark_adapter.jobs import engine_for
 from zerorename.spark_adapter.options import WriteOptions
 from zerorename.spark_adapter.streamlog import (
     KEEP,
+    MAX_LOG_BYTES,
     STREAMS_DIR,
     StreamLog,
     is_uuid,
@@ -196,7 +197,9 @@ def judge(
 
 async def read_log(store: Store, dest: Destination, query: str) -> StreamLog | None:
     """A query's log at ``dest`` (None when it has none), parsed strictly."""
-    data = await read_optional(store, dest.bucket, log_key(dest.list_prefix, query))
+    data = await read_optional(
+        store, dest.bucket, log_key(dest.list_prefix, query), max_size=MAX_LOG_BYTES
+    )
     if data is None:
         return None
     return parse_log(

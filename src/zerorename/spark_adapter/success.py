@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zerorename.committers import Destination, SuccessData
+from zerorename.committers import objectstore as caps
 from zerorename.committers.s3aformat import counters_of
 from zerorename.committers.successdata import key_of_filename
 from zerorename.engine import EngineConfig
@@ -100,6 +101,6 @@ def read_success(
     key = dest.key("_SUCCESS")
     bridge = get_bridge()
     engine = bridge.engine(cfg)
-    raw = bridge.run(engine.get_object(dest.bucket, key))
+    raw = bridge.run(engine.get_object(dest.bucket, key, max_size=caps.SUCCESS_CAP))
     uri = dest.uri_of(key)
     return SuccessInfo.from_record(uri, SuccessData.from_json(raw, location=uri), dest)

@@ -13,7 +13,10 @@ the request, send nothing for ``delay`` seconds, then close); ``drop_response`` 
 request, let the server act on it, then RST the client instead of answering: the response is
 lost); ``html_200`` (read the request, answer ``200 OK`` with an HTML page itself, as a
 captive portal would: nothing is forwarded); ``strip_etag`` (forward, then relay the answer
-without its ETag header). The Host header is forwarded unchanged, so SigV4 signatures stay
+without its ETag header); ``no_such_upload`` (404 NoSuchUpload with S3's XML body, nothing
+forwarded: what S3 answers a complete whose upload is gone); ``drip`` (forward, relay the
+answer's head at once and then its body one byte every ``delay`` seconds: a server that
+drips bytes). The Host header is forwarded unchanged, so SigV4 signatures stay
 valid.
 
 ``proxy.log`` times every request (its operation, key, start and end, error) in the shape of
@@ -425,8 +428,8 @@ class FaultProxy(Service):
             elif reset_after == 0:
                 raise Reset
 
-        if rule is not None and fault in ("slowdown", "internal_error"):
-            status = 503 if fault == "slowdown" else 500
+        if rule is not None and fault in ("slowdown", "internal_error", "no_such_upload"):
+            status = {"slowdown": 503, "internal_error": 500}.get(fault, 404)
             if expect:
                 # answer before the body is sent (as S3 does); the connection cannot be reused
                 writer.write(error_response(fault, path, head=method == "HEAD", close=True))
@@ -509,9 +512,20 @@ class FaultProxy(Service):
             writer.write(encode_head(status_line, out_headers))
 
         async def to_client(data: bytes) -> None:
-            if not drop:
+            if drop:
+                return
+            if rule is None or fault != "drip":
+                self.stats._relayed(len(data))
                 writer.write(data)
                 await writer.drain()
+                return
+            for i in range(len(data)):  # one byte, then a pause: a dripping server
+                if writer.is_closing():
+                    raise ClientGone
+                self.stats._relayed(1)
+                writer.write(data[i : i + 1])
+                await writer.drain()
+                await asyncio.sleep(rule.delay)
 
         up_body = Body(up_reader)
         if no_body:

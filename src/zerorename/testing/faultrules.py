@@ -24,6 +24,8 @@ FaultKind = Literal[
     "drop_response",
     "html_200",
     "strip_etag",
+    "no_such_upload",
+    "drip",
 ]
 FAULT_KINDS: tuple[str, ...] = (
     "slowdown",
@@ -34,6 +36,8 @@ FAULT_KINDS: tuple[str, ...] = (
     "drop_response",
     "html_200",
     "strip_etag",
+    "no_such_upload",
+    "drip",
 )
 
 Headers = list[tuple[str, str]]
@@ -217,6 +221,7 @@ class ProxyStats:
         self._log: collections.deque[RequestRecord] = collections.deque(maxlen=history)
         self._timed: collections.deque[Request] = collections.deque(maxlen=history)
         self._connections = 0
+        self._body_bytes = 0
         self._upstream_connections = 0
         self._tls_handshakes = 0
         self._tls_failures = 0
@@ -236,6 +241,17 @@ class ProxyStats:
         """A request ended (answered, faulted or cut): log it with its times."""
         with self._lock:
             self._timed.append(request)
+
+    def _relayed(self, n: int) -> None:
+        """``n`` bytes of an answer's body were handed to a client."""
+        with self._lock:
+            self._body_bytes += n
+
+    @property
+    def body_bytes(self) -> int:
+        """Bytes of answers' bodies handed to clients (what they could have read)."""
+        with self._lock:
+            return self._body_bytes
 
     def _connection(self, upstream: bool = False) -> None:
         with self._lock:
@@ -328,7 +344,7 @@ class ProxyStats:
             self._faults.clear()
             self._log.clear()
             self._timed.clear()
-            self._connections = self._upstream_connections = 0
+            self._connections = self._upstream_connections = self._body_bytes = 0
             self._tls_handshakes = self._tls_failures = 0
             self._tls_sessions.clear()
 
@@ -390,6 +406,13 @@ _ERRORS = {
         "Internal Server Error",
         "InternalError",
         "We encountered an internal error. Please try again.",
+    ),
+    "no_such_upload": (
+        404,
+        "Not Found",
+        "NoSuchUpload",
+        "The specified upload does not exist. The upload ID may be invalid, or the upload "
+        "may have been aborted or completed.",
     ),
 }
 

@@ -45,7 +45,7 @@ from zerorename.engine.records import (
     target_problem,
 )
 from zerorename.engine.retry import EngineStats
-from zerorename.engine.store import DELETE_BATCH
+from zerorename.engine.store import DELETE_BATCH, GET_CAP, check_cap, too_large
 from zerorename.testing.memfaults import Fault, Faults, ProcessCrashed
 from zerorename.testing.memstate import (
     MemoryState,
@@ -103,6 +103,8 @@ class MemoryStore(UploadSide):
         self.stats = EngineStats(lowest_concurrency=batch_concurrency)
         self.log: list[Request] = []
         self.crashed = False
+        #: body bytes get_object handed over (a read past a cap counts the cap + 1)
+        self.bytes_read = 0
         self._count = 0
         self._faults = Faults()
 
@@ -264,10 +266,22 @@ class MemoryStore(UploadSide):
             )
         return obj.data
 
-    async def get_object(self, bucket: str, key: str) -> bytes:
+    async def get_object(self, bucket: str, key: str, *, max_size: int = GET_CAP) -> bytes:
+        """The object's bytes; :class:`ObjectTooLarge` (nothing returned) past ``max_size``,
+        as the engine refuses it; ``bytes_read`` counts what a read handed over."""
         validate_bucket(bucket)
         validate_key(key)
-        return await self._request("GetObject", bucket, key, lambda: self._get(bucket, key))
+        cap = check_cap(max_size)
+
+        def get() -> bytes:
+            data = self._get(bucket, key)
+            if len(data) > cap:
+                self.bytes_read += cap + 1  # the engine stops one byte past the cap
+                raise too_large(bucket, key, cap, f"is {len(data)} bytes, more")
+            self.bytes_read += len(data)
+            return data
+
+        return await self._request("GetObject", bucket, key, get)
 
     async def iter_object(
         self, bucket: str, key: str, *, chunk_size: int = MiB

@@ -19,6 +19,7 @@ from zerorename.engine.records import (
     PendingUpload,
     is_completed_object,
     multipart_etag,
+    unproven_reason,
 )
 
 JOB = "6f1c2b9e-8a4d-4c57-9a0e-3b2f1d0c9e8a"
@@ -45,26 +46,27 @@ def test_is_completed_object() -> None:
     assert not is_completed_object(u, None)
     assert not is_completed_object(u, ObjectInfo("bkt", u.key, 11, good.etag, 0.0))
     assert not is_completed_object(u, ObjectInfo("bkt", u.key, 10, '"abc-2"', 0.0))
-    # an ETag that is not a multipart one (e.g. encrypted store): size decides
-    assert is_completed_object(u, ObjectInfo("bkt", u.key, 10, '"0123"', 0.0))
+    # a same-size object whose ETag is not a multipart one (another writer's single PUT)
+    # proves nothing: it is never taken for ours (issue 20, finding 6)
+    assert not is_completed_object(u, ObjectInfo("bkt", u.key, 10, '"0123"', 0.0))
 
 
-def test_is_ours_one_rule_for_every_check() -> None:
+def test_is_ours_only_on_proof_for_every_check() -> None:
     u = up()
     exact = ObjectInfo("bkt", u.key, 10, f'"{multipart_etag(u)}"', 0.0)
-    plain = ObjectInfo("bkt", u.key, 10, '"0123"', 0.0)  # right size, not multipart-shaped
-    wrong = ObjectInfo("bkt", u.key, 10, '"abc-2"', 0.0)
+    plain = ObjectInfo("bkt", u.key, 10, f'"{hashlib.md5(b"x").hexdigest()}"', 0.0)  # a PUT
+    wrong = ObjectInfo("bkt", u.key, 10, '"abc-2"', 0.0)  # another upload's parts
     short = ObjectInfo("bkt", u.key, 9, exact.etag, 0.0)
     for why in Check:
         assert is_ours(u, exact, why)
-        assert not is_ours(u, wrong, why)
-        assert not is_ours(u, short, why)
-        assert not is_ours(u, None, why)
-    # an ETag that proves nothing: the size is enough only with no other writer in sight
-    assert [w for w in Check if is_ours(u, plain, w)] == [Check.RESUME, Check.FAILED]
-    # part ETags that are not MD5s (encrypted stores): the size is all the proof there is
+        for other in (plain, wrong, short, None):
+            assert not is_ours(u, other, why)
+    # part ETags that are not MD5s (encrypted stores): nothing can be proven, nothing is ours
     kms = up(etags=("kms-part-1", "kms-part-2"))
-    assert all(is_ours(kms, ObjectInfo("bkt", kms.key, 10, '"x-2"', 0.0), w) for w in Check)
+    assert not any(is_ours(kms, ObjectInfo("bkt", kms.key, 10, '"x-2"', 0.0), w) for w in Check)
+    assert "not MD5s" in unproven_reason(kms, ObjectInfo("bkt", kms.key, 10, '"x-2"', 0.0))
+    assert "another writer's" in unproven_reason(u, plain)
+    assert unproven_reason(u, None) == "no object is at the key"
 
 
 def test_check_record() -> None:
