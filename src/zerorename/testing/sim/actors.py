@@ -65,8 +65,8 @@ async def job_actor(w: World, i: int, spec: ActorSpec) -> None:
             data = f"{job_id} task {t}\n".encode()
             async with ta.open(rel) as out:
                 await out.write(data)
-            told.files[f"{DEST}/{ta.final_rel(rel)}"] = data
             summaries.append(await ta.commit())
+            told.files[f"{DEST}/{ta.final_rel(rel)}"] = data  # the task committed
         told.commit_start = w.step
         told.seen_at_start = data_keys_now(w, f"{DEST}/")
         await job.commit(summaries)
@@ -117,10 +117,10 @@ async def s3a_actor(w: World, i: int, spec: ActorSpec) -> None:
             rel = f"part-{t:05d}-{job_id}-c000.csv"
             data = f"{job_id} s3a task {t}\n".encode()
             p = await store.upload(BUCKET, dest.key(rel), data, defer=True)
-            told.files[dest.key(rel)] = data
             uploads.append(p)
             body = s3a_pendingset(job_id, [s3a_commit(p, job_id, f"attempt_{t}", now)])
             await store.put_object(BUCKET, layout.pendingset(0, TASK.format(t)), body)
+            told.files[dest.key(rel)] = data  # the task committed
         told.commit_start = w.step
         for p in uploads:
             await store.complete(p)

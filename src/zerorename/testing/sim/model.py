@@ -102,6 +102,10 @@ class Schedule:
         return lines
 
 
+#: one request the scheduler released: (step, actor, operation, key)
+Request = tuple[int, int, str, str]
+
+
 class Outcome(Enum):
     """What an actor (or the final recovery, for a dead one) was told about a job."""
 
@@ -158,3 +162,5 @@ class History:
     prefix_aborts: list[int] = field(default_factory=list)
     #: errors outside zerorename's hierarchy, or an actor that raised unexpectedly
     errors: list[str] = field(default_factory=list)
+    #: every request the scheduler released, in order
+    requests: list[Request] = field(default_factory=list)

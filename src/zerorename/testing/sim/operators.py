@@ -65,7 +65,12 @@ async def operator_actor(w: World, i: int, spec: ActorSpec) -> None:
     await w.sched.pause(i, "start", not_before=spec.delay)
     rng = w.rng(i, "operator")
     def targets() -> list[DeadJob]:
-        return [d for d in w.dead if not (d.stream and 1 in w.avoid)]
+        return [
+            d
+            for d in w.dead
+            if not (d.stream and 1 in w.avoid)
+            and not (10 in w.avoid and d.job_id in w.claimed)
+        ]
 
     for _ in range(PATIENCE):
         if targets():
@@ -74,6 +79,7 @@ async def operator_actor(w: World, i: int, spec: ActorSpec) -> None:
     if not targets():
         return
     target = targets()[rng.randrange(len(targets()))]
+    w.claimed.add(target.job_id)
     action = "abort" if spec.kind is Kind.ABORT else "resume"
     await job_command(w, i, w.store(i), action, target)
 

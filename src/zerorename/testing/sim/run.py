@@ -96,14 +96,13 @@ async def final_recovery(w: World, schedule: Schedule) -> None:
             why = one_line(exc)
         if "no job" in why.lower() and not _job_left(w, job_id):
             continue
-        if Outcome.COMMITTED in last:
-            w.history.notes.append(f"final: resume of committed job {job_id} refused: {why}")
-            continue
+        w.history.notes.append(f"final: resume of job {job_id} refused: {why}")
         try:
             await run_cli(store, "jobs", "abort", URI, job_id)
             told.told.append((w.step, Outcome.ABORTED, "final abort"))
         except ZeroRenameError as exc:
             told.told.append((w.step, Outcome.REFUSED, "final abort: " + one_line(exc)))
+            w.history.notes.append(f"final: abort of job {job_id} refused: {one_line(exc)}")
     for i, spec in enumerate(schedule.actors):
         if spec.kind is Kind.STREAM:
             await stream_actor(w, i, spec, final=True)
@@ -123,6 +122,7 @@ async def run_async(schedule: Schedule, tmp: Path) -> RunResult:
         await final_recovery(w, schedule)
     except Exception as exc:
         w.history.errors.append(f"final recovery raised {one_line(exc)}")
+    w.history.requests = sched.log
     violations = list(w.history.errors)
     violations += check(state.objects(BUCKET), state.pending(BUCKET), w.history)
     return RunResult(schedule, violations, sched.trace, w.history.notes, tuple(sched.picked))

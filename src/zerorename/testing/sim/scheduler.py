@@ -19,7 +19,7 @@ import anyio.to_thread
 
 from zerorename.engine.errors import RetriesExhausted
 from zerorename.testing.memfaults import Fault
-from zerorename.testing.sim.model import FaultKind, FaultSpec
+from zerorename.testing.sim.model import FaultKind, FaultSpec, Request
 
 
 @dataclass
@@ -72,6 +72,7 @@ class Scheduler:
         self.requests: dict[int, int] = {}
         self.picked: list[int] = []
         self.trace: list[str] = []
+        self.log: list[Request] = []
         self.live = 0
         self._arrival = itertools.count()
 
@@ -142,6 +143,7 @@ class Scheduler:
                     fault = fault_of(kind)
                     label = f"  <- {kind.value}"
                 self.trace.append(f"{self.step:4d} actor {w.actor} #{nth} {w.op} {w.key}{label}")
+                self.log.append((self.step, w.actor, w.op, w.key))
             else:
                 self.trace.append(f"{self.step:4d} actor {w.actor} {w.op}")
             w.future.set_result(fault)

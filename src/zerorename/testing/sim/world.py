@@ -39,6 +39,7 @@ class World:
     history: History = field(default_factory=History)
     dead: list[DeadJob] = field(default_factory=list)
     avoid: frozenset[int] = frozenset()
+    claimed: set[str] = field(default_factory=set)  # jobs an operator command took on
 
     def store(self, actor: int) -> MemoryStore:
         """A new process's handle for ``actor``, its requests gated by the scheduler."""
