@@ -1,9 +1,9 @@
 """``python -m zerorename.testing.sim``: run seeds, replay one, shrink it.
 
-    python -m zerorename.testing.sim --seeds 0..999            how many ran clean
-    python -m zerorename.testing.sim --seed 20 --trace         one schedule, every request
-    python -m zerorename.testing.sim --seed 20 --shrink        and its shortest failing form
-    python -m zerorename.testing.sim --seeds 0..999 --avoid 1,2,4,5   without the known bugs
+python -m zerorename.testing.sim --seeds 0..999            how many ran clean
+python -m zerorename.testing.sim --seed 20 --trace         one schedule, every request
+python -m zerorename.testing.sim --seed 20 --shrink        and its shortest failing form
+python -m zerorename.testing.sim --seeds 0..999 --avoid 1,2,4,5   without the known bugs
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import replace
 
-from zerorename.testing.sim.generate import generate
+from zerorename.testing.sim.generate import PROFILES, generate
 from zerorename.testing.sim.run import RunResult, run_schedule
 from zerorename.testing.sim.shrink import category, shrink
 
@@ -46,11 +46,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seed", type=int, help="run (replay) this seed and print its schedule")
     p.add_argument("--seeds", type=seed_range, help="run seeds A..B, report the clean count")
     p.add_argument("--avoid", type=avoid_set, default=frozenset(), help="e.g. 1,2,4,5")
+    p.add_argument("--profile", default="default", choices=sorted(PROFILES))
     p.add_argument("--trace", action="store_true", help="print every request of the run")
     p.add_argument("--shrink", action="store_true", help="shrink a failing seed")
     args = p.parse_args(argv)
     if args.seed is not None:
-        r = run_schedule(generate(args.seed, avoid=args.avoid))
+        r = run_schedule(generate(args.seed, avoid=args.avoid, profile=args.profile))
         show(r, trace=args.trace)
         if args.shrink and not r.ok:
             want = category(r.violations[0])
@@ -69,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     bad: dict[str, list[int]] = {}
     clean = 0
     for seed in args.seeds:
-        r = run_schedule(generate(seed, avoid=args.avoid))
+        r = run_schedule(generate(seed, avoid=args.avoid, profile=args.profile))
         if r.ok:
             clean += 1
         for cat in sorted({category(v) for v in r.violations}):

@@ -17,8 +17,11 @@ STREAM_PREFIX = "stream/"
 
 
 def _last(job: JobTold) -> Outcome | None:
-    """The job's settled outcome: the last thing it (or an operator for it) was told
-    that says committed or gone."""
+    """The job's settled outcome: committed once anyone was told it committed (an abort
+    told later does not undo that: it must have refused), else the last thing it (or an
+    operator for it) was told that says gone."""
+    if job.said(Outcome.COMMITTED):
+        return Outcome.COMMITTED
     for _, o, _ in reversed(job.told):
         if o in (Outcome.COMMITTED, Outcome.FAILED, Outcome.ABORTED):
             return o
@@ -39,7 +42,7 @@ def _replaces(jobs: Sequence[JobTold], objects: Mapping[str, bytes]) -> list[Job
     for j in jobs:
         if j.conflict != "replace":
             continue
-        have, miss = _present(j, objects)
+        _, miss = _present(j, objects)
         last = _last(j)
         if last is Outcome.COMMITTED or (last is None and j.files and not miss):
             out.append(j)

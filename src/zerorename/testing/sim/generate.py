@@ -25,6 +25,14 @@ FAULT_WEIGHTS = {
     FaultKind.LOST: 20,
     FaultKind.THROTTLED: 20,
 }
+#: weights of a focused run (``--profile``): streams with operators and the lifecycle
+#: rule; S3A jobs with operators and later zerorename jobs; many concurrent jobs
+PROFILES: dict[str, dict[Kind, int]] = {
+    "default": KIND_WEIGHTS,
+    "streams": {Kind.STREAM: 30, Kind.ABORT: 25, Kind.RESUME: 5, Kind.LIFECYCLE: 10, Kind.JOB: 10},
+    "s3a": {Kind.S3A: 30, Kind.ABORT: 25, Kind.RESUME: 10, Kind.JOB: 35},
+    "jobs": {Kind.JOB: 80, Kind.FOREIGN: 10, Kind.ABORT: 5, Kind.RESUME: 5},
+}
 COMMITTERS = ("magic", "staging", "partitioned")
 CONFLICTS = ("fail", "append", "replace")
 #: the actors whose requests may meet a planned fault
@@ -36,12 +44,14 @@ def _pick(rng: random.Random, weights: dict[Kind, int] | dict[FaultKind, int]) -
     return rng.choices(keys, weights=[weights[k] for k in keys])[0]  # type: ignore[index]
 
 
-def generate(seed: int, *, avoid: frozenset[int] = frozenset()) -> Schedule:
-    """The schedule seed ``seed`` names."""
-    rng = random.Random(seed)
-    weights = dict(KIND_WEIGHTS)
+def generate(
+    seed: int, *, avoid: frozenset[int] = frozenset(), profile: str = "default"
+) -> Schedule:
+    """The schedule seed ``seed`` names (in ``profile``)."""
+    rng = random.Random(seed if profile == "default" else f"{profile}/{seed}")
+    weights = dict(PROFILES[profile])
     if 2 in avoid:
-        weights.pop(Kind.S3A)
+        weights.pop(Kind.S3A, None)
     actors: list[ActorSpec] = []
     for _ in range(rng.randint(2, 6)):
         kind = _pick(rng, weights)
@@ -71,5 +81,7 @@ def generate(seed: int, *, avoid: frozenset[int] = frozenset()) -> Schedule:
         if a.kind in FAULTY and rng.random() < 0.4:
             kind = _pick(rng, FAULT_WEIGHTS)
             assert isinstance(kind, FaultKind)
-            faults.append(FaultSpec(i, rng.randint(1, 30), kind))
-    return Schedule(seed, tuple(actors), tuple(faults), avoid=avoid)
+            # early requests as often as late ones: short actors (an S3A job's cleanup
+            # is its 7th request) meet faults too
+            faults.append(FaultSpec(i, rng.randint(1, rng.choice((8, 16, 32))), kind))
+    return Schedule(seed, tuple(actors), tuple(faults), avoid=avoid, profile=profile)

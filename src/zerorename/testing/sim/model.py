@@ -48,7 +48,7 @@ class ActorSpec:
     def label(self) -> str:
         if self.kind is Kind.JOB:
             return f"job/{self.committer}/{self.conflict}"
-        return self.kind.value
+        return str(self.kind.value)
 
 
 @dataclass(frozen=True)
@@ -72,22 +72,21 @@ class Schedule:
     #: findings of issue 20 whose reach is left out (operators never target stream jobs
     #: with 1 in it)
     avoid: frozenset[int] = frozenset()
+    profile: str = "default"
 
     def without_actor(self, i: int) -> Schedule:
         def shift(n: int) -> int:
             return n - 1 if n > i else n
 
         actors = self.actors[:i] + self.actors[i + 1 :]
-        faults = tuple(
-            replace(f, actor=shift(f.actor)) for f in self.faults if f.actor != i
-        )
+        faults = tuple(replace(f, actor=shift(f.actor)) for f in self.faults if f.actor != i)
         picks = None
         if self.picks is not None:
             picks = tuple(shift(p) for p in self.picks if p != i)
-        return Schedule(self.seed, actors, faults, picks, self.avoid)
+        return Schedule(self.seed, actors, faults, picks, self.avoid, self.profile)
 
     def describe(self) -> list[str]:
-        lines = [f"seed {self.seed}"]
+        lines = [f"seed {self.seed} profile {self.profile}"]
         for i, a in enumerate(self.actors):
             faults = [f"{f.kind.value}@{f.nth}" for f in self.faults if f.actor == i]
             extra = f" tasks={a.tasks}" if a.kind in (Kind.JOB, Kind.S3A) else ""

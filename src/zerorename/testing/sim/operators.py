@@ -64,12 +64,12 @@ async def operator_actor(w: World, i: int, spec: ActorSpec) -> None:
     """Wait for a job whose driver died, then resume or abort it."""
     await w.sched.pause(i, "start", not_before=spec.delay)
     rng = w.rng(i, "operator")
+
     def targets() -> list[DeadJob]:
         return [
             d
             for d in w.dead
-            if not (d.stream and 1 in w.avoid)
-            and not (10 in w.avoid and d.job_id in w.claimed)
+            if not (d.stream and 1 in w.avoid) and not (10 in w.avoid and d.job_id in w.claimed)
         ]
 
     for _ in range(PATIENCE):

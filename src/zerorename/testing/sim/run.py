@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import logging
 import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field

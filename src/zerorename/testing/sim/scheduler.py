@@ -42,8 +42,12 @@ def fault_of(kind: FaultKind) -> Fault:
     if kind is FaultKind.CRASH_AFTER:
         return Fault(0, None, True, None)
     if kind is FaultKind.LOST:
-        return Fault(0, None, True, RetriesExhausted("answer lost (simulated)", code="InternalError"))
-    return Fault(0, None, False, RetriesExhausted("SlowDown past the budget (simulated)", code="SlowDown"))
+        return Fault(
+            0, None, True, RetriesExhausted("answer lost (simulated)", code="InternalError")
+        )
+    return Fault(
+        0, None, False, RetriesExhausted("SlowDown past the budget (simulated)", code="SlowDown")
+    )
 
 
 def choose(waiting: list[Waiter], step: int, rng: random.Random, pick: int | None) -> Waiter:
@@ -51,10 +55,9 @@ def choose(waiting: list[Waiter], step: int, rng: random.Random, pick: int | Non
     a random actor's first; one not yet due to start only when nothing else waits."""
     due = [w for w in waiting if w.not_before <= step] or waiting
     actors = sorted({w.actor for w in due})
-    if pick is not None:
-        actor = pick if pick in actors else actors[0]
-    else:
-        actor = rng.choice(actors)
+    if pick is None:
+        pick = rng.choice(actors)
+    actor = pick if pick in actors else actors[0]
     return min((w for w in due if w.actor == actor), key=lambda w: w.arrival)
 
 

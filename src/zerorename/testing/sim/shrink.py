@@ -22,7 +22,7 @@ def candidates(s: Schedule) -> list[Schedule]:
     for i, a in enumerate(s.actors):
         for smaller in (replace(a, tasks=1), replace(a, batches=1), replace(a, delay=0)):
             if smaller != a:
-                out.append(replace(s, actors=s.actors[:i] + (smaller,) + s.actors[i + 1 :]))
+                out.append(replace(s, actors=(*s.actors[:i], smaller, *s.actors[i + 1 :])))
     picks = s.picks or ()
     for cut in (0, len(picks) // 4, len(picks) // 2, 3 * len(picks) // 4, len(picks) - 1):
         if 0 <= cut < len(picks):
