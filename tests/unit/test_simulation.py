@@ -86,6 +86,13 @@ def test_checker_flags_a_committed_job_that_lost_files() -> None:
     assert [category(v) for v in check({}, [], history(a))] == ["inv 1/6 committed output lost"]
 
 
+def test_checker_flags_a_job_told_both_committed_and_aborted() -> None:
+    a = told("a", 0, "append", Outcome.CRASHED, Outcome.COMMITTED, Outcome.ABORTED)
+    assert [category(v) for v in check(a.files, [], history(a))] == [
+        "inv 6/11 contradictory outcomes"
+    ]
+
+
 def test_checker_flags_output_of_an_aborted_job_and_leftovers() -> None:
     a = told("a", 0, "append", Outcome.CRASHED, Outcome.ABORTED)
     assert check({}, [], history(a)) == []

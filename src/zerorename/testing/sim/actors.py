@@ -110,6 +110,7 @@ async def s3a_actor(w: World, i: int, spec: ActorSpec) -> None:
     told = JobTold(job_id, i, "s3a", "append", {})
     w.history.jobs[job_id] = told
     now = int(time.time() * 1000)
+    tried: dict[str, tuple[str, bytes]] = {}  # pendingset key -> the task's file
     try:
         await store.put_object(BUCKET, layout.attempt_dir(0), b"")
         uploads = []
@@ -119,6 +120,7 @@ async def s3a_actor(w: World, i: int, spec: ActorSpec) -> None:
             p = await store.upload(BUCKET, dest.key(rel), data, defer=True)
             uploads.append(p)
             body = s3a_pendingset(job_id, [s3a_commit(p, job_id, f"attempt_{t}", now)])
+            tried[layout.pendingset(0, TASK.format(t))] = (dest.key(rel), data)
             await store.put_object(BUCKET, layout.pendingset(0, TASK.format(t)), body)
             told.files[dest.key(rel)] = data  # the task committed
         told.commit_start = w.step
@@ -137,6 +139,12 @@ async def s3a_actor(w: World, i: int, spec: ActorSpec) -> None:
         keys = [o.key async for o in store.list_objects(BUCKET, layout.root)]
         await store.delete_objects(BUCKET, keys)
     except BaseException as exc:
+        # a task committed when its pendingset was stored, answered or not (the store's
+        # state says so: the simulation's view, not the code's)
+        stored = w.state.objects(BUCKET, layout.root)
+        for key, (file_key, data) in tried.items():
+            if key in stored:
+                told.files[file_key] = data
         if crashed(exc):
             tell(w, told, Outcome.CRASHED, one_line(exc))
             w.dead.append(DeadJob(job_id, URI, stream=False))

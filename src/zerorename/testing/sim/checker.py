@@ -115,6 +115,11 @@ def check_jobs(
         have, miss = _present(j, objects)
         last = _last(j)
         name = f"job {j.job_id} (actor {j.actor}, {j.committer}/{j.conflict})"
+        if j.said(Outcome.COMMITTED) and j.said(Outcome.ABORTED):
+            out.append(
+                f"inv 6/11 contradictory outcomes: {name} was told both committed and "
+                f"aborted: no serial order of those commands allows that (told: {_story(j)})"
+            )
         if last in (Outcome.FAILED, Outcome.ABORTED):
             if have:
                 out.append(
