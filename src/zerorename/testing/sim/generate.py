@@ -1,7 +1,10 @@
 """A schedule from a seed (pure): which actors, their settings and start steps, and the
 faults planned for them. ``avoid`` leaves out the actor combinations that reach the known
 findings of issue 20 (1, 2, 4, 5), so a run can count schedules with no violation while
-those are being fixed."""
+those are being fixed, and those of the simulation's own findings: 10 (two operator
+commands on one job at once: each operator takes another job), 11 (a replace after a
+committed job whose cleanup did not finish: no replace, as with 4), 12 (a failed upload
+abort inside ``jobs abort``: operators meet no fault)."""
 
 from __future__ import annotations
 
@@ -78,7 +81,8 @@ def generate(
         )
     faults: list[FaultSpec] = []
     for i, a in enumerate(actors):
-        if a.kind in FAULTY and rng.random() < 0.4:
+        calm = 12 in avoid and a.kind in (Kind.ABORT, Kind.RESUME)
+        if a.kind in FAULTY and rng.random() < 0.4 and not calm:
             kind = _pick(rng, FAULT_WEIGHTS)
             assert isinstance(kind, FaultKind)
             # early requests as often as late ones: short actors (an S3A job's cleanup
