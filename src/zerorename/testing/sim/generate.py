@@ -35,11 +35,20 @@ PROFILES: dict[str, dict[Kind, int]] = {
     "streams": {Kind.STREAM: 30, Kind.ABORT: 25, Kind.RESUME: 5, Kind.LIFECYCLE: 10, Kind.JOB: 10},
     "s3a": {Kind.S3A: 30, Kind.ABORT: 25, Kind.RESUME: 10, Kind.JOB: 35},
     "jobs": {Kind.JOB: 80, Kind.FOREIGN: 10, Kind.ABORT: 5, Kind.RESUME: 5},
+    "ops": {
+        Kind.JOB: 40,
+        Kind.STREAM: 10,
+        Kind.ABORT: 15,
+        Kind.RESUME: 10,
+        Kind.CLEANUP: 15,
+        Kind.UPLOADS: 10,
+        Kind.LIFECYCLE: 5,
+    },
 }
 COMMITTERS = ("magic", "staging", "partitioned")
 CONFLICTS = ("fail", "append", "replace")
 #: the actors whose requests may meet a planned fault
-FAULTY = (Kind.JOB, Kind.S3A, Kind.STREAM, Kind.ABORT, Kind.RESUME)
+FAULTY = (Kind.JOB, Kind.S3A, Kind.STREAM, Kind.ABORT, Kind.RESUME, Kind.CLEANUP)
 
 
 def _pick(rng: random.Random, weights: dict[Kind, int] | dict[FaultKind, int]) -> object:
@@ -81,7 +90,7 @@ def generate(
         )
     faults: list[FaultSpec] = []
     for i, a in enumerate(actors):
-        calm = 12 in avoid and a.kind in (Kind.ABORT, Kind.RESUME)
+        calm = 12 in avoid and a.kind in (Kind.ABORT, Kind.RESUME, Kind.CLEANUP)
         if a.kind in FAULTY and rng.random() < 0.4 and not calm:
             kind = _pick(rng, FAULT_WEIGHTS)
             assert isinstance(kind, FaultKind)

@@ -20,6 +20,7 @@ class Kind(Enum):
     STREAM = "stream"  # a streaming query: batches through the StreamSink
     ABORT = "abort"  # the operator: `zerorename jobs abort` of a dead job
     RESUME = "resume"  # the operator: `zerorename jobs resume` of a dead job
+    CLEANUP = "cleanup"  # the operator: Job.cleanup() of a dead job (records, uploads)
     UPLOADS = "uploads"  # the operator: `zerorename uploads abort` of the destination
     LIFECYCLE = "lifecycle"  # the bucket's rule aborting old pending uploads
     FOREIGN = "foreign"  # another writer: PUTs and a multipart upload of its own keys

@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from zerorename.committers import cli
-from zerorename.testing.sim.model import BUCKET, DEST, SIBLING, ActorSpec, Kind, Outcome
+from zerorename.committers import MagicCommitter, cli
+from zerorename.testing.sim.model import BUCKET, DEST, SIBLING, ActorSpec, Outcome
 from zerorename.testing.sim.world import URI, DeadJob, World, crashed, one_line
 
 #: pauses an operator waits for a dead job to appear before it gives up
@@ -37,11 +37,15 @@ async def run_cli(store: Any, *argv: str) -> None:
 
 
 async def job_command(w: World, actor: int, store: Any, action: str, target: DeadJob) -> None:
-    """``zerorename jobs <action> <dest> <job>``, told to the job's history."""
+    """``zerorename jobs <action> <dest> <job>`` (or the API's ``Job.cleanup()``), told to
+    the job's history."""
     told = w.history.jobs.get(target.job_id)
     what = f"jobs {action} {target.job_id} (actor {actor})"
     try:
-        await run_cli(store, "jobs", action, target.uri, target.job_id)
+        if action == "cleanup":
+            await MagicCommitter(store, target.uri).job(target.job_id).cleanup()
+        else:
+            await run_cli(store, "jobs", action, target.uri, target.job_id)
     except BaseException as exc:
         if crashed(exc):
             w.history.notes.append(f"step {w.step}: {what}: operator's process died")
@@ -53,7 +57,7 @@ async def job_command(w: World, actor: int, store: Any, action: str, target: Dea
             told.told.append((w.step, Outcome.REFUSED, f"{action}: {one_line(exc)}"))
         return
     w.history.notes.append(f"step {w.step}: {what} succeeded")
-    if told is not None:
+    if told is not None and action != "cleanup":
         outcome = Outcome.COMMITTED if action == "resume" else Outcome.ABORTED
         told.told.append((w.step, outcome, f"operator {action}"))
         if action == "resume" and told.commit_end is None:
@@ -80,7 +84,7 @@ async def operator_actor(w: World, i: int, spec: ActorSpec) -> None:
         return
     target = targets()[rng.randrange(len(targets()))]
     w.claimed.add(target.job_id)
-    action = "abort" if spec.kind is Kind.ABORT else "resume"
+    action = spec.kind.value  # abort | resume | cleanup
     await job_command(w, i, w.store(i), action, target)
 
 

@@ -37,6 +37,7 @@ ACTORS: dict[Kind, Actor] = {
     Kind.STREAM: stream_actor,
     Kind.ABORT: operator_actor,
     Kind.RESUME: operator_actor,
+    Kind.CLEANUP: operator_actor,
     Kind.UPLOADS: uploads_actor,
     Kind.LIFECYCLE: lifecycle_actor,
     Kind.FOREIGN: foreign_actor,
