@@ -34,6 +34,8 @@ PROFILES: dict[str, dict[Kind, int]] = {
     "default": KIND_WEIGHTS,
     "streams": {Kind.STREAM: 30, Kind.ABORT: 25, Kind.RESUME: 5, Kind.LIFECYCLE: 10, Kind.JOB: 10},
     "s3a": {Kind.S3A: 30, Kind.ABORT: 25, Kind.RESUME: 10, Kind.JOB: 35},
+    # as s3a, but the operator comes late (after other jobs committed)
+    "s3a-late": {Kind.S3A: 30, Kind.ABORT: 25, Kind.RESUME: 10, Kind.JOB: 35},
     "jobs": {Kind.JOB: 80, Kind.FOREIGN: 10, Kind.ABORT: 5, Kind.RESUME: 5},
     "ops": {
         Kind.JOB: 40,
@@ -78,6 +80,8 @@ def generate(
         ):
             conflict = "append"
         delay = 0 if rng.random() < 0.5 else rng.randint(1, 40)
+        if profile == "s3a-late" and kind in (Kind.ABORT, Kind.RESUME):
+            delay = rng.randint(40, 150)
         actors.append(
             ActorSpec(
                 kind,
