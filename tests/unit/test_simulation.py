@@ -35,7 +35,7 @@ from zerorename.testing.sim.shrink import category, shrink
 #: operator commands on one job at once; 11: a replace after a committed job whose cleanup
 #: did not finish; 12: a failed upload abort inside `jobs abort`), left out of the clean run
 AVOID = frozenset({1, 2, 4, 5, 10, 11, 12})
-SEEDS = int(os.environ.get("ZERORENAME_SIM_SEEDS", "70"))
+SEEDS = int(os.environ.get("ZERORENAME_SIM_SEEDS", "250"))
 
 
 def test_seeded_schedules_keep_every_invariant() -> None:
