@@ -9,6 +9,9 @@ records and errors, plus what a test needs: a log of every request
 requests: :meth:`MemoryStore.fail_at` (a request raises what the engine raises after its
 retries) and :meth:`MemoryStore.crash_at` (the process dies at a request: that handle
 refuses every later request; a test opens :meth:`MemoryStore.reopen` on the same state).
+:attr:`MemoryStore.gate`, when set, is awaited before each request takes effect: the
+deterministic simulation (:mod:`zerorename.testing.sim`) chooses there which process's
+request goes next and which fault it meets.
 
 Not simulated: retries (a fault is what the engine raises once they ran out), throttling,
 versioning, checksums other than the parts' own, object metadata beyond the content type.
@@ -63,6 +66,9 @@ if TYPE_CHECKING:
     from zerorename.committers.objectstore import UploadStore
 
 T = TypeVar("T")
+#: awaited with (operation, bucket, key) before a request takes effect; a fault it returns
+#: applies to that request as an armed one would
+Gate = Callable[[str, str, str], Awaitable[Fault | None]]
 
 #: keys (or uploads) per listing page, as S3 answers by default
 PAGE = 1000
@@ -105,6 +111,7 @@ class MemoryStore(UploadSide):
         self.crashed = False
         #: body bytes get_object handed over (a read past a cap counts the cap + 1)
         self.bytes_read = 0
+        self.gate: Gate | None = None
         self._count = 0
         self._faults = Faults()
 
@@ -161,11 +168,14 @@ class MemoryStore(UploadSide):
         """Run one request: counted, logged, delayed by the latency, faults applied."""
         if self.crashed:
             raise ProcessCrashed(f"the process crashed earlier ({op} s3://{bucket}/{key})")
+        gated = None if self.gate is None else await self.gate(op, bucket, key)
+        if self.crashed:  # another request of this process crashed it meanwhile
+            raise ProcessCrashed(f"the process crashed earlier ({op} s3://{bucket}/{key})")
         self._count += 1
         number = self._count
         self.stats.requests += 1
         self.stats.by_operation[op] = self.stats.by_operation.get(op, 0) + 1
-        fault = self._faults.take(op)
+        fault = self._faults.take(op) or gated
         if fault is not None and fault.crash and not fault.after:
             self.crashed = True
         start = self.clock()

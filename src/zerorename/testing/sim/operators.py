@@ -1,0 +1,136 @@
+"""The actors around the jobs: the operator (``zerorename jobs resume|abort`` of a job
+whose driver died, ``zerorename uploads abort`` of the destination, run through the very
+functions the CLI calls with arguments its parser made), the bucket's lifecycle rule
+(aborts pending uploads older than a few requests), and a foreign writer (PUTs and a
+multipart upload of keys no job owns)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from zerorename.committers import MagicCommitter, cli
+from zerorename.testing.sim.model import BUCKET, DEST, SIBLING, ActorSpec, Outcome
+from zerorename.testing.sim.world import URI, DeadJob, World, crashed, one_line
+
+#: pauses an operator waits for a dead job to appear before it gives up
+PATIENCE = 40
+#: the lifecycle rule aborts uploads initiated more than this many uploads ago
+LIFECYCLE_AGE = 6
+
+
+def cli_args(*argv: str) -> argparse.Namespace:
+    """``argv`` parsed by the ``zerorename`` command's own parser."""
+    parser = argparse.ArgumentParser(prog="zerorename")
+    cli.add_subcommands(parser.add_subparsers(dest="command"))
+    return parser.parse_args(list(argv))
+
+
+async def run_cli(store: Any, *argv: str) -> None:
+    """Run a ``jobs`` or ``uploads`` command on ``store`` (what it prints goes wherever
+    the run sent stdout: :func:`~zerorename.testing.sim.run.run_schedule` swallows it)."""
+    args = cli_args(*argv)
+    if args.command == "jobs":
+        await cli._jobs_action(store, args)
+    else:
+        await cli._uploads_abort(store, args)
+
+
+async def job_command(w: World, actor: int, store: Any, action: str, target: DeadJob) -> None:
+    """``zerorename jobs <action> <dest> <job>`` (or the API's ``Job.cleanup()``), told to
+    the job's history."""
+    told = w.history.jobs.get(target.job_id)
+    what = f"jobs {action} {target.job_id} (actor {actor})"
+    try:
+        if action == "cleanup":
+            await MagicCommitter(store, target.uri).job(target.job_id).cleanup()
+        else:
+            await run_cli(store, "jobs", action, target.uri, target.job_id)
+    except BaseException as exc:
+        if crashed(exc):
+            w.history.notes.append(f"step {w.step}: {what}: operator's process died")
+            return
+        if not isinstance(exc, Exception):
+            raise
+        w.history.notes.append(f"step {w.step}: {what} refused: {one_line(exc)}")
+        if told is not None:
+            told.told.append((w.step, Outcome.REFUSED, f"{action}: {one_line(exc)}"))
+        return
+    w.history.notes.append(f"step {w.step}: {what} succeeded")
+    if told is not None and action != "cleanup":
+        outcome = Outcome.COMMITTED if action == "resume" else Outcome.ABORTED
+        told.told.append((w.step, outcome, f"operator {action}"))
+        if action == "resume" and told.commit_end is None:
+            told.commit_end = w.step
+
+
+async def operator_actor(w: World, i: int, spec: ActorSpec) -> None:
+    """Wait for a job whose driver died, then resume or abort it."""
+    await w.sched.pause(i, "start", not_before=spec.delay)
+    rng = w.rng(i, "operator")
+
+    def targets() -> list[DeadJob]:
+        return [
+            d
+            for d in w.dead
+            if not (d.stream and 1 in w.avoid) and not (10 in w.avoid and d.job_id in w.claimed)
+        ]
+
+    for _ in range(PATIENCE):
+        if targets():
+            break
+        await w.sched.pause(i, "waiting for a dead job")
+    if not targets():
+        return
+    target = targets()[rng.randrange(len(targets()))]
+    w.claimed.add(target.job_id)
+    action = spec.kind.value  # abort | resume | cleanup
+    await job_command(w, i, w.store(i), action, target)
+
+
+async def uploads_actor(w: World, i: int, spec: ActorSpec) -> None:
+    """``zerorename uploads abort s3://bkt/out``: the operator's explicit prefix."""
+    await w.sched.pause(i, "start", not_before=spec.delay)
+    try:
+        await run_cli(w.store(i), "uploads", "abort", URI)
+        w.history.notes.append(f"step {w.step}: uploads abort {URI} (actor {i}) done")
+    except Exception as exc:
+        w.history.notes.append(f"step {w.step}: uploads abort failed: {one_line(exc)}")
+    except BaseException as exc:
+        if not crashed(exc):
+            raise
+    w.history.prefix_aborts.append(w.step)
+
+
+async def lifecycle_actor(w: World, i: int, spec: ActorSpec) -> None:
+    """The bucket's rule: now and then, abort every pending upload older than
+    LIFECYCLE_AGE uploads (the store does it: no request)."""
+    for n in range(3):
+        await w.sched.pause(i, f"lifecycle {n}", not_before=spec.delay + 8 * n)
+        newest = max((u.seq for u in w.state.uploads.values()), default=0)
+        old = [u for u in w.state.uploads.values() if u.seq <= newest - LIFECYCLE_AGE]
+        for u in old:
+            del w.state.uploads[u.upload_id]
+        if old:
+            w.history.notes.append(
+                f"step {w.step}: lifecycle aborted {', '.join(u.key for u in old)}"
+            )
+            w.history.prefix_aborts.append(w.step)
+
+
+async def foreign_actor(w: World, i: int, spec: ActorSpec) -> None:
+    """Another writer: objects in the destination (its root and a partition), one in a
+    sibling prefix, and a multipart upload it keeps pending."""
+    await w.sched.pause(i, "start", not_before=spec.delay)
+    store = w.store(i)
+    keys = [f"{DEST}/foreign-{i}.csv", f"{DEST}/p=0/foreign-{i}.csv", f"{SIBLING}/foreign-{i}"]
+    try:
+        for key in keys:
+            data = f"foreign {i} {key}\n".encode()
+            w.history.foreign[key] = (data, w.step, None)
+            await store.put_object(BUCKET, key, data)
+            w.history.foreign[key] = (data, w.history.foreign[key][1], w.step)
+        up = await store._create(BUCKET, f"{DEST}/foreign-upload-{i}")
+        w.history.foreign_uploads.add(up)
+    except Exception as exc:
+        w.history.notes.append(f"step {w.step}: foreign writer {i}: {one_line(exc)}")

@@ -1,0 +1,139 @@
+"""One schedule, run: its actors interleaved by the scheduler, then the final recovery
+(every job left behind is resumed, or aborted when resume refuses; every unfinished query
+runs again, with no fault), then the checker."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import tempfile
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+
+from zerorename.errors import ZeroRenameError
+from zerorename.testing.memstate import MemoryState
+from zerorename.testing.memstore import MemoryStore
+from zerorename.testing.sim.actors import job_actor, s3a_actor
+from zerorename.testing.sim.checker import check
+from zerorename.testing.sim.model import BUCKET, ActorSpec, Kind, Outcome, Schedule
+from zerorename.testing.sim.operators import (
+    foreign_actor,
+    lifecycle_actor,
+    operator_actor,
+    run_cli,
+    uploads_actor,
+)
+from zerorename.testing.sim.scheduler import Scheduler
+from zerorename.testing.sim.streams import stream_actor
+from zerorename.testing.sim.world import URI, World, crashed, one_line
+
+Actor = Callable[[World, int, ActorSpec], Awaitable[None]]
+ACTORS: dict[Kind, Actor] = {
+    Kind.JOB: job_actor,
+    Kind.S3A: s3a_actor,
+    Kind.STREAM: stream_actor,
+    Kind.ABORT: operator_actor,
+    Kind.RESUME: operator_actor,
+    Kind.CLEANUP: operator_actor,
+    Kind.UPLOADS: uploads_actor,
+    Kind.LIFECYCLE: lifecycle_actor,
+    Kind.FOREIGN: foreign_actor,
+}
+
+
+@dataclass
+class RunResult:
+    """What one schedule did and what the checker found."""
+
+    schedule: Schedule
+    violations: list[str]
+    trace: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    picks: tuple[int, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+async def _actor(w: World, i: int, spec: ActorSpec) -> None:
+    try:
+        await ACTORS[spec.kind](w, i, spec)
+    except BaseException as exc:
+        if not crashed(exc):
+            w.history.errors.append(f"actor {i} ({spec.label()}) raised {one_line(exc)}")
+    finally:
+        w.sched.live -= 1
+
+
+def _job_left(w: World, job_id: str) -> bool:
+    objs = w.state.objects(BUCKET)
+    return any(job_id in k for k in objs if "__magic" in k) or any(
+        job_id in k for k, _ in w.state.pending(BUCKET)
+    )
+
+
+async def final_recovery(w: World, schedule: Schedule) -> None:
+    """What an operator does at the end: every job with something left is resumed (or
+    aborted when resume refuses, unless it was told it committed); every query that did
+    not finish is run again."""
+    for job_id, told in w.history.jobs.items():
+        last = [o for _, o, _ in told.told]
+        settled = Outcome.COMMITTED in last or Outcome.FAILED in last or Outcome.ABORTED in last
+        if settled and not _job_left(w, job_id):
+            continue
+        store = MemoryStore(w.state, min_part_size=1)
+        try:
+            await run_cli(store, "jobs", "resume", URI, job_id)
+            told.told.append((w.step, Outcome.COMMITTED, "final resume"))
+            if told.commit_end is None:
+                told.commit_end = w.step
+            continue
+        except ZeroRenameError as exc:
+            why = one_line(exc)
+        if "no job" in why.lower() and not _job_left(w, job_id):
+            continue
+        w.history.notes.append(f"final: resume of job {job_id} refused: {why}")
+        try:
+            await run_cli(store, "jobs", "abort", URI, job_id)
+            told.told.append((w.step, Outcome.ABORTED, "final abort"))
+        except ZeroRenameError as exc:
+            told.told.append((w.step, Outcome.REFUSED, "final abort: " + one_line(exc)))
+            w.history.notes.append(f"final: abort of job {job_id} refused: {one_line(exc)}")
+    for i, spec in enumerate(schedule.actors):
+        if spec.kind is Kind.STREAM:
+            await stream_actor(w, i, spec, final=True)
+
+
+async def run_async(schedule: Schedule, tmp: Path) -> RunResult:
+    state = MemoryState(BUCKET)
+    state.create_bucket(BUCKET)
+    sched = Scheduler(schedule.seed, schedule.faults, schedule.picks)
+    w = World(schedule.seed, state, sched, tmp, avoid=schedule.avoid)
+    sched.live = len(schedule.actors)
+    async with anyio.create_task_group() as tg:
+        for i, spec in enumerate(schedule.actors):
+            tg.start_soon(_actor, w, i, spec)
+        await sched.drive()
+    try:
+        await final_recovery(w, schedule)
+    except Exception as exc:
+        w.history.errors.append(f"final recovery raised {one_line(exc)}")
+    w.history.requests = sched.log
+    violations = list(w.history.errors)
+    violations += check(state.objects(BUCKET), state.pending(BUCKET), w.history)
+    return RunResult(schedule, violations, sched.trace, w.history.notes, tuple(sched.picked))
+
+
+def run_schedule(schedule: Schedule) -> RunResult:
+    """Run ``schedule`` on a fresh in-memory store (its own event loop)."""
+    quiet = io.StringIO()
+    with (
+        tempfile.TemporaryDirectory(prefix="zr-sim-") as tmp,
+        contextlib.redirect_stdout(quiet),
+        contextlib.redirect_stderr(quiet),
+    ):
+        return anyio.run(run_async, schedule, Path(tmp))

@@ -1,0 +1,97 @@
+"""The stream actor: a query whose driver runs its micro-batches through the real
+StreamSink (tasks, then the sink's batch commit); when the driver dies or a commit fails
+(Spark then calls the sink's abort) the query is restarted by a new driver, which runs
+the batch again under a new token, as Spark re-runs a batch the checkpoint has not
+recorded. Every run of a batch writes the same data."""
+
+from __future__ import annotations
+
+from zerorename.committers import MagicCommitter
+from zerorename.spark_adapter.jobs import TaskResult, task_id_for
+from zerorename.spark_adapter.options import WriteOptions
+from zerorename.spark_adapter.streamlog import stream_job_id
+from zerorename.spark_adapter.streamsink import STREAM_COMMIT, StreamSink, ensure_job
+from zerorename.testing.memstore import MemoryStore
+from zerorename.testing.sim.model import ActorSpec, StreamTold
+from zerorename.testing.sim.world import (
+    STREAM_URI,
+    DeadJob,
+    World,
+    crashed,
+    new_uuid,
+    one_line,
+)
+
+#: restarts of a query after a crash or a failed commit before its driver gives up
+RESTARTS = 4
+
+
+def batch_data(query: str, batch: int, task: int) -> bytes:
+    return f"{query} batch {batch} task {task}\n".encode()
+
+
+def sink_of(store: MemoryStore, query: str) -> StreamSink:
+    committer = MagicCommitter(store, STREAM_URI, conflict="append", options=STREAM_COMMIT)
+    return StreamSink(WriteOptions(path=STREAM_URI), query, committer)
+
+
+async def run_tasks(
+    store: MemoryStore, query: str, batch: int, token: str, tasks: int
+) -> tuple[str, list[TaskResult]]:
+    """One run of ``batch``'s tasks, each writing one file and committing."""
+    committer = MagicCommitter(store, STREAM_URI, conflict="append", options=STREAM_COMMIT)
+    job_id = stream_job_id(query, token, batch)
+    results = []
+    for t in range(tasks):
+        await ensure_job(committer, job_id, query, batch)
+        ta = committer.job(job_id).task_attempt(task_id_for(t, t * 10), 0)
+        await ta.setup()
+        data = batch_data(query, batch, t)
+        async with ta.open(f"part-{t:05d}.csv") as out:
+            await out.write(data)
+        s = await ta.commit()
+        results.append(TaskResult(t, 0, t * 10, 1, 1, len(data), s.to_json()))
+    return job_id, results
+
+
+async def stream_actor(w: World, i: int, spec: ActorSpec, *, final: bool = False) -> None:
+    """Run the query's batches, restarting its driver after a crash or a failure."""
+    if not final:
+        await w.sched.pause(i, "start", not_before=spec.delay)
+    query = new_uuid(w.rng(i, "query"))
+    told = w.history.streams.setdefault(query, StreamTold(query, i))
+    for t in range(spec.tasks):
+        for b in range(spec.batches):
+            told.batches.setdefault(b, [])
+            if len(told.batches[b]) <= t:
+                told.batches[b].append(batch_data(query, b, t))
+    runs = told.runs
+    while told.done < spec.batches and told.runs < runs + RESTARTS:
+        told.runs += 1
+        store = MemoryStore(w.state, min_part_size=1) if final else w.store(i)
+        token = f"run{told.runs}" + ("-final" if final else "")
+        job_id = ""
+        batch = told.done
+        try:
+            for batch in range(told.done, spec.batches):
+                job_id, results = await run_tasks(store, query, batch, token, spec.tasks)
+                out = await sink_of(store, query).commit(batch, job_id, results)
+                told.outcomes.append((w.step, batch, out.action))
+                told.done = batch + 1
+        except BaseException as exc:
+            if crashed(exc):
+                told.outcomes.append((w.step, batch, "crashed: " + one_line(exc)))
+                if job_id:
+                    w.dead.append(DeadJob(job_id, STREAM_URI, stream=True))
+                continue
+            if not isinstance(exc, Exception):
+                raise
+            told.outcomes.append((w.step, batch, "failed: " + one_line(exc)))
+            if job_id:  # Spark aborts the batch's write, then the query stops
+                try:
+                    await sink_of(store, query).abort(batch, job_id)
+                except Exception as again:
+                    told.outcomes.append((w.step, batch, "abort failed: " + one_line(again)))
+                except BaseException as again:
+                    if not crashed(again):
+                        raise
