@@ -20,6 +20,7 @@ from zerorename.committers import (
     JobNotFound,
     JournalError,
     MagicCommitter,
+    PartitionedCommitter,
     StagingCommitter,
     TaskCommitSummary,
 )
@@ -94,6 +95,24 @@ async def test_replace_by_partition_keeps_every_other_partition(kind: str, tmp_p
     assert data_of(state) == dynamic_result(new)
     success = json.loads(state.objects(B)[f"{DEST}/_SUCCESS"])
     assert success["diagnostics"]["scope"] == "partitions"
+
+
+@pytest.mark.parametrize("cls", [MagicCommitter, StagingCommitter, PartitionedCommitter])
+async def test_a_replace_by_partition_of_no_file_keeps_everything(cls: Any, tmp_path: Path) -> None:
+    """A job that wrote nothing (an overwrite with no rows) touches no partition: nothing
+    replaced, the job committed (it was refused, its journal left behind: "the replace plan
+    is missing", with the partitioned committer too)."""
+    state = MemoryState(B)
+    store = MemoryStore(state)
+    for k, v in OLD.items():
+        await store.put_object(B, k, v)
+    opts = CommitOptions(staging_dir=tmp_path)
+    job = await cls(store, URI, conflict="replace", options=opts, scope="partitions").setup_job()
+    ta = job.task_attempt(0)
+    await ta.setup()
+    await job.commit([await ta.commit()])
+    assert data_of(state) == OLD
+    assert [k for k in state.objects(B) if "__magic" in k] == []
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
