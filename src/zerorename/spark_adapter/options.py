@@ -73,6 +73,7 @@ OPTION_DOCS: dict[str, tuple[str, str]] = {
 }
 
 _KNOWN = {k.lower() for k in OPTION_DOCS}
+_SECRET_HINTS = ("secret", "accesskey", "access_key", "sessiontoken", "session_token", "password")
 
 #: Spark's session setting for what an overwrite of a partitioned table replaces.
 SESSION_OVERWRITE_KEY = "spark.sql.sources.partitionOverwriteMode"
@@ -108,9 +109,6 @@ def session_overwrite_mode(seen: Sequence[str | None]) -> PartitionOverwrite:
             "committing: say .option('partitionOverwriteMode', 'static' or 'dynamic')"
         )
     return modes.pop()
-
-
-_SECRET_HINTS = ("secret", "accesskey", "access_key", "sessiontoken", "session_token", "password")
 
 
 def options_table() -> str:
