@@ -100,17 +100,21 @@ class Committer:
         *,
         conflict: str | ConflictMode = ConflictMode.APPEND,
         options: CommitOptions | None = None,
+        scope: str | ConflictScope | None = None,
     ) -> None:
+        """``scope``: where conflicts are judged (default: the committer's own; Spark's
+        dynamic partition overwrite gives ``partitions`` to any committer)."""
         self.engine = engine
         self.dest = (
             destination if isinstance(destination, Destination) else Destination.parse(destination)
         )
         self.conflict = ConflictMode.parse(conflict)
         self.options = options or CommitOptions()
+        self.scope = ConflictScope.parse(scope) if scope is not None else self.default_scope
 
     def job(self, job_id: str) -> Job:
         """A handle on job ``job_id`` with this committer's settings (no I/O)."""
-        return Job(self, check_job_id(job_id), self.kind, self.conflict, self.default_scope)
+        return Job(self, check_job_id(job_id), self.kind, self.conflict, self.scope)
 
     async def setup_job(self, job_id: str | None = None) -> Job:
         """Set up a new job: a random UUID (or the given UUID), its ``job.json`` written."""

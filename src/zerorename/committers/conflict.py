@@ -46,6 +46,15 @@ class ConflictScope(StrEnum):
     DESTINATION = "destination"
     PARTITIONS = "partitions"
 
+    @classmethod
+    def parse(cls, value: str | ConflictScope) -> ConflictScope:
+        try:
+            return cls(value.value if isinstance(value, ConflictScope) else value.lower())
+        except ValueError:
+            raise CommitterConfigError(
+                f"conflict scope must be destination or partitions; got {value!r}"
+            ) from None
+
 
 @dataclass(frozen=True)
 class ConflictPlan:

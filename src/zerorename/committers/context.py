@@ -121,15 +121,18 @@ class JobContext:
 
     @property
     def partitioned(self) -> bool:
-        """Every output must sit in a ``k=v`` partition directory."""
-        return self.kind is CommitterKind.PARTITIONED
+        """Every output must sit in a ``k=v`` partition directory: the partitioned
+        committer's, and any job whose conflicts are judged by partition (what such a
+        commit checks or clears is the set of its files' directories, so none may be the
+        destination's root or a directory its partitions record could not name)."""
+        return self.kind is CommitterKind.PARTITIONED or (
+            self.scope is ConflictScope.PARTITIONS and self.conflict is not ConflictMode.APPEND
+        )
 
     @property
     def needs_partitions(self) -> bool:
         """The commit must know the partitions it touches (to check or clear them)."""
-        return self.partitioned or (
-            self.conflict is not ConflictMode.APPEND and self.scope is ConflictScope.PARTITIONS
-        )
+        return self.partitioned
 
     @property
     def replaces(self) -> bool:

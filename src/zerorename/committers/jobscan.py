@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from zerorename.committers.conflict import OldObject, plan_conflicts
+from zerorename.committers.conflict import ConflictMode, OldObject, plan_conflicts
 from zerorename.committers.context import JobContext
 from zerorename.committers.errors import ConflictError, RecordNotFound
 from zerorename.committers.jobstorage import list_replacement
@@ -130,6 +130,6 @@ async def precheck(ctx: JobContext, partitions: set[str]) -> list[OldObject] | N
                 job_id=ctx.job_id,
                 conflicts=tuple(found),
             )
-    if not plan.replace_prefixes:
-        return None
+    if plan.mode is not ConflictMode.REPLACE:
+        return None  # a replace of no partition (the job wrote nothing) plans to delete none
     return await list_replacement(ctx, plan.replace_prefixes)

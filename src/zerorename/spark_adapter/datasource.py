@@ -15,6 +15,14 @@ writer object is pickled once and shared by tasks and commit; ``commit()``/``abo
 in a Python worker the driver starts, with one message per partition from exactly the
 attempts Spark accepted, so the job commit lists nothing. Nothing is visible before job
 commit; ``abort()`` leaves nothing (failed attempts' uploads included).
+
+``mode("overwrite")`` follows Spark's partition overwrite mode (the ``partitionOverwriteMode``
+option, else the session's ``spark.sql.sources.partitionOverwriteMode``): dynamic replaces
+only the partitions the job writes. Neither ``writer()`` nor ``commit()`` can see the
+session (no SparkSession, no JVM in those workers; Spark passes them the write's options
+and the overwrite flag only), but every task gets the session's SQL settings as local
+properties: ``write()`` reads the setting there and its message carries it to the commit.
+Streams append only: the setting does not concern them.
 """
 
 from __future__ import annotations
@@ -39,7 +47,7 @@ from zerorename.spark_adapter.jobs import (
     iter_results,
     setup_job,
 )
-from zerorename.spark_adapter.options import WriteOptions
+from zerorename.spark_adapter.options import SESSION_OVERWRITE_KEY, WriteOptions
 from zerorename.spark_adapter.streaming import ZeroRenameStreamWriter, check_stream_options
 
 log = logging.getLogger("zerorename.spark")
@@ -101,7 +109,17 @@ class ZeroRenameWriter(DataSourceArrowWriter):  # type: ignore[misc]
         partition = tc.partitionId() if tc is not None else 0
         attempt = tc.attemptNumber() if tc is not None else 0
         task_attempt_id = tc.taskAttemptId() if tc is not None else 0
-        writer = TaskWriter(self.opts, self.job_id, partition, attempt, task_attempt_id)
+        # the session's setting reaches tasks only (Spark sets it as a local property
+        # for the write's execution); the job commit uses what its tasks report
+        session = (tc.getLocalProperty(SESSION_OVERWRITE_KEY) or "") if tc is not None else None
+        writer = TaskWriter(
+            self.opts,
+            self.job_id,
+            partition,
+            attempt,
+            task_attempt_id,
+            session_overwrite=session,
+        )
         try:
             for batch in iterator:
                 writer.write(batch)
@@ -119,7 +137,11 @@ class ZeroRenameWriter(DataSourceArrowWriter):  # type: ignore[misc]
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         outcome = commit_job(
-            self.opts, self.job_id, list(iter_results(messages)), started=self.created
+            self.opts,
+            self.job_id,
+            list(iter_results(messages)),
+            started=self.created,
+            sql_write=True,
         )
         log.info(
             "zerorename: job %s wrote %d files, %d bytes, %d rows to %s (job commit %.2fs)",

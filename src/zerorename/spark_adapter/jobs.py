@@ -7,6 +7,13 @@ pool). Three places call it:
 - the driver (or the Python worker Spark starts for planning) sets the job up;
 - each task attempt writes its outputs and commits them to a small message;
 - the driver side completes the job from exactly the messages Spark accepted.
+
+What ``mode("overwrite")`` replaces follows Spark's partition overwrite mode: the
+``partitionOverwriteMode`` option, else the session's setting. The driver-side code runs
+in Python workers that cannot see the session, but every task of a SQL write gets the
+session's explicitly set SQL settings from Spark (its local properties): each task reads
+the setting and reports it, and the job commit uses the value its accepted tasks agree on
+(:meth:`WriteOptions.overwrite_mode`).
 """
 
 from __future__ import annotations
@@ -25,12 +32,15 @@ from zerorename.committers import (
     CommitProgress,
     Committer,
     CommitterError,
+    ConflictScope,
     Job,
     JobCommitResult,
     TaskAttempt,
     TaskCommitSummary,
     committer_class,
 )
+from zerorename.committers.jobresult import CommitHooks
+from zerorename.committers.journal import JobMarker
 from zerorename.engine import UploadEngine
 from zerorename.spark_adapter.bridge import get_bridge
 from zerorename.spark_adapter.errors import CommitMessageError
@@ -52,6 +62,9 @@ class TaskResult:
     bytes: int
     #: the committers' TaskCommitSummary as JSON; None when the task wrote no file.
     summary: str | None
+    #: Spark's spark.sql.sources.partitionOverwriteMode as the task got it from the
+    #: session ("": not set; None: not read, as in the RDD API and streams).
+    session_overwrite: str | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), ensure_ascii=False)
@@ -81,26 +94,53 @@ def engine_for(opts: WriteOptions) -> UploadEngine:
     return get_bridge().engine(opts.engine_config())
 
 
-def committer_for(opts: WriteOptions) -> Committer:
+def committer_for(opts: WriteOptions, scope: ConflictScope | None = None) -> Committer:
+    """The write's committer; ``scope``: where it judges conflicts (default: the scope the
+    job is set up with, :attr:`WriteOptions.setup_scope`)."""
     cls = committer_class(opts.committer)
-    return cls(engine_for(opts), opts.path, conflict=opts.conflict, options=CommitOptions())
+    return cls(
+        engine_for(opts),
+        opts.path,
+        conflict=opts.conflict,
+        options=CommitOptions(),
+        scope=scope or opts.setup_scope,
+    )
 
 
 def setup_job(opts: WriteOptions) -> str:
     """Set the job up at the destination (writes its ``job.json``); returns the job id."""
     job = get_bridge().run(committer_for(opts).setup_job())
     log.info(
-        "zerorename job %s set up at %s (%s committer, conflict=%s)",
+        "zerorename job %s set up at %s (%s committer, conflict=%s, scope=%s%s)",
         job.job_id,
         opts.path,
         opts.committer,
         opts.conflict,
+        job.scope,
+        "; the session's partitionOverwriteMode decides at commit" if opts.session_decides else "",
     )
     return job.job_id
 
 
-def job_handle(opts: WriteOptions, job_id: str) -> Job:
-    return committer_for(opts).job(job_id)
+def job_handle(opts: WriteOptions, job_id: str, scope: ConflictScope | None = None) -> Job:
+    return committer_for(opts, scope).job(job_id)
+
+
+def record_scope(job: Job, created: float | None) -> CommitHooks:
+    """Hooks that rewrite the job's ``job.json`` with the scope its commit uses (decided
+    from the tasks' reading of the session, after the job was set up), stored with the
+    commit's journal before any complete: a process that resumes the commit opens the job
+    as it is being committed."""
+    marker = JobMarker(
+        job.job_id, job.kind, job.dest.uri, job.conflict, job.scope, created or time.time()
+    )
+
+    async def write() -> str:
+        return await job.engine.put_object(
+            job.dest.bucket, job.layout.marker, marker.to_json(), content_type="application/json"
+        )
+
+    return CommitHooks(with_journal=write)
 
 
 def task_id_for(partition: int, task_attempt_id: int) -> str:
@@ -113,13 +153,22 @@ class TaskWriter:
     """One task attempt: open, write batches, then ``commit()`` or ``abort()``."""
 
     def __init__(
-        self, opts: WriteOptions, job_id: str, partition: int, attempt: int, task_attempt_id: int
+        self,
+        opts: WriteOptions,
+        job_id: str,
+        partition: int,
+        attempt: int,
+        task_attempt_id: int,
+        *,
+        session_overwrite: str | None = None,
     ) -> None:
         self.opts = opts
         self.job_id = job_id
         self.partition = partition
         self.attempt = attempt
         self.task_attempt_id = task_attempt_id
+        #: the session's partition overwrite mode as Spark handed it to this task
+        self.session_overwrite = session_overwrite
         self._bridge = get_bridge()
         self._ta: TaskAttempt | None = None
         self._router: BatchRouter | None = None
@@ -161,6 +210,7 @@ class TaskWriter:
             len(files),
             sum(f.bytes for f in files),
             summary,
+            self.session_overwrite,
         )
 
     def abort(self) -> None:
@@ -211,12 +261,26 @@ def commit_job(
     results: Sequence[TaskResult | None],
     *,
     started: float | None = None,
+    sql_write: bool = False,
 ) -> WriteOutcome:
-    """Complete the job from the accepted task results (no listing of the store)."""
+    """Complete the job from the accepted task results (no listing of the store).
+    ``sql_write``: a DataFrame write, whose tasks report the session's partition
+    overwrite mode (else, as for the RDD API, only the option counts)."""
     accepted = check_results(results, job_id)
     summaries = [TaskCommitSummary.from_json(r.summary) for r in accepted if r.summary]
     rows = sum(r.rows for r in accepted)
-    job = job_handle(opts, job_id)
+    mode = opts.overwrite_mode([r.session_overwrite for r in accepted] if sql_write else None)
+    scope = opts.replace_scope(mode)
+    job = job_handle(opts, job_id, scope)
+    hooks = record_scope(job, started) if scope is not opts.setup_scope else None
+    if opts.overwrite:
+        log.info(
+            "zerorename job %s: partition overwrite mode %s (%s), replacing by %s",
+            job_id,
+            mode.value,
+            "option" if opts.partition_overwrite else "session" if opts.session_decides else "-",
+            scope.value,
+        )
     bridge = get_bridge()
     t0 = time.monotonic()
     result: JobCommitResult = bridge.run(
@@ -224,6 +288,7 @@ def commit_job(
             summaries,
             progress=_log_progress,
             extra_metrics={"rows": rows, "tasks": len(accepted)},
+            hooks=hooks,
         )
     )
     commit_seconds = time.monotonic() - t0

@@ -8,13 +8,15 @@ is pickled into the plan, stored in records or logged.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Literal
 
+from zerorename.committers import ConflictScope
 from zerorename.engine import EngineConfig
 from zerorename.engine.errors import ConfigError as EngineConfigError
-from zerorename.spark_adapter.errors import OptionError
+from zerorename.spark_adapter.errors import CommitMessageError, OptionError
 from zerorename.units import MiB
 from zerorename.units import parse_size as _parse_size
 
@@ -39,8 +41,15 @@ OPTION_DOCS: dict[str, tuple[str, str]] = {
     "conflict": (
         "append (mode append), replace (mode overwrite)",
         "fail | append | replace: what job commit does about existing objects; "
-        "overwrite mode means replace (whole destination; touched partitions only with "
-        "the partitioned committer)",
+        "overwrite mode means replace (whole destination, or the partitions written: see "
+        "partitionOverwriteMode; always those with the partitioned committer)",
+    ),
+    "partitionOverwriteMode": (
+        "static (or the session's spark.sql.sources.partitionOverwriteMode)",
+        "static | dynamic: what mode('overwrite') of a partitionBy write replaces, as in "
+        "Spark's file sources: static the whole destination (the partitioned committer: "
+        "the partitions written), dynamic only the partitions the job writes; the option "
+        "wins over the session's setting",
     ),
     "compression": (
         "snappy (parquet), none (others)",
@@ -214,6 +223,41 @@ _EVERY_FORMAT_OPTION = frozenset().union(*FORMAT_OPTIONS.values(), *_SPARK_ONLY.
 _KNOWN = {k.lower() for k in OPTION_DOCS} | _EVERY_FORMAT_OPTION
 _SECRET_HINTS = ("secret", "accesskey", "access_key", "sessiontoken", "session_token", "password")
 
+#: Spark's session setting for what an overwrite of a partitioned table replaces.
+SESSION_OVERWRITE_KEY = "spark.sql.sources.partitionOverwriteMode"
+
+
+class PartitionOverwrite(StrEnum):
+    """Spark's partition overwrite modes (``spark.sql.sources.partitionOverwriteMode``)."""
+
+    STATIC = "static"
+    DYNAMIC = "dynamic"
+
+    @classmethod
+    def parse(cls, text: str, what: str = "partitionOverwriteMode") -> PartitionOverwrite:
+        """``static`` or ``dynamic`` in any case (as Spark takes them); OptionError else."""
+        return cls(_choice(text, what, (cls.STATIC.value, cls.DYNAMIC.value)))
+
+
+def session_overwrite_mode(seen: Sequence[str | None]) -> PartitionOverwrite:
+    """The session's partition overwrite mode as a job's tasks read it: Spark hands every
+    task of a SQL write the session's explicitly set SQL settings as local properties, so
+    each task reports the value of :data:`SESSION_OVERWRITE_KEY` it got (``""``: not set,
+    Spark's default ``static``; None: the task could not read it). All must agree."""
+    if not seen or any(v is None for v in seen):
+        raise OptionError(
+            f"mode('overwrite') of a partitionBy write: {SESSION_OVERWRITE_KEY} could not be "
+            "read from the job's tasks; say .option('partitionOverwriteMode', 'static' or "
+            "'dynamic')"
+        )
+    modes = {PartitionOverwrite.parse(v or "static", SESSION_OVERWRITE_KEY) for v in seen}
+    if len(modes) != 1:
+        raise CommitMessageError(
+            f"the job's tasks saw different {SESSION_OVERWRITE_KEY} ({sorted(modes)}); not "
+            "committing: say .option('partitionOverwriteMode', 'static' or 'dynamic')"
+        )
+    return modes.pop()
+
 
 def options_table() -> str:
     """The options as a Markdown table (for the README and ``--help``)."""
@@ -285,6 +329,8 @@ class WriteOptions:
     csv_sep: str = ","
     #: the format's own options (Spark's names, lower-cased), validated: see format_options.
     format_options: tuple[tuple[str, str], ...] = ()
+    #: the partitionOverwriteMode option (None: not given, the session's setting decides).
+    partition_overwrite: PartitionOverwrite | None = None
     #: options this version does not know (kept so a typo can be reported, not acted on).
     unknown: tuple[str, ...] = field(default=())
 
@@ -335,6 +381,7 @@ class WriteOptions:
         style = _choice(
             opts.get("addressingstyle", "auto"), "addressingStyle", ("auto", "path", "virtual")
         )
+        pom = opts.get("partitionoverwritemode")
         out = cls(
             path=path,
             overwrite=overwrite,
@@ -355,6 +402,7 @@ class WriteOptions:
             csv_header=_bool(opts.get("header", "false"), "header"),
             csv_sep=sep,
             format_options=fmt_opts,
+            partition_overwrite=PartitionOverwrite.parse(pom) if pom is not None else None,
             unknown=tuple(sorted(k for k in opts if k not in _KNOWN)),
         )
         try:
@@ -374,6 +422,45 @@ class WriteOptions:
             max_concurrency=self.concurrency,
             max_pool_connections=self.pool_size,
         )
+
+    @property
+    def session_decides(self) -> bool:
+        """The session's partition overwrite mode decides what this write replaces: an
+        overwrite of a partitionBy write by the magic or directory committer with no
+        partitionOverwriteMode option (the partitioned committer replaces the partitions
+        it writes in either mode, and without partition columns Spark ignores the mode)."""
+        return (
+            self.overwrite
+            and bool(self.partition_by)
+            and self.committer != "partitioned"
+            and self.partition_overwrite is None
+        )
+
+    def overwrite_mode(self, seen: Sequence[str | None] | None) -> PartitionOverwrite:
+        """The mode this write follows: the option, else (when the session decides) the
+        session's setting as the tasks ``seen`` it; ``seen`` None: not a Spark SQL write
+        (the RDD API), which Spark's setting does not govern: static."""
+        if self.partition_overwrite is not None:
+            return self.partition_overwrite
+        if not self.session_decides or seen is None:
+            return PartitionOverwrite.STATIC
+        return session_overwrite_mode(seen)
+
+    def replace_scope(self, mode: PartitionOverwrite) -> ConflictScope:
+        """Where the job judges conflicts: the partitions it writes for the partitioned
+        committer and for a dynamic overwrite of a partitionBy write; else the whole
+        destination (what an overwrite replaces, as with Spark's static mode)."""
+        if self.committer == "partitioned" or (
+            self.overwrite and self.partition_by and mode is PartitionOverwrite.DYNAMIC
+        ):
+            return ConflictScope.PARTITIONS
+        return ConflictScope.DESTINATION
+
+    @property
+    def setup_scope(self) -> ConflictScope:
+        """The scope the job is set up with, before any task ran: the option's, or static's
+        when the session decides (the commit records the scope the tasks' reading gives)."""
+        return self.replace_scope(self.partition_overwrite or PartitionOverwrite.STATIC)
 
     @property
     def extension(self) -> str:
