@@ -1,4 +1,4 @@
-"""The deterministic simulation (:mod:`zerorename.testing.sim`): a seed names actors
+"""The deterministic simulation (:mod:`zerorename.sim`): a seed names actors
 (batch jobs of every committer and conflict mode, S3A jobs, stream queries, operator
 commands, a lifecycle rule, foreign writers), their interleaving at request granularity
 and their faults; the checker holds the end state to DESIGN.md's invariants.
@@ -6,7 +6,7 @@ and their faults; the checker holds the end state to DESIGN.md's invariants.
 CI runs a fixed count of seeds (deterministic; ``ZERORENAME_SIM_SEEDS`` raises it) with
 the known findings of issue 20 left out; the seeds that found those findings are kept
 below as xfail(strict) regression tests, to flip when their fixes merge. Replay any seed
-with ``python -m zerorename.testing.sim --seed N --trace`` (``--shrink`` to shorten it)."""
+with ``python -m zerorename.sim --seed N --trace`` (``--shrink`` to shorten it)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from dataclasses import replace
 
 import pytest
 
-from zerorename.testing.sim.checker import check
-from zerorename.testing.sim.generate import generate
-from zerorename.testing.sim.model import (
+from zerorename.sim.checker import check
+from zerorename.sim.generate import generate
+from zerorename.sim.model import (
     ActorSpec,
     FaultKind,
     FaultSpec,
@@ -28,8 +28,8 @@ from zerorename.testing.sim.model import (
     Schedule,
     StreamTold,
 )
-from zerorename.testing.sim.run import run_schedule
-from zerorename.testing.sim.shrink import category, shrink
+from zerorename.sim.run import run_schedule
+from zerorename.sim.shrink import category, shrink
 
 #: findings of issue 20 still open on this branch, and the simulation's own (10: two
 #: operator commands on one job at once; 11: a replace after a committed job whose cleanup
@@ -44,7 +44,7 @@ def test_seeded_schedules_keep_every_invariant() -> None:
         r = run_schedule(generate(seed, avoid=AVOID))
         if not r.ok:
             bad.append(f"seed {seed}: {r.violations[0]}")
-    assert bad == [], "replay: python -m zerorename.testing.sim --avoid 1,2,4,5,10,11,12 --seed N"
+    assert bad == [], "replay: python -m zerorename.sim --avoid 1,2,4,5,10,11,12 --seed N"
 
 
 def test_a_seed_replays_the_same_schedule() -> None:
@@ -162,7 +162,7 @@ def test_shrink_drops_what_the_failure_does_not_need() -> None:
 
 # -- the seeds that found issue 20's findings on this branch ----------------------------
 # Each fails today (xfail strict): when its fix merges the test passes, pytest reports
-# XPASS as a failure, and the mark comes off. Replay: python -m zerorename.testing.sim
+# XPASS as a failure, and the mark comes off. Replay: python -m zerorename.sim
 # [--profile P] --seed N --trace (--shrink for the short form).
 def categories(seed: int, profile: str = "default") -> set[str]:
     return {category(v) for v in run_schedule(generate(seed, profile=profile)).violations}

@@ -10,7 +10,7 @@ requests: :meth:`MemoryStore.fail_at` (a request raises what the engine raises a
 retries) and :meth:`MemoryStore.crash_at` (the process dies at a request: that handle
 refuses every later request; a test opens :meth:`MemoryStore.reopen` on the same state).
 :attr:`MemoryStore.gate`, when set, is awaited before each request takes effect: the
-deterministic simulation (:mod:`zerorename.testing.sim`) chooses there which process's
+deterministic simulation (:mod:`zerorename.sim`) chooses there which process's
 request goes next and which fault it meets.
 
 Not simulated: retries (a fault is what the engine raises once they ran out), throttling,

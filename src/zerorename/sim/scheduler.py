@@ -18,8 +18,8 @@ import anyio
 import anyio.to_thread
 
 from zerorename.engine.errors import RetriesExhausted
+from zerorename.sim.model import FaultKind, FaultSpec, Request
 from zerorename.testing.memfaults import Fault
-from zerorename.testing.sim.model import FaultKind, FaultSpec, Request
 
 
 @dataclass

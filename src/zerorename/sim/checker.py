@@ -11,7 +11,7 @@ import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from zerorename.testing.sim.model import DEST, SIBLING, History, JobTold, Outcome, Request
+from zerorename.sim.model import DEST, SIBLING, History, JobTold, Outcome, Request
 
 STREAM_PREFIX = "stream/"
 

@@ -20,9 +20,9 @@ from zerorename.committers import (
 from zerorename.committers.paths import Destination
 from zerorename.committers.s3alayout import S3AJobLayout
 from zerorename.committers.successdata import SuccessData
+from zerorename.sim.model import BUCKET, DEST, ActorSpec, JobTold, Outcome
+from zerorename.sim.world import URI, DeadJob, World, crashed, new_uuid, one_line
 from zerorename.testing.s3acrash import TASK, s3a_commit, s3a_pendingset
-from zerorename.testing.sim.model import BUCKET, DEST, ActorSpec, JobTold, Outcome
-from zerorename.testing.sim.world import URI, DeadJob, World, crashed, new_uuid, one_line
 
 KINDS: dict[str, Any] = {
     "magic": MagicCommitter,

@@ -8,11 +8,11 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from zerorename.sim.model import BUCKET, DEST, History
+from zerorename.sim.scheduler import Scheduler
 from zerorename.testing.memfaults import ProcessCrashed
 from zerorename.testing.memstate import MemoryState
 from zerorename.testing.memstore import MemoryStore
-from zerorename.testing.sim.model import BUCKET, DEST, History
-from zerorename.testing.sim.scheduler import Scheduler
 
 URI = f"s3://{BUCKET}/{DEST}"
 STREAM_DEST = "stream"

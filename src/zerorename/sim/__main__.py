@@ -1,9 +1,9 @@
-"""``python -m zerorename.testing.sim``: run seeds, replay one, shrink it.
+"""``python -m zerorename.sim``: run seeds, replay one, shrink it.
 
-python -m zerorename.testing.sim --seeds 0..999            how many ran clean
-python -m zerorename.testing.sim --seed 20 --trace         one schedule, every request
-python -m zerorename.testing.sim --seed 20 --shrink        and its shortest failing form
-python -m zerorename.testing.sim --seeds 0..999 --avoid 1,2,4,5   without the known bugs
+python -m zerorename.sim --seeds 0..999            how many ran clean
+python -m zerorename.sim --seed 20 --trace         one schedule, every request
+python -m zerorename.sim --seed 20 --shrink        and its shortest failing form
+python -m zerorename.sim --seeds 0..999 --avoid 1,2,4,5   without the known bugs
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import sys
 from collections.abc import Sequence
 from dataclasses import replace
 
-from zerorename.testing.sim.generate import PROFILES, generate
-from zerorename.testing.sim.run import RunResult, run_schedule
-from zerorename.testing.sim.shrink import category, shrink
+from zerorename.sim.generate import PROFILES, generate
+from zerorename.sim.run import RunResult, run_schedule
+from zerorename.sim.shrink import category, shrink
 
 
 def seed_range(text: str) -> range:
@@ -42,7 +42,7 @@ def show(r: RunResult, *, trace: bool) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m zerorename.testing.sim")
+    p = argparse.ArgumentParser(prog="python -m zerorename.sim")
     p.add_argument("--seed", type=int, help="run (replay) this seed and print its schedule")
     p.add_argument("--seeds", type=seed_range, help="run seeds A..B, report the clean count")
     p.add_argument("--avoid", type=avoid_set, default=frozenset(), help="e.g. 1,2,4,5")
@@ -84,5 +84,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 if __name__ == "__main__":
     if os.environ.get("PYTHONHASHSEED") != "0":  # set iteration order is part of a replay
         os.environ["PYTHONHASHSEED"] = "0"
-        os.execv(sys.executable, [sys.executable, "-m", "zerorename.testing.sim", *sys.argv[1:]])
+        os.execv(sys.executable, [sys.executable, "-m", "zerorename.sim", *sys.argv[1:]])
     sys.exit(main())

@@ -14,21 +14,21 @@ from pathlib import Path
 import anyio
 
 from zerorename.errors import ZeroRenameError
-from zerorename.testing.memstate import MemoryState
-from zerorename.testing.memstore import MemoryStore
-from zerorename.testing.sim.actors import job_actor, s3a_actor
-from zerorename.testing.sim.checker import check
-from zerorename.testing.sim.model import BUCKET, ActorSpec, Kind, Outcome, Schedule
-from zerorename.testing.sim.operators import (
+from zerorename.sim.actors import job_actor, s3a_actor
+from zerorename.sim.checker import check
+from zerorename.sim.model import BUCKET, ActorSpec, Kind, Outcome, Schedule
+from zerorename.sim.operators import (
     foreign_actor,
     lifecycle_actor,
     operator_actor,
     run_cli,
     uploads_actor,
 )
-from zerorename.testing.sim.scheduler import Scheduler
-from zerorename.testing.sim.streams import stream_actor
-from zerorename.testing.sim.world import URI, World, crashed, one_line
+from zerorename.sim.scheduler import Scheduler
+from zerorename.sim.streams import stream_actor
+from zerorename.sim.world import URI, World, crashed, one_line
+from zerorename.testing.memstate import MemoryState
+from zerorename.testing.memstore import MemoryStore
 
 Actor = Callable[[World, int, ActorSpec], Awaitable[None]]
 ACTORS: dict[Kind, Actor] = {

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 
-from zerorename.testing.sim.model import ActorSpec, FaultKind, FaultSpec, Kind, Schedule
+from zerorename.sim.model import ActorSpec, FaultKind, FaultSpec, Kind, Schedule
 
 KIND_WEIGHTS = {
     Kind.JOB: 40,

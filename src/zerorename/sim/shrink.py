@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from zerorename.testing.sim.model import Schedule
+from zerorename.sim.model import Schedule
 
 
 def category(violation: str) -> str:

@@ -7,13 +7,8 @@ recorded. Every run of a batch writes the same data."""
 from __future__ import annotations
 
 from zerorename.committers import MagicCommitter
-from zerorename.spark_adapter.jobs import TaskResult, task_id_for
-from zerorename.spark_adapter.options import WriteOptions
-from zerorename.spark_adapter.streamlog import stream_job_id
-from zerorename.spark_adapter.streamsink import STREAM_COMMIT, StreamSink, ensure_job
-from zerorename.testing.memstore import MemoryStore
-from zerorename.testing.sim.model import ActorSpec, StreamTold
-from zerorename.testing.sim.world import (
+from zerorename.sim.model import ActorSpec, StreamTold
+from zerorename.sim.world import (
     STREAM_URI,
     DeadJob,
     World,
@@ -21,6 +16,11 @@ from zerorename.testing.sim.world import (
     new_uuid,
     one_line,
 )
+from zerorename.spark_adapter.jobs import TaskResult, task_id_for
+from zerorename.spark_adapter.options import WriteOptions
+from zerorename.spark_adapter.streamlog import stream_job_id
+from zerorename.spark_adapter.streamsink import STREAM_COMMIT, StreamSink, ensure_job
+from zerorename.testing.memstore import MemoryStore
 
 #: restarts of a query after a crash or a failed commit before its driver gives up
 RESTARTS = 4

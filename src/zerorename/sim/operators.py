@@ -10,8 +10,8 @@ import argparse
 from typing import Any
 
 from zerorename.committers import MagicCommitter, cli
-from zerorename.testing.sim.model import BUCKET, DEST, SIBLING, ActorSpec, Outcome
-from zerorename.testing.sim.world import URI, DeadJob, World, crashed, one_line
+from zerorename.sim.model import BUCKET, DEST, SIBLING, ActorSpec, Outcome
+from zerorename.sim.world import URI, DeadJob, World, crashed, one_line
 
 #: pauses an operator waits for a dead job to appear before it gives up
 PATIENCE = 40
@@ -28,7 +28,7 @@ def cli_args(*argv: str) -> argparse.Namespace:
 
 async def run_cli(store: Any, *argv: str) -> None:
     """Run a ``jobs`` or ``uploads`` command on ``store`` (what it prints goes wherever
-    the run sent stdout: :func:`~zerorename.testing.sim.run.run_schedule` swallows it)."""
+    the run sent stdout: :func:`~zerorename.sim.run.run_schedule` swallows it)."""
     args = cli_args(*argv)
     if args.command == "jobs":
         await cli._jobs_action(store, args)
