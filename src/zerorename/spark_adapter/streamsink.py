@@ -8,9 +8,10 @@ The commit of batch B by job J (:mod:`streamlog` decides, this module does the I
    round (its marker, journal and pendingsets: read only, see :mod:`jobcommit`);
 2. B committed already (Spark re-runs a batch whose commit it did not record): abort J,
    success, nothing twice;
-3. another run's intent of B (a driver died in its commit): resume, adopt or discard that
-   job (its journal, its pendingsets); a discarded job leaves the log before its records
-   go (a log naming a job with no journal and no pendingset adopts it);
+3. another run's intent of B (a driver died in its commit): resume that job (its journal
+   proves what it completed) and record B as its, or discard it (no journal: nothing
+   proves it committed) and commit J; a discarded job leaves the log before its records
+   go;
 4. commit J: the intent (job, pendingsets, counts) stored with J's journal and plan, all
    answered before the first complete; B stored as committed with the journal's
    ``succeeded`` (every complete answered); J's note deleted with its journal, the
@@ -36,7 +37,6 @@ from zerorename.committers import (
     Committer,
     CommitterError,
     Destination,
-    Job,
     JobCommitError,
     JournalError,
     TaskCommitSummary,
@@ -142,32 +142,32 @@ class StreamSink:
             self.dest.bucket, self.key, new.to_json(), content_type="application/json"
         )
 
-    async def _present(self, job: Job, names: Sequence[str]) -> frozenset[str]:
-        found = set()
-        async for obj in self.store.list_objects(self.dest.bucket, job.layout.pendingsets_dir):
-            found.add(obj.key)
-        return frozenset(found & set(names))
-
     async def _settle(self, log_: StreamLog, job_id: str) -> tuple[StreamLog, BatchEntry | None]:
-        """A commit of the intent's batch found another run's intent: resume, adopt or
-        discard that job. Returns the log to go on from and the entry when it was adopted."""
+        """A commit of the intent's batch found another run's intent: resume that job (and
+        adopt it as the batch's commit) or discard it. Returns the log to go on from and
+        the entry when it was adopted."""
         intent = log_.pending
         assert intent is not None
         job = self.committer.job(intent.job_id)
         status = await job.status()
-        present = await self._present(job, intent.pendingsets)
-        fate = recover(intent, journal=status.journal is not None, present=present)
+        fate = recover(intent, journal=status.journal is not None)
         log.warning(
             "zerorename stream %s: batch %d was being committed by job %s (%s); %s",
             self.query_id,
             intent.batch,
             intent.job_id,
-            "journal" if status.journal is not None else f"{len(present)} pendingsets left",
+            "its journal is there" if status.journal is not None else "no journal",
             fate.value,
         )
+        entry = BatchEntry(
+            intent.batch, intent.job_id, intent.files, intent.rows, intent.bytes, time.time()
+        )
         if fate is Recovery.RESUME:
+            # the batch is recorded before the resume's release deletes K's journal (the
+            # proof a later commit would need otherwise)
+            record = CommitHooks(with_succeeded=lambda _: self.write_log(log_.with_commit(entry)))
             try:
-                await job.resume()
+                await job.resume(hooks=record)
             except (JournalError, JobCommitError) as exc:
                 # a journal stored without its plan (the commit stopped before completing
                 # anything) or a rollback that resume finished: abort (which refuses
@@ -179,14 +179,10 @@ class StreamSink:
         if fate is Recovery.DISCARD:
             bare = log_.without_intent()
             if intent.job_id != job_id:
-                # the log stops naming the job before its records go: a log whose intent
-                # names a job with no journal and no pendingset adopts that job
+                # the log stops naming the job before its records go
                 await self.write_log(bare)
                 await self.discard(intent.job_id)
             return bare, None
-        entry = BatchEntry(
-            intent.batch, intent.job_id, intent.files, intent.rows, intent.bytes, time.time()
-        )
         return log_.with_commit(entry), entry
 
     async def commit(
