@@ -256,30 +256,38 @@ async def _s3a_action(eng: UploadEngine, dest: Destination, args: argparse.Names
         return 0
     if args.action == "resume":
         res = await resume_s3a_job(eng, dest, job_id, report=say)
+        wrote = "_SUCCESS written" if res.success_written else "_SUCCESS left as it was"
         print(
             safe(
                 f"S3A job {res.job_id} committed: {res.files} files, {res.bytes} bytes "
                 f"({res.completed_now} completed now, {res.already_completed} were already); "
                 f"{res.open_uploads_aborted} uploads of uncommitted task attempts aborted; "
-                f"_SUCCESS written; its directory ({res.records_deleted} objects) deleted"
+                f"{wrote}; its directory ({res.records_deleted} objects) deleted"
             )
         )
         return 0
     ab = await abort_s3a_job(eng, dest, job_id, report=say)
     print(
         safe(
-            f"S3A job {ab.job_id} aborted: {ab.uploads_aborted} uploads aborted, "
-            f"{ab.objects_deleted} objects deleted, its directory ({ab.records_deleted} objects) "
-            "deleted"
+            f"S3A job {ab.job_id} aborted: {ab.uploads_aborted} uploads aborted, its directory "
+            f"({ab.records_deleted} objects) deleted"
         )
     )
+    if ab.maybe_completed:
+        shown = ", ".join(uri for uri, _ in ab.maybe_completed[:10])
+        more = f" and {len(ab.maybe_completed) - 10} more" if len(ab.maybe_completed) > 10 else ""
+        print(
+            safe(
+                f"kept {len(ab.maybe_completed)} objects this job may have completed: {shown}{more}"
+            )
+        )
+        print(
+            "S3A keys carry no job id: an object identical to what the job's upload made may "
+            "be a re-run's, so none is deleted; delete them yourself once you know they are "
+            "this job's (see the README: What zerorename will and will not delete)"
+        )
     for uri, why in ab.kept:
         print(safe(f"kept {uri}: {why}"))
-    if ab.kept:
-        print(
-            "S3A names no job in its keys: an object is deleted only when it is exactly what "
-            "completing the job's recorded upload made"
-        )
     if ab.other_pending:
         print(
             safe(
