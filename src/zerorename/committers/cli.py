@@ -28,6 +28,7 @@ import sys
 import time
 import unicodedata
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from zerorename.committers.committer import MagicCommitter
@@ -59,6 +60,21 @@ from zerorename.engine.errors import EngineError
 from zerorename.engine.records import UploadInfo
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+@dataclass(frozen=True)
+class StreamJobReply:
+    """What a stream-aware hook did with a streaming query's batch job: for ``show``, what
+    goes into its ``stream`` field; for ``resume``/``abort``, the lines to print."""
+
+    lines: tuple[str, ...] = ()
+    show: dict[str, Any] | None = None
+
+
+#: ``(engine, destination, job id, action) -> reply``, or None when the job is no stream's:
+#: the ``zerorename`` command passes the streaming sink's (``spark_adapter.streamjobs``),
+#: which keeps a query's log and its destination consistent (this layer knows no streams)
+StreamJobs = Callable[[UploadEngine, Destination, str, str], Awaitable[StreamJobReply | None]]
 
 
 def parse_age(text: str) -> float:
@@ -311,6 +327,12 @@ async def _jobs_action(eng: UploadEngine, args: argparse.Namespace) -> int:
     dest = Destination.parse(args.dest)
     if await is_s3a_job(eng, dest, job_id):
         return await _s3a_action(eng, dest, args)
+    streams: StreamJobs | None = getattr(args, "stream_jobs", None)
+    stream = await streams(eng, dest, job_id, args.action) if streams is not None else None
+    if stream is not None and args.action != "show":
+        for line in stream.lines:
+            print(safe(line))
+        return 0
     job = await MagicCommitter(eng, args.dest).open_job(job_id)
     if args.action == "show":
         st = await job.status()
@@ -343,6 +365,8 @@ async def _jobs_action(eng: UploadEngine, args: argparse.Namespace) -> int:
         async for _ in job_uploads(eng, job.dest, job.job_id):
             n += 1
         out["pendingUploads"] = n
+        if stream is not None:
+            out["stream"] = stream.show
         print(safe_json(out))
         return 0
     if args.action == "resume":
@@ -501,8 +525,10 @@ def _inspect_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_subcommands(sub: Any) -> None:
-    """Add ``uploads``, ``jobs`` and ``inspect`` to an argparse subparsers object."""
+def add_subcommands(sub: Any, *, stream_jobs: StreamJobs | None = None) -> None:
+    """Add ``uploads``, ``jobs`` and ``inspect`` to an argparse subparsers object;
+    ``stream_jobs``: the hook ``jobs show|resume|abort`` run for a streaming query's batch
+    job (without it such a job is treated as any other)."""
     up = sub.add_parser("uploads", help="list or abort pending multipart uploads under a prefix")
     upsub = up.add_subparsers(dest="uploads_command", metavar="ACTION", required=True)
     for name, text in (("list", "list pending uploads"), ("abort", "abort pending uploads")):
@@ -537,7 +563,7 @@ def add_subcommands(sub: Any) -> None:
     jobs.add_argument("dest", help="s3://bucket/destination")
     jobs.add_argument("job_id", nargs="?", metavar="JOB_ID")
     _engine_options(jobs)
-    jobs.set_defaults(func=_runner(_jobs_action))
+    jobs.set_defaults(func=_runner(_jobs_action), stream_jobs=stream_jobs)
 
     ins = sub.add_parser(
         "inspect", help="show a _SUCCESS, .pending or .pendingset record (zerorename's or S3A's)"

@@ -359,3 +359,27 @@ def recover(intent: Intent, *, journal: bool) -> Recovery:
     operator's ``jobs abort``) or a commit that never began completing leaves an intent
     without one; K is discarded and the batch written again."""
     return Recovery.RESUME if journal else Recovery.DISCARD
+
+
+class InLog(Enum):
+    """Where a query's log has a batch job (what ``zerorename jobs`` may do with it)."""
+
+    #: the log's intent names it: its commit began and did not finish
+    INTENT = "intent"
+    #: the log records its batch as committed by it
+    COMMITTED = "committed"
+    #: its batch is committed by another job: this run is a duplicate
+    SUPERSEDED = "superseded"
+    #: the log does not name it: its commit never stored its intent
+    ABSENT = "absent"
+
+
+def in_log(log: StreamLog, job_id: str, batch: int | None) -> InLog:
+    """Where ``log`` has job ``job_id`` of ``batch`` (None: unknown) (pure)."""
+    if log.pending is not None and log.pending.job_id == job_id:
+        return InLog.INTENT
+    if any(e.job_id == job_id for e in log.recent):
+        return InLog.COMMITTED
+    if batch is not None and log.committed(batch):
+        return InLog.SUPERSEDED
+    return InLog.ABSENT
