@@ -24,6 +24,14 @@ from test_streaming_sink import (
 from zerorename.committers import Destination, MagicCommitter
 from zerorename.committers.errors import CommitterError, JournalError
 from zerorename.spark_adapter.streamjobs import stream_job_action
+from zerorename.spark_adapter.streamlog import (
+    KEEP,
+    MAX_LOG_BYTES,
+    BatchEntry,
+    Intent,
+    StreamLog,
+    parse_log,
+)
 from zerorename.testing.memstore import MemoryState, MemoryStore
 
 DEST_ = Destination.parse(URI)
@@ -154,3 +162,23 @@ async def test_a_run_the_log_does_not_name_is_not_resumed() -> None:
         await stream_job_action(store, DEST_, "0" * 8 + "-0000-4000-8000-" + "0" * 12, "show")
         is None
     )
+
+
+async def test_the_intent_does_not_grow_with_the_tasks() -> None:
+    """Issue 20: the intent listed every accepted pendingset, so a batch of ~30,000 tasks
+    wrote a log over its 4 MiB cap, which no later commit could read. It now holds the job
+    and counts only (the journal and plan list the pendingsets)."""
+    state, _, job_id = await died_at_a_complete()
+    pending = log_of(state)["pending"]
+    assert pending["job_id"] == job_id and pending["pendingsets"] == []
+    assert pending["files"] == 2
+
+
+def test_a_full_log_with_an_intent_stays_far_below_its_cap() -> None:
+    lg = StreamLog(Q)
+    for b in range(KEEP + 5):
+        lg = lg.with_commit(BatchEntry(b, NOBODY, 10**9, 10**12, 10**15, 1.8e9))
+    big = lg.with_intent(Intent(KEEP + 5, NOBODY, (), 10**9, 10**12, 10**15))
+    data = big.to_json()
+    assert len(data) < MAX_LOG_BYTES // 100
+    assert parse_log(data, query_id=Q, where="log.json", pendingset_prefix="p/{job}/") == big

@@ -116,7 +116,12 @@ class BatchEntry:
 
 @dataclass(frozen=True)
 class Intent:
-    """A batch being committed by a job: the accepted attempts' pendingsets (keys)."""
+    """A batch being committed by a job, and its counts. ``pendingsets``: the accepted
+    attempts' pendingsets, as logs written before issue 20 list them; the sink now writes
+    none (the job's journal and plan hold them, and :func:`recover` needs only the
+    journal), so an intent's size does not grow with the batch's tasks: a list of
+    ~30,000 keys made a log larger than :data:`MAX_LOG_BYTES`, which no later commit
+    could read."""
 
     batch: int
     job_id: str

@@ -12,12 +12,13 @@ The commit of batch B by job J (:mod:`streamlog` decides, this module does the I
    proves what it completed) and record B as its, or discard it (no journal: nothing
    proves it committed) and commit J; a discarded job leaves the log before its records
    go;
-4. commit J: the intent (job, pendingsets, counts) stored with J's journal and plan, all
-   answered before the first complete; B stored as committed with the journal's
-   ``succeeded`` (every complete answered); J's note deleted with its journal, the
-   release's last request. A driver that dies between leaves J's note: a journal the log
-   does not name completed nothing, and a job the log has committed keeps its files; the
-   next commit's sweep releases either (release deletes no data).
+4. commit J: the intent (job and counts: its size does not grow with the tasks) stored
+   with J's journal and plan, all answered before the first complete; B stored as
+   committed with the journal's ``succeeded`` (every complete answered); J's note
+   deleted with its journal, the release's last request. A driver that dies between
+   leaves J's note: a journal the log does not name completed nothing, and a job the log
+   has committed keeps its files; the next commit's sweep releases either (release
+   deletes no data).
 
 Sequential requests for a batch: the append job commit's 6, nothing of the sink's own.
 """
@@ -224,9 +225,9 @@ class StreamSink:
                     await self.write_log(current)
                     await gather(self.forget(adopted.job_id), self.discard(job_id))
                     return outcome("adopted", adopted.files, adopted.rows, adopted.bytes)
-            sets = tuple(sorted(Destination.parse(s.pendingset).prefix for s in summaries))
             files, n_bytes = sum(s.files for s in summaries), sum(s.bytes for s in summaries)
-            intent = current.with_intent(Intent(batch_id, job_id, sets, files, rows, n_bytes))
+            # bounded: no pendingset list (the journal and plan have it; see Intent)
+            intent = current.with_intent(Intent(batch_id, job_id, (), files, rows, n_bytes))
 
             def committed(p: CommitProgress) -> Awaitable[None]:
                 entry = BatchEntry(
