@@ -31,7 +31,7 @@ import logging
 import time
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zerorename.committers import (
     CommitOptions,
@@ -46,7 +46,6 @@ from zerorename.committers import (
 from zerorename.committers.jobresult import CommitHooks, CommitProgress, JobCommitResult
 from zerorename.committers.store import gather
 from zerorename.spark_adapter.bridge import get_bridge
-from zerorename.spark_adapter.jobs import TaskResult, engine_for
 from zerorename.spark_adapter.options import WriteOptions
 from zerorename.spark_adapter.streamlog import (
     BatchEntry,
@@ -62,6 +61,9 @@ from zerorename.spark_adapter.streamlog import (
     started_key,
 )
 from zerorename.spark_adapter.streamread import query_id_of, read_log, reader_options
+
+if TYPE_CHECKING:  # pyarrow: `zerorename jobs` imports this module without it
+    from zerorename.spark_adapter.jobs import TaskResult
 
 log = logging.getLogger("zerorename.spark")
 
@@ -87,6 +89,8 @@ class BatchOutcome:
 
 def stream_committer(opts: WriteOptions) -> Committer:
     """The committer of a query's batch jobs (append, no _SUCCESS, no rollback)."""
+    from zerorename.spark_adapter.jobs import engine_for  # pyarrow: see TYPE_CHECKING above
+
     cls = committer_class(opts.committer)
     return cls(engine_for(opts), opts.path, conflict="append", options=STREAM_COMMIT)
 
