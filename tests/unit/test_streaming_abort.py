@@ -28,8 +28,10 @@ from zerorename.spark_adapter.streamlog import (
     KEEP,
     MAX_LOG_BYTES,
     BatchEntry,
+    InLog,
     Intent,
     StreamLog,
+    in_log,
     parse_log,
 )
 from zerorename.testing.memstore import MemoryState, MemoryStore
@@ -182,3 +184,20 @@ def test_a_full_log_with_an_intent_stays_far_below_its_cap() -> None:
     data = big.to_json()
     assert len(data) < MAX_LOG_BYTES // 100
     assert parse_log(data, query_id=Q, where="log.json", pendingset_prefix="p/{job}/") == big
+
+
+def test_where_the_log_has_a_job() -> None:
+    """A committed batch whose entry left the log's window: which job committed it is no
+    longer known, so its job is never aborted (OLD), unlike a duplicate run of a batch the
+    window shows committed by another job (SUPERSEDED)."""
+    lg = StreamLog(Q)
+    for b in range(KEEP + 5):
+        lg = lg.with_commit(BatchEntry(b, NOBODY, 1, 1, 1, 1.0))
+    other = "11111111-0000-4000-8000-000000000000"
+    assert in_log(lg, NOBODY, 3) is InLog.COMMITTED
+    assert in_log(lg, other, 3) is InLog.OLD
+    assert in_log(lg, other, KEEP + 4) is InLog.SUPERSEDED
+    assert in_log(lg, other, KEEP + 5) is InLog.ABSENT
+    assert in_log(lg, other, None) is InLog.ABSENT
+    pending = lg.with_intent(Intent(KEEP + 5, other, (), 1, 1, 1))
+    assert in_log(pending, other, KEEP + 5) is InLog.INTENT

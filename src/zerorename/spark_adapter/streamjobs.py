@@ -10,7 +10,8 @@ by a log that names it. Then, by where the log has it:
   ``_SUCCESS`` (the log records batches) and records the batch before the journal goes;
   ``abort`` rolls the job back, then drops the intent, so Spark's next run writes the
   batch again (a log whose intent names a job with no journal discards it: the same);
-- committed by it: ``resume`` finishes its cleanup; ``abort`` is refused;
+- committed by it, or its batch committed before the log's window (which job did is no
+  longer known): ``resume`` finishes its cleanup (no file touched); ``abort`` is refused;
 - its batch committed by another job, or not in the log: nothing of it counts; ``abort``
   removes it, ``resume`` is refused (it would publish the batch twice or outside the log).
 """
@@ -96,6 +97,8 @@ def next_run(sj: StreamJob) -> str:
         return f"finds {b} committed and writes nothing twice"
     if sj.where is InLog.SUPERSEDED:
         return f"finds {b} committed (by another job): this job's files never count"
+    if sj.where is InLog.OLD:
+        return f"finds {b} committed (by this job or another: older than the log's window)"
     return f"writes {b} with a new job and cleans this one up"
 
 
@@ -115,10 +118,10 @@ async def _forget(store: Store, dest: Destination, sj: StreamJob) -> None:
 async def _resume(store: Store, dest: Destination, sj: StreamJob) -> list[str]:
     head = f"job {sj.job_id} is streaming query {sj.query_id}'s {_batch(sj)} job"
     job = MagicCommitter(store, dest.uri, conflict="append", options=STREAM_COMMIT).job(sj.job_id)
-    if sj.where is InLog.COMMITTED:
-        await job.release()
+    if sj.where in (InLog.COMMITTED, InLog.OLD):
+        await job.release()  # deletes records and aborts leftover uploads, never data
         await _forget(store, dest, sj)
-        return [f"{head}: committed already (the stream log records it); its records cleaned up"]
+        return [f"{head}: its batch is committed already; its records cleaned up, no file touched"]
     if sj.where is not InLog.INTENT:
         why = (
             f"{_batch(sj)} is committed by another job"
@@ -149,10 +152,11 @@ async def _resume(store: Store, dest: Destination, sj: StreamJob) -> list[str]:
 
 async def _abort(store: Store, dest: Destination, sj: StreamJob) -> list[str]:
     head = f"job {sj.job_id} is streaming query {sj.query_id}'s {_batch(sj)} job"
-    if sj.where is InLog.COMMITTED:
+    if sj.where in (InLog.COMMITTED, InLog.OLD):
         raise CommitterError(
-            f"{head} and the stream log records it as committed: abort would delete a "
-            "committed batch; `zerorename jobs resume` finishes its cleanup"
+            f"{head} and the stream log records it as committed (or cannot tell: the batch "
+            "is older than its window): abort would delete a committed batch; "
+            "`zerorename jobs resume` finishes its cleanup"
         )
     job = MagicCommitter(store, dest.uri, conflict="append", options=STREAM_COMMIT).job(sj.job_id)
     res = await job.abort()

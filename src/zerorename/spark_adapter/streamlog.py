@@ -375,6 +375,9 @@ class InLog(Enum):
     COMMITTED = "committed"
     #: its batch is committed by another job: this run is a duplicate
     SUPERSEDED = "superseded"
+    #: its batch is committed, older than the log's window: by it or by another job,
+    #: which the log no longer tells
+    OLD = "old"
     #: the log does not name it: its commit never stored its intent
     ABSENT = "absent"
 
@@ -386,5 +389,6 @@ def in_log(log: StreamLog, job_id: str, batch: int | None) -> InLog:
     if any(e.job_id == job_id for e in log.recent):
         return InLog.COMMITTED
     if batch is not None and log.committed(batch):
-        return InLog.SUPERSEDED
+        seen = any(e.batch == batch for e in log.recent)
+        return InLog.SUPERSEDED if seen else InLog.OLD
     return InLog.ABSENT
