@@ -22,6 +22,7 @@ from zerorename.engine.events import UploadCompleted
 from zerorename.errors import ZeroRenameError
 from zerorename.perf import cli as perf_commands
 from zerorename.spark_adapter import demo
+from zerorename.spark_adapter.streamjobs import stream_job_action
 from zerorename.units import MiB
 
 log = logging.getLogger("zerorename.cli")
@@ -306,7 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_engine_options(p)
         p.set_defaults(func=_cmd_finish)
 
-    committer_commands.add_subcommands(sub)
+    committer_commands.add_subcommands(sub, stream_jobs=stream_job_action)
     demo.add_subcommand(sub)
     perf_commands.add_subcommands(sub)
     return parser

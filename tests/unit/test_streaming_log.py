@@ -185,21 +185,14 @@ def test_a_batch_older_than_the_last_is_a_duplicate() -> None:
     assert decide(lg, KEEP + 5, K) is Step.COMMIT
 
 
-@given(st.integers(1, 5), st.booleans(), st.sets(st.integers(0, 7)))
-def test_recover(sets: int, journal: bool, present_ids: set[int]) -> None:
+@given(st.integers(1, 5), st.booleans())
+def test_recover(sets: int, journal: bool) -> None:
+    """Only a journal proves the intent's job may have committed; without one the batch is
+    written again, whatever pendingsets are left (issue 20: an operator's abort removes
+    them all, and the batch used to be adopted with none of its files)."""
     it = intent(4, K, sets)
-    names = list(it.pendingsets)
-    present = frozenset(names[i] for i in present_ids if i < len(names)) | {"other"}
-    found = present & set(names)
-    if journal:
-        assert recover(it, journal=True, present=present) is Recovery.RESUME
-    elif not found:
-        assert recover(it, journal=False, present=present) is Recovery.ADOPT
-    elif found == set(names):
-        assert recover(it, journal=False, present=present) is Recovery.DISCARD
-    else:
-        with pytest.raises(StreamLogError, match="unknown"):
-            recover(it, journal=False, present=present)
+    want = Recovery.RESUME if journal else Recovery.DISCARD
+    assert recover(it, journal=journal) is want
 
 
 def test_job_ids_and_notes() -> None:

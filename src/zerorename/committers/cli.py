@@ -28,6 +28,7 @@ import sys
 import time
 import unicodedata
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from zerorename.committers.committer import MagicCommitter
@@ -59,6 +60,21 @@ from zerorename.engine.errors import EngineError
 from zerorename.engine.records import UploadInfo
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+@dataclass(frozen=True)
+class StreamJobReply:
+    """What a stream-aware hook did with a streaming query's batch job: for ``show``, what
+    goes into its ``stream`` field; for ``resume``/``abort``, the lines to print."""
+
+    lines: tuple[str, ...] = ()
+    show: dict[str, Any] | None = None
+
+
+#: ``(engine, destination, job id, action) -> reply``, or None when the job is no stream's:
+#: the ``zerorename`` command passes the streaming sink's (``spark_adapter.streamjobs``),
+#: which keeps a query's log and its destination consistent (this layer knows no streams)
+StreamJobs = Callable[[UploadEngine, Destination, str, str], Awaitable[StreamJobReply | None]]
 
 
 def parse_age(text: str) -> float:
@@ -256,30 +272,38 @@ async def _s3a_action(eng: UploadEngine, dest: Destination, args: argparse.Names
         return 0
     if args.action == "resume":
         res = await resume_s3a_job(eng, dest, job_id, report=say)
+        wrote = "_SUCCESS written" if res.success_written else "_SUCCESS left as it was"
         print(
             safe(
                 f"S3A job {res.job_id} committed: {res.files} files, {res.bytes} bytes "
                 f"({res.completed_now} completed now, {res.already_completed} were already); "
                 f"{res.open_uploads_aborted} uploads of uncommitted task attempts aborted; "
-                f"_SUCCESS written; its directory ({res.records_deleted} objects) deleted"
+                f"{wrote}; its directory ({res.records_deleted} objects) deleted"
             )
         )
         return 0
     ab = await abort_s3a_job(eng, dest, job_id, report=say)
     print(
         safe(
-            f"S3A job {ab.job_id} aborted: {ab.uploads_aborted} uploads aborted, "
-            f"{ab.objects_deleted} objects deleted, its directory ({ab.records_deleted} objects) "
-            "deleted"
+            f"S3A job {ab.job_id} aborted: {ab.uploads_aborted} uploads aborted, its directory "
+            f"({ab.records_deleted} objects) deleted"
         )
     )
+    if ab.maybe_completed:
+        shown = ", ".join(uri for uri, _ in ab.maybe_completed[:10])
+        more = f" and {len(ab.maybe_completed) - 10} more" if len(ab.maybe_completed) > 10 else ""
+        print(
+            safe(
+                f"kept {len(ab.maybe_completed)} objects this job may have completed: {shown}{more}"
+            )
+        )
+        print(
+            "S3A keys carry no job id: an object identical to what the job's upload made may "
+            "be a re-run's, so none is deleted; delete them yourself once you know they are "
+            "this job's (see the README: What zerorename will and will not delete)"
+        )
     for uri, why in ab.kept:
         print(safe(f"kept {uri}: {why}"))
-    if ab.kept:
-        print(
-            "S3A names no job in its keys: an object is deleted only when it is exactly what "
-            "completing the job's recorded upload made"
-        )
     if ab.other_pending:
         print(
             safe(
@@ -303,6 +327,12 @@ async def _jobs_action(eng: UploadEngine, args: argparse.Namespace) -> int:
     dest = Destination.parse(args.dest)
     if await is_s3a_job(eng, dest, job_id):
         return await _s3a_action(eng, dest, args)
+    streams: StreamJobs | None = getattr(args, "stream_jobs", None)
+    stream = await streams(eng, dest, job_id, args.action) if streams is not None else None
+    if stream is not None and args.action != "show":
+        for line in stream.lines:
+            print(safe(line))
+        return 0
     job = await MagicCommitter(eng, args.dest).open_job(job_id)
     if args.action == "show":
         st = await job.status()
@@ -335,6 +365,8 @@ async def _jobs_action(eng: UploadEngine, args: argparse.Namespace) -> int:
         async for _ in job_uploads(eng, job.dest, job.job_id):
             n += 1
         out["pendingUploads"] = n
+        if stream is not None:
+            out["stream"] = stream.show
         print(safe_json(out))
         return 0
     if args.action == "resume":
@@ -493,8 +525,10 @@ def _inspect_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_subcommands(sub: Any) -> None:
-    """Add ``uploads``, ``jobs`` and ``inspect`` to an argparse subparsers object."""
+def add_subcommands(sub: Any, *, stream_jobs: StreamJobs | None = None) -> None:
+    """Add ``uploads``, ``jobs`` and ``inspect`` to an argparse subparsers object;
+    ``stream_jobs``: the hook ``jobs show|resume|abort`` run for a streaming query's batch
+    job (without it such a job is treated as any other)."""
     up = sub.add_parser("uploads", help="list or abort pending multipart uploads under a prefix")
     upsub = up.add_subparsers(dest="uploads_command", metavar="ACTION", required=True)
     for name, text in (("list", "list pending uploads"), ("abort", "abort pending uploads")):
@@ -529,7 +563,7 @@ def add_subcommands(sub: Any) -> None:
     jobs.add_argument("dest", help="s3://bucket/destination")
     jobs.add_argument("job_id", nargs="?", metavar="JOB_ID")
     _engine_options(jobs)
-    jobs.set_defaults(func=_runner(_jobs_action))
+    jobs.set_defaults(func=_runner(_jobs_action), stream_jobs=stream_jobs)
 
     ins = sub.add_parser(
         "inspect", help="show a _SUCCESS, .pending or .pendingset record (zerorename's or S3A's)"

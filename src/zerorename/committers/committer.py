@@ -336,10 +336,14 @@ class Job:
                 state="started",
             ) from exc
 
-    async def resume(self, *, progress: ProgressFn | None = None) -> JobCommitResult:
-        """Finish a job commit another process started (from its journal), idempotently."""
+    async def resume(
+        self, *, progress: ProgressFn | None = None, hooks: CommitHooks | None = None
+    ) -> JobCommitResult:
+        """Finish a job commit another process started (from its journal), idempotently.
+        ``hooks.with_succeeded``: the caller's record, stored before the release deletes
+        the journal (a streaming sink's log: the journal is its proof until then)."""
         try:
-            return await JobCommitRun(self.context, progress).resume()
+            return await JobCommitRun(self.context, progress, None, hooks).resume()
         except CommitterError:
             raise
         except EngineError as exc:

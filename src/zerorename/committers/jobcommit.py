@@ -414,7 +414,7 @@ class JobCommitRun:
                 success_key, _, _ = await gather(
                     self._write_success(),
                     self._save_journal() if moved else nothing(),
-                    hook(self.snapshot()) if hook is not None and not resumed else nothing(),
+                    hook(self.snapshot()) if hook is not None else nothing(),
                 )
             except BaseException as exc:
                 await self._stopped_after_completes(exc, resumed)
@@ -434,6 +434,8 @@ class JobCommitRun:
         """A ``succeeded`` journal whose plan is gone: the release after ``_SUCCESS`` was
         cut short (it deletes the plan, and begins only once ``_SUCCESS`` and the journal
         were stored); finish it. ``_SUCCESS`` is left as it is."""
+        if self.hooks.with_succeeded is not None:  # before the journal goes
+            await self.hooks.with_succeeded(self.snapshot())
         self.phase = "cleanup"
         await release_job_storage(self.ctx)
         success_key = self.layout.success if self.opts.write_success else None

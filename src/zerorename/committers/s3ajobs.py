@@ -4,20 +4,25 @@ S3A's job commit cannot be resumed: when its driver dies mid-commit, the job's r
 in ``dest/__magic_job-<uuid>/`` (layout: :mod:`s3alayout`), some of its files are visible
 and the rest are pending multipart uploads. ``resume`` completes every upload of the task
 pendingsets of the job's attempt, aborts the uploads of task attempts that never committed,
-writes an S3A ``_SUCCESS`` and deletes the job's directory. ``abort`` aborts every upload
-the job's records name, deletes each object a committed task's record names if it is still
-exactly what completing that upload made (its multipart ETag and size: the job's own
-records are the only proof, as S3A keys carry no job id), keeps and reports every other,
-and deletes the job's directory. Every record is read and checked before the first
-request that changes anything; a bad one changes nothing. The records are held in memory
-while a command runs (as S3A's own job commit holds them).
+writes an S3A ``_SUCCESS`` and deletes the job's directory. ``abort`` aborts every pending
+upload the job's records name and deletes the job's directory; it deletes no object: S3A
+keys carry no job id, and an object identical to what completing the job's upload made
+(same key, size and multipart ETag) may be a re-run's, so each is kept and reported.
+
+A job is committed when the destination's ``_SUCCESS`` names it, or when every upload its
+committed tasks recorded is a completed object (its commit finished and a later job's
+``_SUCCESS`` replaced its own, or its cleanup died): abort refuses it, and resume only
+finishes its cleanup, writing its ``_SUCCESS`` only where no newer one exists. Every record
+is read and checked before the first request that changes anything; a bad one changes
+nothing. The records are held in memory while a command runs (as S3A's own job commit
+holds them).
 """
 
 from __future__ import annotations
 
 import socket
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +34,6 @@ from zerorename.committers.s3aread import (
     S3ACommit,
     S3AJobScan,
     UploadState,
-    heads,
     open_scan,
     pending_index,
     read_commits,
@@ -105,6 +109,18 @@ def _attempt_to_finish(scan: S3AJobScan) -> int:
     return attempts[0]
 
 
+def all_completed(states: Sequence[UploadState]) -> bool:
+    """Every upload the job's committed tasks recorded is a completed object: the job's
+    commit finished (pure). No committed upload proves nothing."""
+    return bool(states) and all(st is UploadState.COMPLETED for st in states)
+
+
+def newer_success(success: float | None, completed: Sequence[float]) -> bool:
+    """A ``_SUCCESS`` (its last-modified time; None: none there) written at or after the
+    last of the job's completed objects: a later job's, kept (pure; a tie keeps it)."""
+    return success is not None and (not completed or success >= max(completed))
+
+
 def _limited(items: list[str]) -> list[str]:
     return items[:SHOW_LIMIT] + (
         [f"... {len(items) - SHOW_LIMIT} more"] if len(items) > SHOW_LIMIT else []
@@ -134,6 +150,8 @@ async def show_s3a_job(store: Store, dest: Destination, job_id: str) -> dict[str
         elif s is UploadState.PENDING and (u.key, u.upload_id) not in committed:
             open_pending.add((u.key, u.upload_id))
     named = {(c.record.upload.key, c.record.upload.upload_id) for c in commits}
+    named_by_success = success is not None and success.job_id == job_id
+    every = all_completed([s for c, s in zip(commits, states, strict=True) if c.committed])
     return {
         "jobId": job_id,
         "kind": "s3a-magic",
@@ -142,7 +160,12 @@ async def show_s3a_job(store: Store, dest: Destination, job_id: str) -> dict[str
         "committedTasks": sum(len(v) for v in scan.pendingsets.values()),
         "openTaskRecords": len(scan.pendings),
         "objects": scan.objects,
-        "committed": success is not None and success.job_id == job_id,
+        "committed": named_by_success or every,
+        "committedBecause": "_SUCCESS names it"
+        if named_by_success
+        else "every upload its committed tasks recorded is a completed object"
+        if every
+        else None,
         "uploads": {k: len(v) for k, v in by_state.items()},
         **{k: _limited(v) for k, v in by_state.items()},
         "openTaskUploadsPending": len(open_pending),
@@ -161,6 +184,8 @@ class S3AResumeResult:
     already_completed: int
     open_uploads_aborted: int
     records_deleted: int
+    #: False: a newer ``_SUCCESS`` (a later job's) was there and kept
+    success_written: bool = True
 
 
 #: seconds between two progress lines of a long batch
@@ -224,7 +249,7 @@ async def resume_s3a_job(
         commits = await read_commits(store, scan, attempts)
         mine = [c for c in commits if c.committed]
         index = await pending_index(store, dest)
-        states, _ = await states_of(store, mine, index, Check.RESUME)
+        states, infos = await states_of(store, mine, index, Check.RESUME)
         missing = [c for c, s in zip(mine, states, strict=True) if s is UploadState.MISSING]
         if missing:
             u = missing[0].record.upload
@@ -236,6 +261,11 @@ async def resume_s3a_job(
         todo = [
             c.record.upload for c, s in zip(mine, states, strict=True) if s is UploadState.PENDING
         ]
+        newer = False
+        if not todo:  # the job had committed: its _SUCCESS only where none is newer
+            there = await store.head_object(dest.bucket, scan.layout.success)
+            done = [i.last_modified for i in infos if i is not None]
+            newer = newer_success(there.last_modified if there else None, done)
         say(f"completing {len(todo)} uploads ({len(mine) - len(todo)} already completed)")
         _fail_batch(
             "completing the job's uploads",
@@ -275,10 +305,23 @@ async def resume_s3a_job(
             },
             filenames=[success_filename(c.record.upload.key) for c in mine],
         )
-        await store.put_object(dest.bucket, scan.layout.success, success.to_json())
+        if newer:
+            say(
+                f"job {job_id} had committed; a newer _SUCCESS (a later job's) is at "
+                f"{dest.uri}/_SUCCESS: kept as it is"
+            )
+        else:
+            await store.put_object(dest.bucket, scan.layout.success, success.to_json())
         deleted = await _delete_directory(store, scan.layout)
     return S3AResumeResult(
-        job_id, len(mine), total, len(todo), len(mine) - len(todo), len(strays), deleted
+        job_id,
+        len(mine),
+        total,
+        len(todo),
+        len(mine) - len(todo),
+        len(strays),
+        deleted,
+        not newer,
     )
 
 
@@ -306,7 +349,7 @@ async def _finish_cleanup(
     deleted = await _delete_directory(store, lay)
     files = len(success.filenames)
     total = int(success.metrics.get("bytes", 0))
-    return S3AResumeResult(lay.job_id, files, total, 0, files, len(strays), deleted)
+    return S3AResumeResult(lay.job_id, files, total, 0, files, len(strays), deleted, False)
 
 
 @dataclass(frozen=True)
@@ -315,31 +358,49 @@ class S3AAbortResult:
 
     job_id: str
     uploads_aborted: int
-    objects_deleted: int
     records_deleted: int
-    #: (object URI, why it was kept) for each completed-looking object not deleted
+    #: (object URI, why it was kept) for each object at a key the job's committed tasks
+    #: recorded that is exactly what completing the upload made: the job's, or an
+    #: identical one another job wrote (S3A keys carry no job id); never deleted
+    maybe_completed: tuple[tuple[str, str], ...]
+    #: (object URI, why) for each other object at such a key (another writer's)
     kept: tuple[tuple[str, str], ...]
     #: pending uploads under the destination that no record of this job names
     other_pending: int
 
 
-def _why_kept(c: S3ACommit, info: ObjectInfo, foreign: dict[str, str]) -> str | None:
-    """Why the object at a committed record's key is not deleted (None: delete it)."""
+def _why_kept(c: S3ACommit, info: ObjectInfo, foreign: dict[str, str]) -> tuple[bool, str]:
+    """Why the object at a committed record's key stays: (may it be the job's, why)."""
     u = c.record.upload
     name = success_filename(u.key)
     if name in foreign:
-        return f"named by job {foreign[name]}'s _SUCCESS"
+        return False, f"named by job {foreign[name]}'s _SUCCESS"
     if is_ours(u, info, Check.DELETE):
-        return None
-    have = info.etag.strip('"')
+        return True, (
+            "exactly what completing the job's upload made, or an identical object another "
+            "job wrote there (S3A keys carry no job id)"
+        )
     if multipart_etag(u) is None:
-        return "the job's part ETags are not MD5s (an encrypted store?): it cannot be proven"
+        return True, "the job's part ETags are not MD5s (an encrypted store?): it cannot be told"
+    have = info.etag.strip('"')
     if info.size != u.length or "-" in have:
-        return "its size or ETag differs from what this job uploaded: another writer's"
-    return (
+        return False, "its size or ETag differs from what this job uploaded: another writer's"
+    return True, (
         "its ETag is not the multipart ETag of the job's upload (another writer's, or a store "
-        "that names multipart objects otherwise): it cannot be proven"
+        "that names multipart objects otherwise): it cannot be told"
     )
+
+
+def _complete_sets(
+    scan: S3AJobScan, done: Sequence[S3ACommit], states: Sequence[UploadState]
+) -> list[str]:
+    """Keys of the committed tasks' pendingsets whose every upload is complete (pure)."""
+    lay = scan.layout
+    keys = {lay.uri(k): k for sets in scan.pendingsets.values() for k in sets}
+    incomplete = {
+        c.source for c, st in zip(done, states, strict=True) if st is not UploadState.COMPLETED
+    }
+    return sorted(keys[c.source] for c in done if c.source in keys and c.source not in incomplete)
 
 
 async def abort_s3a_job(
@@ -350,10 +411,12 @@ async def abort_s3a_job(
     concurrency: int | None = None,
     report: Report | None = None,
 ) -> S3AAbortResult:
-    """Roll back an S3A job: abort every pending upload its records name, delete each
-    object its committed tasks' records name if it is exactly what completing that upload
-    made, keep (and report) every other, delete the job's directory. Refused when the
-    destination's ``_SUCCESS`` names the job (it committed: resume finishes its cleanup)."""
+    """Roll back an S3A job: abort every pending upload its records name, delete the
+    job's directory. No object is deleted: an object at a key its committed tasks recorded
+    is kept and reported (S3A keys carry no job id, so an identical object of a re-run
+    cannot be told from the job's). Refused, with nothing changed, when the job committed:
+    the destination's ``_SUCCESS`` names it, or every upload its committed tasks recorded
+    is a completed object (``jobs resume`` finishes its cleanup)."""
     say = report or (lambda _: None)
     async with wrap_engine_errors(f"aborting S3A job {job_id} under {dest.uri}"):
         scan = await open_scan(store, dest, job_id)
@@ -369,6 +432,14 @@ async def abort_s3a_job(
         )
         commits = await read_commits(store, scan, attempts)
         index = await pending_index(store, dest)
+        done = [c for c in commits if c.committed]
+        states, infos = await states_of(store, done, index, Check.RESUME)
+        if all_completed(states):
+            raise JournalError(
+                f"S3A job {job_id} committed (every upload its committed tasks recorded is a "
+                "completed object; its cleanup did not finish): abort would delete committed "
+                "output; `zerorename jobs resume` finishes its cleanup"
+            )
         named = {(c.record.upload.key, c.record.upload.upload_id) for c in commits}
         pending = {
             (c.record.upload.key, c.record.upload.upload_id): c.record.upload
@@ -380,28 +451,27 @@ async def abort_s3a_job(
             "aborting the job's uploads",
             await store.abort_many(list(pending.values()), concurrency=concurrency),
         )
-        done = [
-            c
-            for c in commits
-            if c.committed and (c.record.upload.key, c.record.upload.upload_id) not in pending
-        ]
-        infos = await heads(store, done)
-        doomed: dict[str, None] = {}  # each key once (two attempts may name one key)
-        kept: list[tuple[str, str]] = []
-        for c, info in zip(done, infos, strict=True):
-            if info is None:
+        maybe: dict[str, tuple[str, str]] = {}  # each key once (two attempts may name one)
+        kept: dict[str, tuple[str, str]] = {}
+        for c, st, info in zip(done, states, infos, strict=True):
+            if st is UploadState.PENDING or info is None:
                 continue
-            why = _why_kept(c, info, foreign)
-            if why is None:
-                doomed[c.record.upload.key] = None
-            else:
-                kept.append((c.record.upload.uri, why))
-        if doomed:
-            say(f"deleting {len(doomed)} objects the job had completed")
-            await store.delete_objects(dest.bucket, list(doomed))
-        deleted = await _delete_directory(store, scan.layout)
+            ours, why = _why_kept(c, info, foreign)
+            (maybe if ours else kept)[c.record.upload.key] = (c.record.upload.uri, why)
+        kept = {k: v for k, v in kept.items() if k not in maybe}
+        # first the pendingsets whose every upload is complete, then the rest: an abort
+        # that dies in between leaves pendingsets naming a missing upload, never a
+        # directory that looks committed (every recorded upload complete)
+        whole = _complete_sets(scan, done, states)
+        deleted = await store.delete_objects(dest.bucket, whole) if whole else 0
+        deleted += await _delete_directory(store, scan.layout)
     return S3AAbortResult(
-        job_id, len(pending), len(doomed), deleted, tuple(kept), len(index - named)
+        job_id,
+        len(pending),
+        deleted,
+        tuple(maybe.values()),
+        tuple(kept.values()),
+        len(index - named),
     )
 
 

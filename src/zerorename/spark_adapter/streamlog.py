@@ -11,9 +11,10 @@ A commit of batch B by job J (see :func:`decide`):
 
 1. B <= watermark: a duplicate (Spark re-runs a batch whose commit it did not record);
    J's uploads are aborted, nothing becomes visible, success.
-2. an intent of B by another job K (a driver died during K's commit): K's journal says
-   whether to resume K, whether K finished (its pendingsets are gone) or never started
-   (they are all there); K is adopted as B's commit or discarded (:func:`recover`).
+2. an intent of B by another job K (a driver died during K's commit): with K's journal,
+   K is resumed and recorded as B's commit; without it nothing proves K committed (a
+   rollback, or a commit that never began completing), so K is discarded and B written
+   again (:func:`recover`).
 3. otherwise: write the intent (with J's journal, before any complete), commit J, write B
    as committed (with J's journal's ``succeeded``, after every complete).
 """
@@ -115,7 +116,12 @@ class BatchEntry:
 
 @dataclass(frozen=True)
 class Intent:
-    """A batch being committed by a job: the accepted attempts' pendingsets (keys)."""
+    """A batch being committed by a job, and its counts. ``pendingsets``: the accepted
+    attempts' pendingsets, as logs written before issue 20 list them; the sink now writes
+    none (the job's journal and plan hold them, and :func:`recover` needs only the
+    journal), so an intent's size does not grow with the batch's tasks: a list of
+    ~30,000 keys made a log larger than :data:`MAX_LOG_BYTES`, which no later commit
+    could read."""
 
     batch: int
     job_id: str
@@ -342,28 +348,47 @@ def decide(log: StreamLog, batch: int, job_id: str) -> Step:
 class Recovery(Enum):
     """What to do with job K of a batch's intent found by a later commit of that batch."""
 
-    #: K's journal exists: resume K, then record the batch as K's
+    #: K's journal exists: resume K (its journal proves what it completed), then record
+    #: the batch as K's
     RESUME = "resume"
-    #: K's commit finished (its pendingsets are gone): record the batch as K's
-    ADOPT = "adopt"
-    #: K's commit never started (every pendingset is there): discard K, commit the new job
+    #: nothing proves K committed: discard K (whatever is left of it), commit the new job
     DISCARD = "discard"
 
 
-def recover(intent: Intent, *, journal: bool, present: frozenset[str]) -> Recovery:
-    """K's fate from its journal and which of the intent's pendingsets still exist. No
-    journal and no pendingset means K's release ran, which only a finished commit starts:
-    the sink takes a discarded job's intent out of the log before its records go."""
-    if journal:
-        return Recovery.RESUME
-    named = set(intent.pendingsets)
-    found = named & present
-    if not found:
-        return Recovery.ADOPT
-    if found == named:
-        return Recovery.DISCARD
-    raise StreamLogError(
-        f"job {intent.job_id} of batch {intent.batch}: no journal and {len(found)} of its "
-        f"{len(named)} pendingsets left, so whether it committed is unknown; not committing "
-        "(inspect it with `zerorename jobs show`)"
-    )
+def recover(intent: Intent, *, journal: bool) -> Recovery:
+    """K's fate. A job is adopted as the batch's commit only on proof: the log's own
+    commit entry (then the batch is a duplicate, see :func:`decide`) or K's journal
+    (resume checks every upload before the sink records anything). Without a journal K
+    completed nothing that counts: a commit stores its journal before its first complete
+    and deletes it last, after the sink recorded the batch, so only a rollback (an
+    operator's ``jobs abort``) or a commit that never began completing leaves an intent
+    without one; K is discarded and the batch written again."""
+    return Recovery.RESUME if journal else Recovery.DISCARD
+
+
+class InLog(Enum):
+    """Where a query's log has a batch job (what ``zerorename jobs`` may do with it)."""
+
+    #: the log's intent names it: its commit began and did not finish
+    INTENT = "intent"
+    #: the log records its batch as committed by it
+    COMMITTED = "committed"
+    #: its batch is committed by another job: this run is a duplicate
+    SUPERSEDED = "superseded"
+    #: its batch is committed, older than the log's window: by it or by another job,
+    #: which the log no longer tells
+    OLD = "old"
+    #: the log does not name it: its commit never stored its intent
+    ABSENT = "absent"
+
+
+def in_log(log: StreamLog, job_id: str, batch: int | None) -> InLog:
+    """Where ``log`` has job ``job_id`` of ``batch`` (None: unknown) (pure)."""
+    if log.pending is not None and log.pending.job_id == job_id:
+        return InLog.INTENT
+    if any(e.job_id == job_id for e in log.recent):
+        return InLog.COMMITTED
+    if batch is not None and log.committed(batch):
+        seen = any(e.batch == batch for e in log.recent)
+        return InLog.SUPERSEDED if seen else InLog.OLD
+    return InLog.ABSENT

@@ -44,7 +44,6 @@ from zerorename.committers.paths import JobLayout, job_id_of_key
 from zerorename.committers.store import gather, read_optional
 from zerorename.spark_adapter.bridge import get_bridge
 from zerorename.spark_adapter.errors import StreamLogError
-from zerorename.spark_adapter.jobs import engine_for
 from zerorename.spark_adapter.options import WriteOptions
 from zerorename.spark_adapter.streamlog import (
     KEEP,
@@ -329,6 +328,8 @@ def committed_files(
     opts = reader_options(path, endpoint, region, profile, addressing_style)
     q = query_id_of(query) if query is not None else None
     dest = Destination.parse(opts.path)
+    from zerorename.spark_adapter.jobs import engine_for  # pyarrow: not for `zerorename jobs`
+
     return get_bridge().run(read_snapshot(engine_for(opts), dest, q, attempts=attempts))
 
 

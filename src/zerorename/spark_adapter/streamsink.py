@@ -8,15 +8,17 @@ The commit of batch B by job J (:mod:`streamlog` decides, this module does the I
    round (its marker, journal and pendingsets: read only, see :mod:`jobcommit`);
 2. B committed already (Spark re-runs a batch whose commit it did not record): abort J,
    success, nothing twice;
-3. another run's intent of B (a driver died in its commit): resume, adopt or discard that
-   job (its journal, its pendingsets); a discarded job leaves the log before its records
-   go (a log naming a job with no journal and no pendingset adopts it);
-4. commit J: the intent (job, pendingsets, counts) stored with J's journal and plan, all
-   answered before the first complete; B stored as committed with the journal's
-   ``succeeded`` (every complete answered); J's note deleted with its journal, the
-   release's last request. A driver that dies between leaves J's note: a journal the log
-   does not name completed nothing, and a job the log has committed keeps its files; the
-   next commit's sweep releases either (release deletes no data).
+3. another run's intent of B (a driver died in its commit): resume that job (its journal
+   proves what it completed) and record B as its, or discard it (no journal: nothing
+   proves it committed) and commit J; a discarded job leaves the log before its records
+   go;
+4. commit J: the intent (job and counts: its size does not grow with the tasks) stored
+   with J's journal and plan, all answered before the first complete; B stored as
+   committed with the journal's ``succeeded`` (every complete answered); J's note
+   deleted with its journal, the release's last request. A driver that dies between
+   leaves J's note: a journal the log does not name completed nothing, and a job the log
+   has committed keeps its files; the next commit's sweep releases either (release
+   deletes no data).
 
 Sequential requests for a batch: the append job commit's 6, nothing of the sink's own.
 """
@@ -29,14 +31,13 @@ import logging
 import time
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zerorename.committers import (
     CommitOptions,
     Committer,
     CommitterError,
     Destination,
-    Job,
     JobCommitError,
     JournalError,
     TaskCommitSummary,
@@ -45,7 +46,6 @@ from zerorename.committers import (
 from zerorename.committers.jobresult import CommitHooks, CommitProgress, JobCommitResult
 from zerorename.committers.store import gather
 from zerorename.spark_adapter.bridge import get_bridge
-from zerorename.spark_adapter.jobs import TaskResult, engine_for
 from zerorename.spark_adapter.options import WriteOptions
 from zerorename.spark_adapter.streamlog import (
     BatchEntry,
@@ -61,6 +61,9 @@ from zerorename.spark_adapter.streamlog import (
     started_key,
 )
 from zerorename.spark_adapter.streamread import query_id_of, read_log, reader_options
+
+if TYPE_CHECKING:  # pyarrow: `zerorename jobs` imports this module without it
+    from zerorename.spark_adapter.jobs import TaskResult
 
 log = logging.getLogger("zerorename.spark")
 
@@ -86,6 +89,8 @@ class BatchOutcome:
 
 def stream_committer(opts: WriteOptions) -> Committer:
     """The committer of a query's batch jobs (append, no _SUCCESS, no rollback)."""
+    from zerorename.spark_adapter.jobs import engine_for  # pyarrow: see TYPE_CHECKING above
+
     cls = committer_class(opts.committer)
     return cls(engine_for(opts), opts.path, conflict="append", options=STREAM_COMMIT)
 
@@ -142,32 +147,32 @@ class StreamSink:
             self.dest.bucket, self.key, new.to_json(), content_type="application/json"
         )
 
-    async def _present(self, job: Job, names: Sequence[str]) -> frozenset[str]:
-        found = set()
-        async for obj in self.store.list_objects(self.dest.bucket, job.layout.pendingsets_dir):
-            found.add(obj.key)
-        return frozenset(found & set(names))
-
     async def _settle(self, log_: StreamLog, job_id: str) -> tuple[StreamLog, BatchEntry | None]:
-        """A commit of the intent's batch found another run's intent: resume, adopt or
-        discard that job. Returns the log to go on from and the entry when it was adopted."""
+        """A commit of the intent's batch found another run's intent: resume that job (and
+        adopt it as the batch's commit) or discard it. Returns the log to go on from and
+        the entry when it was adopted."""
         intent = log_.pending
         assert intent is not None
         job = self.committer.job(intent.job_id)
         status = await job.status()
-        present = await self._present(job, intent.pendingsets)
-        fate = recover(intent, journal=status.journal is not None, present=present)
+        fate = recover(intent, journal=status.journal is not None)
         log.warning(
             "zerorename stream %s: batch %d was being committed by job %s (%s); %s",
             self.query_id,
             intent.batch,
             intent.job_id,
-            "journal" if status.journal is not None else f"{len(present)} pendingsets left",
+            "its journal is there" if status.journal is not None else "no journal",
             fate.value,
         )
+        entry = BatchEntry(
+            intent.batch, intent.job_id, intent.files, intent.rows, intent.bytes, time.time()
+        )
         if fate is Recovery.RESUME:
+            # the batch is recorded before the resume's release deletes K's journal (the
+            # proof a later commit would need otherwise)
+            record = CommitHooks(with_succeeded=lambda _: self.write_log(log_.with_commit(entry)))
             try:
-                await job.resume()
+                await job.resume(hooks=record)
             except (JournalError, JobCommitError) as exc:
                 # a journal stored without its plan (the commit stopped before completing
                 # anything) or a rollback that resume finished: abort (which refuses
@@ -179,14 +184,10 @@ class StreamSink:
         if fate is Recovery.DISCARD:
             bare = log_.without_intent()
             if intent.job_id != job_id:
-                # the log stops naming the job before its records go: a log whose intent
-                # names a job with no journal and no pendingset adopts that job
+                # the log stops naming the job before its records go
                 await self.write_log(bare)
                 await self.discard(intent.job_id)
             return bare, None
-        entry = BatchEntry(
-            intent.batch, intent.job_id, intent.files, intent.rows, intent.bytes, time.time()
-        )
         return log_.with_commit(entry), entry
 
     async def commit(
@@ -228,9 +229,9 @@ class StreamSink:
                     await self.write_log(current)
                     await gather(self.forget(adopted.job_id), self.discard(job_id))
                     return outcome("adopted", adopted.files, adopted.rows, adopted.bytes)
-            sets = tuple(sorted(Destination.parse(s.pendingset).prefix for s in summaries))
             files, n_bytes = sum(s.files for s in summaries), sum(s.bytes for s in summaries)
-            intent = current.with_intent(Intent(batch_id, job_id, sets, files, rows, n_bytes))
+            # bounded: no pendingset list (the journal and plan have it; see Intent)
+            intent = current.with_intent(Intent(batch_id, job_id, (), files, rows, n_bytes))
 
             def committed(p: CommitProgress) -> Awaitable[None]:
                 entry = BatchEntry(

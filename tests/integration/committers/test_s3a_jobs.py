@@ -273,10 +273,18 @@ def test_abort_rolls_the_job_back(
     others = st.others()
     code, out, err = cli(capsys, "jobs", "abort", dest_uri(s3), JOB, *aws_env)
     assert code == 0, err
-    assert "3 uploads aborted, 2 objects deleted" in out
+    assert "3 uploads aborted" in out
     assert "left 2 pending uploads" in out and "S3A keys carry no job id" in out
+    # the two objects the crashed commit completed are kept and named (issue 20: an
+    # identical object of a re-run cannot be told from the job's)
+    uri = f"s3://{s3.bucket}/"
+    kept = next(line for line in out.splitlines() if line.startswith("kept 2 objects"))
+    assert "this job may have completed: " in kept
+    assert all(uri + k in kept for k in st.completed)
     objs, ups = bucket_state(s3)
-    assert [k for k in objs if st.mine(k)] == []  # nothing of the job visible, no records
+    assert {k: v for k, v in objs.items() if st.mine(k)} == {
+        k: st.outputs[k] for k in st.completed
+    }  # no records, nothing pending, only what may be the job's completed files
     assert [u for u in ups if u[1] in st.job_uploads] == []
     assert st.others() == others
 
@@ -290,19 +298,91 @@ def test_abort_keeps_what_it_cannot_prove_is_the_jobs(
     c.put_object(Bucket=s3.bucket, Key=rewritten, Body=b"another writer, after the crash")
     code, out, err = cli(capsys, "jobs", "abort", dest_uri(s3), JOB, *aws_env)
     assert code == 0, err
-    assert "1 objects deleted" in out
     assert f"kept s3://{s3.bucket}/{rewritten}: " in out and "another writer" in out
+    assert f"kept 1 objects this job may have completed: s3://{s3.bucket}/{named}" in out
     objs, _ = bucket_state(s3)
     assert objs[rewritten] == b"another writer, after the crash"
-    assert [k for k in objs if st.mine(k) and k != rewritten] == []
+    assert objs[named] == st.outputs[named]
     # a job that committed the same key since: its _SUCCESS names it, so it stays
     st = lay_out(s3, s3a_records)
     theirs = SuccessData(job_id=OTHER, committer="magic", filenames=["/" + named])
     c.put_object(Bucket=s3.bucket, Key=st.dest + "_SUCCESS", Body=theirs.to_json())
     code, out, err = cli(capsys, "jobs", "abort", dest_uri(s3), JOB, *aws_env)
-    assert code == 0 and "1 objects deleted" in out, err
+    assert code == 0, err
     assert f"kept s3://{s3.bucket}/{named}: named by job {OTHER}'s _SUCCESS" in out
     assert bucket_state(s3)[0][named] == st.outputs[named]
+
+
+def _complete_all(s3: S3Target, st: Crashed) -> None:
+    """Complete every pending upload of the job's committed tasks (its commit finished)."""
+    c = s3.boto3_client()
+    for u in c.list_multipart_uploads(Bucket=s3.bucket, Prefix=st.dest).get("Uploads", []):
+        if u["UploadId"] not in st.job_uploads or u["Key"] not in st.outputs:
+            continue
+        parts = c.list_parts(Bucket=s3.bucket, Key=u["Key"], UploadId=u["UploadId"])["Parts"]
+        c.complete_multipart_upload(
+            Bucket=s3.bucket,
+            Key=u["Key"],
+            UploadId=u["UploadId"],
+            MultipartUpload={
+                "Parts": [{"PartNumber": p["PartNumber"], "ETag": p["ETag"]} for p in parts]
+            },
+        )
+
+
+def test_a_job_that_committed_before_a_newer_success_is_never_rolled_back(
+    s3: S3Target, s3a_records: dict[str, Any], aws_env: list[str], capsys: Any
+) -> None:
+    """Issue 20 #2: X's commit completed every upload, its cleanup died (its directory
+    stays) and a later job appended and wrote its own _SUCCESS. Abort refuses and changes
+    nothing; resume only cleans up and keeps the later job's _SUCCESS."""
+    st = lay_out(s3, s3a_records)
+    _complete_all(s3, st)
+    c = s3.boto3_client()
+    c.put_object(Bucket=s3.bucket, Key=st.dest + "later.parquet", Body=b"a later job's")
+    later = SuccessData(job_id=OTHER, committer="magic", filenames=["/later.parquet"]).to_json()
+    c.put_object(Bucket=s3.bucket, Key=st.dest + "_SUCCESS", Body=later)
+    code, out, err = cli(capsys, "jobs", "show", dest_uri(s3), JOB, *aws_env)
+    assert code == 0 and json.loads(out)["committed"] is True, err
+    before = bucket_state(s3)
+    code, out, err = cli(capsys, "jobs", "abort", dest_uri(s3), JOB, *aws_env)
+    assert code == 1 and out == "" and err.count("\n") == 1
+    assert "committed" in err and "every upload" in err and "jobs resume" in err
+    assert bucket_state(s3) == before
+    code, out, err = cli(capsys, "jobs", "resume", dest_uri(s3), JOB, *aws_env)
+    assert code == 0, err
+    assert "0 completed now" in out and "_SUCCESS left as it was" in out
+    objs, ups = bucket_state(s3)
+    assert objs[st.dest + "_SUCCESS"] == later
+    assert {k: v for k, v in objs.items() if k in st.outputs} == st.outputs
+    assert [k for k in objs if k.startswith(st.root)] == []
+    assert [u for u in ups if u[1] in st.job_uploads] == []
+
+
+def test_abort_keeps_an_identical_object_a_rerun_committed(
+    s3: S3Target, s3a_records: dict[str, Any], aws_env: list[str], capsys: Any
+) -> None:
+    """Issue 20 #3: a re-run wrote the same bytes in the same parts at a key the crashed
+    job had completed (same size and multipart ETag) and committed; abort of the crashed
+    job keeps it and says so."""
+    st = lay_out(s3, s3a_records)
+    c = s3.boto3_client()
+    key = next(k for k in sorted(st.completed) if "part-00000" in k)
+    chunks = OUTPUTS[TASKS[0]][key[len(st.dest) :]]
+    uid, etags = _upload(c, s3.bucket, key, chunks)
+    c.complete_multipart_upload(
+        Bucket=s3.bucket,
+        Key=key,
+        UploadId=uid,
+        MultipartUpload={"Parts": [{"PartNumber": i + 1, "ETag": e} for i, e in enumerate(etags)]},
+    )
+    rerun = SuccessData(job_id=OTHER, committer="magic", filenames=[]).to_json()
+    c.put_object(Bucket=s3.bucket, Key=st.dest + "_SUCCESS", Body=rerun)
+    code, out, err = cli(capsys, "jobs", "abort", dest_uri(s3), JOB, *aws_env)
+    assert code == 0, err
+    assert "kept 2 objects this job may have completed: " in out
+    assert f"s3://{s3.bucket}/{key}" in out
+    assert bucket_state(s3)[0][key] == st.outputs[key]
 
 
 @pytest.mark.parametrize(
@@ -402,8 +482,9 @@ def test_resume_refuses_a_job_whose_upload_was_lost_and_abort_still_cleans_it(
     assert bucket_state(s3) == before
     others = st.others()
     code, out, err = cli(capsys, "jobs", "abort", dest_uri(s3), JOB, *aws_env)
-    assert code == 0 and "2 uploads aborted, 2 objects deleted" in out, err
+    assert code == 0 and "2 uploads aborted" in out, err
+    assert "kept 2 objects this job may have completed" in out
     objs, ups = bucket_state(s3)
-    assert [k for k in objs if st.mine(k)] == []
+    assert sorted(k for k in objs if st.mine(k)) == sorted(st.completed)
     assert [u for u in ups if u[1] in st.job_uploads] == []
     assert st.others() == others
