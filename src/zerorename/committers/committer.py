@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zerorename.committers import objectstore as caps
+from zerorename.committers.commitlock import held_by_job
 from zerorename.committers.conflict import ConflictMode, ConflictScope
 from zerorename.committers.context import CommitOptions, CommitterKind, JobContext
 from zerorename.committers.errors import (
@@ -370,8 +371,10 @@ class Job:
         return await abort_job_storage(self.context)
 
     async def release(self) -> int:
-        """Delete the job's records and abort its leftover uploads (after _SUCCESS)."""
-        return await release_job_storage(self.context)
+        """Delete the job's records and abort its leftover uploads (after _SUCCESS), and the
+        destination's commit lock when the job holds it (:func:`.commitlock.held_by_job`)."""
+        lock = await held_by_job(self.context)
+        return await release_job_storage(self.context, lock=lock)
 
     async def cleanup(self, *, older_than: float | None = None) -> int:
         """Abort this job's leftover uploads and delete its records (never another job's);

@@ -70,6 +70,12 @@ class CommitOptions:
     write_success: bool = True
     #: local root for staging committers' attempt directories.
     staging_dir: Path = field(default_factory=lambda: Path(tempfile.gettempdir()))
+    #: seconds a commit waits for its destination's commit lock while another job's
+    #: commit holds it, before it refuses (nothing written); 0: refuse at once.
+    lock_wait: float = 900.0
+    #: seconds after which a lock whose holder has written no journal is released by the
+    #: next job (the holder is fenced off: it can never complete anything).
+    lock_stale_after: float = 3600.0
 
     def __post_init__(self) -> None:
         if self.window < 1 or self.task_concurrency < 1:
@@ -78,6 +84,8 @@ class CommitOptions:
             raise CommitterConfigError("scan_concurrency must be >= 1")
         if self.concurrency is not None and self.concurrency < 1:
             raise CommitterConfigError("concurrency must be >= 1")
+        if not (self.lock_wait >= 0 and self.lock_stale_after >= 0):
+            raise CommitterConfigError("lock_wait and lock_stale_after must be >= 0 seconds")
         if self.progress_interval <= 0:
             raise CommitterConfigError("progress_interval must be > 0")
 

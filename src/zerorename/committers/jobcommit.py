@@ -45,6 +45,12 @@ import anyio
 
 from zerorename.aio import unwrapped
 from zerorename.committers import objectstore as caps
+from zerorename.committers.commitlock import (
+    CommitLock,
+    LockLost,
+    first_journal,
+    releasable,
+)
 from zerorename.committers.conflict import (
     ConflictMode,
     ConflictScope,
@@ -65,36 +71,32 @@ from zerorename.committers.jobresult import (
     CommitProgress,
     JobCommitResult,
     ProgressFn,
+    success_record,
 )
-from zerorename.committers.jobscan import CommitScan, precheck, precheck_needs_scan, scan_width
+from zerorename.committers.jobscan import CommitScan, precheck, scan_width
 from zerorename.committers.jobstorage import (
     AbortResult,
-    abort_job_storage,
-    check_abort_unread,
     cut_short,
     job_is_active,
     read_journal,
     release_job_storage,
     releasing,
     replace_records,
+    rollback_job,
     run_replacement,
     stored_replace_records,
-    success_of_job,
 )
 from zerorename.committers.journal import (
     CommitPlan,
     Event,
     Journal,
     State,
-    can_abort,
     check_plan,
     completed_event,
     resumable_plan,
 )
-from zerorename.committers.records import SuccessData
 from zerorename.committers.spool import PendingSetCache
 from zerorename.committers.store import Outcome, caught, gather, nothing, read_optional
-from zerorename.committers.successdata import success_filename
 from zerorename.committers.validate import UploadSet
 
 __all__ = ["CommitHooks", "CommitProgress", "JobCommitResult", "JobCommitRun", "ProgressFn"]
@@ -139,6 +141,8 @@ class JobCommitRun:
         self.seen = UploadSet()
         self._t0 = time.monotonic()
         self._stats0 = (self.engine.stats.retries, self.engine.stats.throttles)
+        #: this run's hold on the destination's commit lock
+        self.lock = CommitLock(ctx, self._waiting)
 
     # ---------------------------------------------------------------- progress & journal
     def snapshot(self) -> CommitProgress:
@@ -165,12 +169,16 @@ class JobCommitRun:
         except Exception:
             log.exception("job commit progress callback raised")
 
+    def _waiting(self, job: str) -> None:
+        self.phase = f"waiting for job {job}'s commit"
+
     async def _ticker(self) -> None:
         while True:
             await self._report()
             await anyio.sleep(self.opts.progress_interval)
 
-    async def _save_journal(self) -> None:
+    async def _save_journal(self, *, first: bool = False) -> None:
+        """Store the journal; ``first`` (a fresh commit's): with If-None-Match."""
         j = self.journal
         j.updated = time.time()
         j.uploads_done = max(j.uploads_done, self.c.uploads)
@@ -178,6 +186,10 @@ class JobCommitRun:
         j.retries += self.engine.stats.retries - r0
         j.throttles += self.engine.stats.throttles - t0
         self._stats0 = (self.engine.stats.retries, self.engine.stats.throttles)
+        if first:
+            await first_journal(self.ctx, j.to_json())
+            self.lock.journaled = True
+            return
         await self.engine.put_object(
             self.dest.bucket, self.layout.journal, j.to_json(), content_type=JSON
         )
@@ -219,7 +231,7 @@ class JobCommitRun:
         reads): nothing is written and no error raised; :meth:`commit` acts on what it
         found (or :meth:`close` drops it)."""
         self._check(self.plan)
-        self._read = await self._read_round(False)
+        self._read = await self._read_round(False, False)
 
     def close(self) -> None:
         """Drop what :meth:`read_ahead` read (the pendingset cache's spill file)."""
@@ -268,6 +280,7 @@ class JobCommitRun:
             )
         if plan_data is None:
             if j.state is State.SUCCEEDED:
+                self.lock.held = await releasable(self.ctx, j)
                 return await self._finish_release()
             raise cut_short(self.ctx, "plan", j.state)
         self.plan = resumable_plan(plan_data, j, lay, self.dest.uri)
@@ -309,14 +322,14 @@ class JobCommitRun:
                 f"resume() or abort() (zerorename jobs resume|abort)"
             )
 
-    async def _read_round(self, resumed: bool) -> list[Any]:
-        """Round 1: read and check everything, write nothing; errors kept, not raised."""
+    async def _read_round(self, resumed: bool, lock: bool) -> list[Any]:
+        """Round 1: read and check everything, errors kept, not raised; nothing written but,
+        with ``lock``, the destination's commit lock tried."""
         ctx = self.ctx
         self.phase = "scanning"
-        early = not precheck_needs_scan(ctx)
         steps: list[Awaitable[Outcome[object]]] = [
             caught(self._scan().run(0, tally=True)),
-            caught(precheck(ctx, set()) if early else nothing()),
+            caught(self.lock.take() if lock else nothing()),
         ]
         if not resumed:
             steps += [caught(job_is_active(ctx)), caught(read_journal(ctx))]
@@ -324,26 +337,36 @@ class JobCommitRun:
 
     async def _start(self, resumed: bool) -> None:
         """Round 1 (unless read ahead) and round 2 (the journal, the plan, the replace
-        records and the caller's ``with_journal`` at once): see the module's docstring. A
-        journal in state ``started`` (written by an older zerorename) resumes here too."""
+        records and the caller's ``with_journal`` at once): see the module's docstring.
+        Fail and replace take the destination's lock in round 1 and list after it; append
+        takes it in round 2 (:mod:`commitlock`). A journal in state ``started`` (written by
+        an older zerorename) resumes here too."""
         ctx = self.ctx
-        early = not precheck_needs_scan(ctx)
-        outcomes = self._read if self._read is not None else await self._read_round(resumed)
-        self._read = None
+        ahead, self._read = self._read, None
+        lock_now = ctx.conflict is not ConflictMode.APPEND and not self.lock.held
+        outcomes = ahead if ahead is not None else await self._read_round(resumed, lock_now)
+        if lock_now and ahead is not None:
+            outcomes[1] = await caught(self.lock.take())
         if not resumed:
-            self._gate(outcomes[2], outcomes[3])
+            try:
+                self._gate(outcomes[2], outcomes[3])
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await self.lock.release_unjournaled()
+                raise
         try:
-            outcomes[0].get()
-            old = outcomes[1].get()
-            if not early:
-                old = await precheck(ctx, self.partitions)
+            holder, _ = outcomes[1].get(), outcomes[0].get()
+            if lock_now and not self.lock.held:
+                await self.lock.wait(holder)
+                self.phase = "scanning"
+            old = await precheck(ctx, self.partitions)
             self._replace_plan = old if isinstance(old, list) else None
             self._apply(Event.SCANNED)
             # the caller's record, then the journal before the plan: a crash during these
             # writes leaves no plan without its journal (all are answered before a complete)
             hook = self.hooks.with_journal if not resumed else None
             writes: list[Awaitable[object]] = [hook() if hook is not None else nothing()]
-            writes.append(self._save_journal())
+            writes.append(self._save_journal(first=not resumed))
             if not resumed:
                 writes.append(
                     self.engine.put_object(
@@ -352,7 +375,10 @@ class JobCommitRun:
                 )
             if self._replace_plan is not None:
                 writes += replace_records(ctx, self._replace_plan, self.partitions)
-            await gather(*writes)
+            writes.append(caught(self.lock.take() if not self.lock.held else nothing()))
+            holder = (await gather(*writes))[-1].get()
+            if not self.lock.held:  # append: another commit holds it; the journal waits
+                await self.lock.wait(holder)
         except BaseException as exc:
             with anyio.CancelScope(shield=True):
                 await self._failed(exc, resumed)
@@ -363,6 +389,8 @@ class JobCommitRun:
         j = self.journal
         #: a resumed journal that claims every complete done: verified before _SUCCESS
         claims_done = resumed and j.state in (State.REPLACING, State.SUCCEEDED)
+        if resumed:
+            await self.lock.for_resume(j)
         if not resumed or j.state is State.STARTED:
             await self._start(resumed)
         if j.state is State.COMPLETING:
@@ -409,7 +437,7 @@ class JobCommitRun:
         while the job's records and uploads are listed; then the release."""
         j, hook = self.journal, self.hooks.with_succeeded
         also = () if resumed else self.hooks.release_also
-        async with releasing(self.ctx, also) as release:
+        async with releasing(self.ctx, also, lock=self.lock.held) as release:
             try:
                 success_key, _, _ = await gather(
                     self._write_success(),
@@ -437,7 +465,7 @@ class JobCommitRun:
         if self.hooks.with_succeeded is not None:  # before the journal goes
             await self.hooks.with_succeeded(self.snapshot())
         self.phase = "cleanup"
-        await release_job_storage(self.ctx)
+        await release_job_storage(self.ctx, lock=self.lock.held)
         success_key = self.layout.success if self.opts.write_success else None
         return await self._committed(success_key, True, None)
 
@@ -500,6 +528,7 @@ class JobCommitRun:
         A bad record is never a reason to roll back: it changes nothing (a fresh commit
         refuses it in its first round, before writing anything)."""
         j = self.journal
+        await self.lock.stopped(exc)  # raises DestinationLocked: nothing left to undo
         if isinstance(exc, RecordFormatError):
             if not resumed and j.state is not State.STARTED:
                 j.error = f"{type(exc).__name__}: {exc}"
@@ -515,7 +544,7 @@ class JobCommitRun:
                 rolled = True
             except Exception:
                 log.exception("rolling back job %s failed; its journal is left", j.job_id)
-        elif j.state is not State.STARTED:
+        elif j.state is not State.STARTED and not isinstance(exc, LockLost):
             try:
                 await self._save_journal()
             except Exception:
@@ -566,32 +595,15 @@ class JobCommitRun:
     async def _write_success(self) -> str | None:
         if not self.opts.write_success:
             return None
-        j = self.journal
         r0, t0 = self._stats0
-        metrics: dict[str, int | float] = {
-            "files": j.uploads_total,
-            "uploads": j.uploads_total,
-            "bytes": j.bytes_total,
-            "pendingsets": len(self.plan.pendingsets),
-            "duration_ms": round((time.time() - j.started) * 1000),
-            "retries": j.retries + self.engine.stats.retries - r0,
-            "throttles": j.throttles + self.engine.stats.throttles - t0,
-            "commit_processes": j.processes,
-            **self.extra_metrics,
-        }
-        diag = {
-            "conflict": self.ctx.conflict.value,
-            "scope": self.ctx.scope.value,
-            "destination": self.dest.uri,
-            **self.diagnostics,
-        }
-        data = SuccessData(
-            job_id=j.job_id,
-            committer=self.ctx.kind.value,
-            metrics=metrics,
-            description=f"zerorename {self.ctx.kind.value} committer",
-            diagnostics=diag,
-            filenames=[success_filename(self.dest.key(rel)) for rel in j.filenames],
+        stats = (self.engine.stats.retries - r0, self.engine.stats.throttles - t0)
+        data = success_record(
+            self.ctx,
+            self.journal,
+            len(self.plan.pendingsets),
+            stats,
+            self.extra_metrics,
+            self.diagnostics,
         )
         await self.engine.put_object(
             self.dest.bucket, self.layout.success, data.to_json(), content_type=JSON
@@ -602,25 +614,11 @@ class JobCommitRun:
     async def rollback(
         self, *, keep: Iterable[str] = (), check_success: bool = True
     ) -> AbortResult:
-        """Abort every pending upload of the job and delete every object it completed and its
-        records: afterwards nothing of the job is left. Refused once old files were
-        deleted (replace) or _SUCCESS was written (``check_success``: look for it even
-        when the journal did not record it yet). ``keep``: keys not deleted (another
-        writer's objects found at the job's keys)."""
-        try:
-            j = await read_journal(self.ctx)
-        except RecordFormatError as exc:
-            await check_abort_unread(self.ctx, exc)
-            j = None  # proven safe to abort without it; it is deleted last
-        if j is not None:
-            done = check_success and j.state is State.COMPLETING and await success_of_job(self.ctx)
-            if not can_abort(j.state) or done:
-                state = "succeeded (its _SUCCESS is written)" if done else j.state.value
-                raise JournalError(
-                    f"job {self.job_id} is in state {state}: its files are "
-                    f"complete and older files may be gone; resume it instead of aborting"
-                )
+        """Abort the job: nothing of it left (:func:`~.jobstorage.rollback_job`)."""
+
+        async def aborting(j: Journal) -> None:
             self.journal = j
             self._apply(Event.ABORT)
             await self._save_journal()
-        return await abort_job_storage(self.ctx, keep=keep)
+
+        return await rollback_job(self.ctx, aborting, keep=keep, check_success=check_success)

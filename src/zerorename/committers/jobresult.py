@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
-__all__ = ["CommitHooks", "CommitProgress", "JobCommitResult", "ProgressFn"]
+from zerorename.committers.context import JobContext
+from zerorename.committers.journal import Journal
+from zerorename.committers.records import SuccessData
+from zerorename.committers.successdata import success_filename
+
+__all__ = [
+    "CommitHooks",
+    "CommitProgress",
+    "JobCommitResult",
+    "ProgressFn",
+    "success_record",
+]
 
 
 @dataclass(frozen=True)
@@ -54,3 +66,40 @@ class CommitHooks:
     with_succeeded: Callable[[CommitProgress], Awaitable[object]] | None = None
     #: keys deleted in the release's last request, with the journal (not when it fails)
     release_also: tuple[str, ...] = ()
+
+
+def success_record(
+    ctx: JobContext,
+    j: Journal,
+    pendingsets: int,
+    stats: tuple[int, int],
+    extra_metrics: Mapping[str, int | float],
+    diagnostics: Mapping[str, str],
+) -> SuccessData:
+    """A committed job's ``_SUCCESS``: its figures (``stats``: this process's retries and
+    throttles, added to the journal's), the caller's, and up to its first files."""
+    metrics: dict[str, int | float] = {
+        "files": j.uploads_total,
+        "uploads": j.uploads_total,
+        "bytes": j.bytes_total,
+        "pendingsets": pendingsets,
+        "duration_ms": round((time.time() - j.started) * 1000),
+        "retries": j.retries + stats[0],
+        "throttles": j.throttles + stats[1],
+        "commit_processes": j.processes,
+        **extra_metrics,
+    }
+    diag = {
+        "conflict": ctx.conflict.value,
+        "scope": ctx.scope.value,
+        "destination": ctx.dest.uri,
+        **diagnostics,
+    }
+    return SuccessData(
+        job_id=j.job_id,
+        committer=ctx.kind.value,
+        metrics=metrics,
+        description=f"zerorename {ctx.kind.value} committer",
+        diagnostics=diag,
+        filenames=[success_filename(ctx.dest.key(rel)) for rel in j.filenames],
+    )

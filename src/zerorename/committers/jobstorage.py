@@ -21,6 +21,13 @@ from dataclasses import dataclass
 import anyio
 
 from zerorename.committers import objectstore as caps
+from zerorename.committers.commitlock import (
+    LockLost,
+    first_journal,
+    lock_key,
+    read_lock,
+    tombstone,
+)
 from zerorename.committers.conflict import (
     ConflictMode,
     ConflictScope,
@@ -44,8 +51,10 @@ from zerorename.committers.records import PendingRecord
 from zerorename.committers.store import (
     LIST_CONCURRENCY,
     Check,
+    Outcome,
     abort_uploads,
     bounded_map,
+    caught,
     check_record,
     gather,
     is_ours,
@@ -167,10 +176,13 @@ async def delete_recorded_objects(ctx: JobContext, keep: Iterable[str] = ()) -> 
     return deleted
 
 
-async def abort_job_storage(ctx: JobContext, *, keep: Iterable[str] = ()) -> AbortResult:
+async def abort_job_storage(
+    ctx: JobContext, *, keep: Iterable[str] = (), lock: bool = False
+) -> AbortResult:
     """Abort (or roll back) the job: marker first (stragglers stop), then its pending uploads
     (by the naming rule: tasks that died before writing a record count too), the objects
-    its pendingsets prove it completed (but the ``keep`` keys), its records, journal last.
+    its pendingsets prove it completed (but the ``keep`` keys), its records, journal last
+    (with ``lock``: the destination's commit lock with it, see :mod:`commitlock`).
     Nothing that only mentions the job id elsewhere in its key is touched."""
     engine, dest, lay = ctx.engine, ctx.dest, ctx.layout
     res = AbortResult(ctx.job_id)
@@ -179,7 +191,7 @@ async def abort_job_storage(ctx: JobContext, *, keep: Iterable[str] = ()) -> Abo
     res.objects_deleted = await delete_recorded_objects(ctx, keep)
     records = keys_under(engine, dest.bucket, lay.root, lambda k: True, skip=[lay.journal])
     await engine.delete_objects(dest.bucket, records)
-    await engine.delete_objects(dest.bucket, [lay.journal])
+    await engine.delete_objects(dest.bucket, [*([lock_key(dest)] if lock else []), lay.journal])
     await anyio.to_thread.run_sync(lambda: shutil.rmtree(ctx.local_job_dir, ignore_errors=True))
     return res
 
@@ -266,13 +278,15 @@ async def run_replacement(
 
 @contextlib.asynccontextmanager
 async def releasing(
-    ctx: JobContext, also: Sequence[str] = ()
+    ctx: JobContext, also: Sequence[str] = (), *, lock: bool = False
 ) -> AsyncIterator[Callable[[], Awaitable[int]]]:
     """The release of a job's storage after its commit (:func:`release_job_storage`),
     its two listings (records, pending uploads) started on entry: the block writes what
     must come first (``_SUCCESS``, the journal) meanwhile, then calls the release.
     Nothing is deleted or aborted before that call. ``also``: the caller's keys deleted
-    in the journal's request (a streaming sink's note of the job: gone only with it)."""
+    in the journal's request (a streaming sink's note of the job: gone only with it).
+    ``lock``: the destination's commit lock goes with the marker, before the journal's
+    delete (while the journal exists no other job touches the lock)."""
     engine, dest, lay = ctx.engine, ctx.dest, ctx.layout
     skip = [lay.journal, lay.marker]
     records = keys_under(engine, dest.bucket, lay.root, lambda k: True, skip=skip)
@@ -283,6 +297,8 @@ async def releasing(
 
         async def doomed() -> AsyncIterator[str]:
             yield lay.marker  # first: a straggler task attempt stops
+            if lock:
+                yield lock_key(dest)
             async for key in listed:
                 yield key
 
@@ -300,11 +316,11 @@ async def releasing(
         yield release
 
 
-async def release_job_storage(ctx: JobContext) -> int:
+async def release_job_storage(ctx: JobContext, *, lock: bool = False) -> int:
     """After a successful commit (or for cleanup): the marker (stragglers stop) and the
     job's records deleted and its leftover uploads aborted, all at once (neither depends
     on the other), the journal last. Returns uploads aborted."""
-    async with releasing(ctx) as release:
+    async with releasing(ctx, lock=lock) as release:
         return await release()
 
 
@@ -365,3 +381,44 @@ async def check_abort_unread(ctx: JobContext, exc: RecordFormatError) -> None:
             f"job {ctx.job_id}: abort refused: {exc.location} is malformed and "
             f"{why}; repair the journal (or remove it once sure) and retry"
         ) from exc
+
+
+async def rollback_job(
+    ctx: JobContext,
+    aborting: Callable[[Journal], Awaitable[None]],
+    *,
+    keep: Iterable[str] = (),
+    check_success: bool = True,
+) -> AbortResult:
+    """Abort every pending upload of the job and delete every object it completed and its
+    records: afterwards nothing of the job is left. Refused once old files were
+    deleted (replace) or _SUCCESS was written (``check_success``: look for it even
+    when the journal did not record it yet). ``keep``: keys not deleted (another
+    writer's objects found at the job's keys). ``aborting(journal)`` moves the journal
+    to ``rolling_back`` and stores it. The destination's commit lock goes with the
+    journal when it names the job and the journal is not another job's tombstone; one
+    with no journal is fenced first (:mod:`commitlock`)."""
+    j_read, lock_read = await gather(caught(read_journal(ctx)), caught(read_lock(ctx)))
+    try:
+        j = j_read.get()
+    except RecordFormatError as exc:
+        await check_abort_unread(ctx, exc)
+        j = None  # proven safe to abort without it; it is deleted last (the lock stays)
+        lock_read = Outcome(None)
+    holder = lock_read.get()
+    lock = holder is not None and holder.job_id == ctx.job_id
+    if lock and j is None:  # fence itself first: no other job's takeover races this
+        with contextlib.suppress(LockLost):
+            await first_journal(ctx, tombstone(ctx.job_id, ctx.job_id))
+        j = await read_journal(ctx)
+    lock = lock and (j is None or j.fenced_by in (None, ctx.job_id))
+    if j is not None:
+        done = check_success and j.state is State.COMPLETING and await success_of_job(ctx)
+        if not can_abort(j.state) or done:
+            state = "succeeded (its _SUCCESS is written)" if done else j.state.value
+            raise JournalError(
+                f"job {ctx.job_id} is in state {state}: its files are "
+                f"complete and older files may be gone; resume it instead of aborting"
+            )
+        await aborting(j)
+    return await abort_job_storage(ctx, keep=keep, lock=lock)

@@ -245,6 +245,9 @@ class Journal:
     filenames: list[str] = field(default_factory=list)
     retries: int = 0
     throttles: int = 0
+    #: the job that fenced this commit off its destination's commit lock (a tombstone
+    #: planted where no journal was: :mod:`commitlock`); None for a commit's own journal
+    fenced_by: str | None = None
 
     def apply(self, event: Event) -> State:
         """Take ``event`` (:func:`process_event`); a commit that moves on clears its error,
@@ -283,11 +286,14 @@ class Journal:
             filenames=f.str_list("filenames", most=MAX_SUCCESS_FILENAMES),
             retries=f.int_("retries", required=False),
             throttles=f.int_("throttles", required=False),
+            fenced_by=f.opt_str("fenced_by"),
         )
-        try:
-            check_job_id(j.job_id)
-        except InvalidJobId as exc:
-            raise f.fail("jobId", str(exc)) from None
+        for name, value in (("jobId", j.job_id), ("fenced_by", j.fenced_by)):
+            try:
+                if value is not None:
+                    check_job_id(value)
+            except InvalidJobId as exc:
+                raise f.fail(name, str(exc)) from None
         if j.state in (State.REPLACING, State.SUCCEEDED) and j.watermark != total:
             raise f.fail("watermark", f"{j.watermark} of {total} pendingsets done in state {state}")
         return j

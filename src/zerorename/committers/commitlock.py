@@ -1,0 +1,391 @@
+"""The destination's commit lock: the commits of jobs on one destination take turns, so
+whatever runs at once the result equals some serial order (invariant 6).
+
+One object per destination, ``<dest>/__magic_commit/lock.json``, names the job whose
+commit holds it. It is created only with If-None-Match (S3, RGW and moto refuse the
+second creator with 412), taken before anything of a commit is visible (fail and
+replace: before their conflict listing, so a replace plan never holds part of a commit
+still running and two fail-mode commits never both find the destination empty; append:
+with its journal, before its first complete) and deleted once the journal recorded the
+end (``succeeded`` or the rollback), before the journal itself. Per destination, not per
+partition: every mode and scope takes the same one object, so no two commits interleave
+and no order of partition locks can deadlock; commits on one destination serialize.
+
+Who may delete a lock naming job H (nobody else, so no delete removes another holder's
+lock that replaced H's):
+
+- H's commit, its resume or its abort, while H's journal exists: as long as a journal of H
+  is stored, no other job touches H's lock (the lock goes in the request before the
+  journal's delete, or with it);
+- another job K, once H is *fenced*: H holds the lock but has no journal, and the lock is
+  older than ``CommitOptions.lock_stale_after``. K then writes a tombstone journal for H
+  (state ``rolling_back``, ``fenced_by`` K) with If-None-Match. If that succeeds, H's own
+  first journal write (If-None-Match too) can never succeed, so H completes nothing, ever
+  (it fails with :class:`LockLost`; ``jobs abort`` removes what it left); K re-reads the
+  lock and deletes it if it is still H's. If the write finds a journal, H is committing:
+  K waits. The time bound decides only when a silent holder is fenced, never whether two
+  commits can act at once;
+- H releasing without a journal (a commit refused before writing one) fences itself the
+  same way first (``fenced_by`` H), then deletes the lock and the tombstone together.
+
+A job that finds the lock held waits (polling, reported as the commit's phase) at most
+``CommitOptions.lock_wait`` seconds, then refuses with :class:`DestinationLocked`; its
+commit wrote nothing (or removed the journal it wrote), so it can be run again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+import anyio
+
+from zerorename.committers import objectstore as caps
+from zerorename.committers.context import JobContext
+from zerorename.committers.errors import InvalidJobId, JobCommitError, RecordFormatError
+from zerorename.committers.journal import Journal, State
+from zerorename.committers.paths import Destination, JobLayout, check_job_id
+from zerorename.committers.store import read_optional
+from zerorename.committers.validate import Fields, load_json
+from zerorename.engine.errors import PreconditionFailed
+
+log = logging.getLogger("zerorename.committers")
+LOCK_DIR = "__magic_commit"
+LOCK_NAME = "lock.json"
+LOCK_VERSION = 1
+JSON = "application/json"
+#: the longest pause between two looks at a held lock
+MAX_POLL = 2.0
+
+__all__ = [
+    "CommitLock",
+    "DestinationLocked",
+    "LockLost",
+    "LockRecord",
+    "Verdict",
+    "acquire",
+    "fence",
+    "judge",
+    "lock_key",
+    "read_lock",
+    "release_unjournaled",
+    "try_lock",
+]
+
+
+class DestinationLocked(JobCommitError):
+    """Raised when a job commit (or resume) could not take its destination's commit lock
+    within ``CommitOptions.lock_wait``: another job's commit holds it. Nothing of the
+    commit is left written; commit (or resume) again once that job finished."""
+
+
+class LockLost(JobCommitError):
+    """Raised when a commit finds it was fenced off its destination's commit lock (it held
+    the lock longer than ``lock_stale_after`` without a journal and another job released
+    it): it completed nothing and never will; abort the job and run it again."""
+
+
+def lock_key(dest: Destination) -> str:
+    """The destination's commit lock (inside a ``__magic*`` directory: never data)."""
+    return dest.key(f"{LOCK_DIR}/{LOCK_NAME}")
+
+
+@dataclass(frozen=True)
+class LockRecord:
+    """``lock.json``: which job's commit holds the destination, since when (its clock)."""
+
+    job_id: str
+    acquired: float = field(default_factory=time.time)
+    hostname: str = field(default_factory=socket.gethostname)
+
+    def to_json(self) -> bytes:
+        d = {
+            "version": LOCK_VERSION,
+            "jobId": self.job_id,
+            "acquired": self.acquired,
+            "hostname": self.hostname,
+        }
+        return json.dumps(d, ensure_ascii=False).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes | str, *, location: str = "") -> LockRecord:
+        """Parse and check; RecordFormatError for anything but a lock record."""
+        f = Fields(load_json(data, "commit lock", location), "commit lock", location)
+        if f.d.get("version") != LOCK_VERSION:
+            raise f.fail("version", f"{f.d.get('version')!r} is not {LOCK_VERSION}")
+        rec = cls(
+            f.str_("jobId"),
+            f.time_("acquired"),
+            f.str_("hostname", required=False, empty=True),
+        )
+        try:
+            check_job_id(rec.job_id)
+        except InvalidJobId as exc:
+            raise f.fail("jobId", str(exc)) from None
+        return rec
+
+
+class Verdict(StrEnum):
+    OURS = "ours"  # the lock names this job (a retried create, or an earlier process)
+    WAIT = "wait"  # another job's commit holds it, or may still start
+    FENCE = "fence"  # its holder wrote no journal within the bound: fence it off
+
+
+def judge(holder: LockRecord, me: str, journal: bool, now: float, stale_after: float) -> Verdict:
+    """What a job does about a lock held by ``holder`` (``journal``: the holder has one)."""
+    if holder.job_id == me:
+        return Verdict.OURS
+    if journal or now - holder.acquired < stale_after:
+        return Verdict.WAIT
+    return Verdict.FENCE
+
+
+async def read_lock(ctx: JobContext) -> LockRecord | None:
+    """The destination's lock record, or None when it is free."""
+    key = lock_key(ctx.dest)
+    data = await read_optional(ctx.engine, ctx.dest.bucket, key, max_size=caps.MARKER_CAP)
+    if data is None:
+        return None
+    try:
+        return LockRecord.from_json(data, location=ctx.dest.uri_of(key))
+    except RecordFormatError as exc:
+        raise RecordFormatError(
+            f"{exc.detail}; delete it once no job commits to {ctx.dest.uri}",
+            location=exc.location,
+        ) from None
+
+
+#: what :func:`try_lock` answers when the lock was released between its two requests
+FREE = LockRecord("00000000-0000-4000-8000-000000000000", 0.0, "")
+
+
+async def try_lock(ctx: JobContext) -> LockRecord | None:
+    """Create the lock for this job (If-None-Match). None: it is this job's now (also when
+    it named this job already); else the holder's record (:data:`FREE` if it was gone
+    by the time it was read)."""
+    engine, key = ctx.engine, lock_key(ctx.dest)
+    try:
+        await engine.put_object(
+            ctx.dest.bucket,
+            key,
+            LockRecord(ctx.job_id).to_json(),
+            if_none_match=True,
+            content_type=JSON,
+        )
+        return None
+    except PreconditionFailed:
+        pass
+    holder = await read_lock(ctx)
+    if holder is None:
+        return FREE
+    return None if holder.job_id == ctx.job_id else holder
+
+
+def tombstone(job_id: str, by: str) -> bytes:
+    """The journal that fences job ``job_id`` off the lock (its first journal write, with
+    If-None-Match, then fails); abort (``zerorename jobs abort``) finishes it."""
+    why = f"fenced off the destination's commit lock by job {by} before its commit began"
+    return Journal(job_id, State.ROLLING_BACK, error=why, fenced_by=by).to_json()
+
+
+async def fence(ctx: JobContext, holder: LockRecord) -> bool:
+    """Fence ``holder`` (which has no journal) and release its lock: False when it has a
+    journal by now (it is committing: wait)."""
+    engine, dest = ctx.engine, ctx.dest
+    journal = JobLayout(dest, holder.job_id).journal
+    try:
+        await engine.put_object(
+            dest.bucket,
+            journal,
+            tombstone(holder.job_id, ctx.job_id),
+            if_none_match=True,
+            content_type=JSON,
+        )
+    except PreconditionFailed:
+        return False
+    # from here only this job deletes the holder's lock: nobody else can change it
+    now = await read_lock(ctx)
+    if now == holder:
+        await engine.delete_objects(dest.bucket, [lock_key(dest)])
+    else:  # the holder finished and released it meanwhile: nothing of it to fence
+        await engine.delete_objects(dest.bucket, [journal])
+    return True
+
+
+async def holder_has_journal(ctx: JobContext, holder: LockRecord) -> bool:
+    lay = JobLayout(ctx.dest, holder.job_id)
+    return await ctx.engine.head_object(ctx.dest.bucket, lay.journal) is not None
+
+
+async def acquire(
+    ctx: JobContext, holder: LockRecord | None, on_wait: Callable[[str], None]
+) -> None:
+    """Take the lock, ``holder`` being what :func:`try_lock` answered: wait while another
+    job's commit holds it (``on_wait(job id)`` each time), fence a silent holder; after
+    ``lock_wait`` seconds :class:`DestinationLocked`. Nothing is written but the lock
+    (and a fenced holder's tombstone)."""
+    opts = ctx.opts
+    deadline = time.monotonic() + opts.lock_wait
+    pause = 0.05
+    while holder is not None:
+        if holder is not FREE:
+            has_journal = await holder_has_journal(ctx, holder)
+            verdict = judge(holder, ctx.job_id, has_journal, time.time(), opts.lock_stale_after)
+            if verdict is Verdict.FENCE and await fence(ctx, holder):
+                holder = await try_lock(ctx)
+                continue
+            on_wait(holder.job_id)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                state = "is committing" if has_journal else "has not started committing"
+                raise DestinationLocked(
+                    f"job {ctx.job_id} commit refused: {ctx.dest.uri} is locked by job "
+                    f"{holder.job_id}, which {state} (lock taken {ago(holder)}); waited "
+                    f"{opts.lock_wait:g} s; commit again once it finished, or if its process "
+                    f"is gone: zerorename jobs resume|abort {ctx.dest.uri} {holder.job_id}",
+                    job_id=ctx.job_id,
+                    rolled_back=False,
+                    state=State.STARTED.value,
+                )
+            await anyio.sleep(min(pause, left))
+            pause = min(pause * 2, MAX_POLL)
+        holder = await try_lock(ctx)
+
+
+def ago(holder: LockRecord) -> str:
+    return f"{max(0.0, time.time() - holder.acquired):.0f} s ago on {holder.hostname or '?'}"
+
+
+async def release_unjournaled(ctx: JobContext) -> bool:
+    """Release this job's lock when it has no journal (a commit refused before writing
+    one): fence itself first, so no other job's takeover races the delete; then the lock
+    and the tombstone go in one request. False (nothing done) when a journal of the job
+    exists (fenced by another job: that job releases the lock; or its commit started)."""
+    engine, dest = ctx.engine, ctx.dest
+    lay = JobLayout(dest, ctx.job_id)
+    try:
+        await engine.put_object(
+            dest.bucket,
+            lay.journal,
+            tombstone(ctx.job_id, ctx.job_id),
+            if_none_match=True,
+            content_type=JSON,
+        )
+    except PreconditionFailed:
+        return False
+    now = await read_lock(ctx)
+    keys = [lock_key(dest)] if now is not None and now.job_id == ctx.job_id else []
+    await engine.delete_objects(dest.bucket, [*keys, lay.journal])
+    return True
+
+
+async def releasable(ctx: JobContext, journal: Journal | None) -> bool:
+    """Whether this job (its commit, resume or abort) releases the destination's lock:
+    it names the job and the job's journal is its own (not another job's tombstone)."""
+    if journal is not None and journal.fenced_by not in (None, ctx.job_id):
+        return False
+    holder = await read_lock(ctx)
+    return holder is not None and holder.job_id == ctx.job_id
+
+
+async def first_journal(ctx: JobContext, data: bytes) -> None:
+    """A fresh commit's first journal write, with If-None-Match: :class:`LockLost` when a
+    tombstone is there (another job fenced this one off the lock). A journal without
+    ``fenced_by`` is this write's own (its answer was lost and the retry found it)."""
+    engine, dest, lay = ctx.engine, ctx.dest, ctx.layout
+    try:
+        await engine.put_object(
+            dest.bucket, lay.journal, data, if_none_match=True, content_type=JSON
+        )
+        return
+    except PreconditionFailed:
+        pass
+    stored = await read_optional(engine, dest.bucket, lay.journal, max_size=caps.JOURNAL_CAP)
+    j = None if stored is None else Journal.from_json(stored, location=dest.uri_of(lay.journal))
+    if j is not None and j.fenced_by is None:
+        return
+    by = j.fenced_by if j is not None else "?"
+    raise LockLost(
+        f"job {ctx.job_id} commit refused: job {by} released its lock on {ctx.dest.uri} "
+        f"(held over {ctx.opts.lock_stale_after:g} s without a journal); nothing was "
+        f"completed: abort the job (zerorename jobs abort {ctx.dest.uri} {ctx.job_id}) "
+        f"and run it again",
+        job_id=ctx.job_id,
+        rolled_back=False,
+        state=State.STARTED.value,
+    )
+
+
+async def held_by_job(ctx: JobContext) -> bool:
+    """For a release of the job's storage outside its commit (cleanup, a stream's sweep of
+    a dead run): True when the lock names the job and goes with its records (its journal
+    is its own); a lock it holds without a journal is released here at once."""
+    holder = await read_lock(ctx)
+    if holder is None or holder.job_id != ctx.job_id:
+        return False
+    data = await read_optional(
+        ctx.engine, ctx.dest.bucket, ctx.layout.journal, max_size=caps.JOURNAL_CAP
+    )
+    if data is None:
+        await release_unjournaled(ctx)
+        return False
+    j = Journal.from_json(data, location=ctx.dest.uri_of(ctx.layout.journal))
+    return j.fenced_by in (None, ctx.job_id)
+
+
+class CommitLock:
+    """One commit run's hold on its destination's lock: whether it holds it and whether it
+    wrote its commit's first journal (until then it releases with a self-fence)."""
+
+    def __init__(self, ctx: JobContext, on_wait: Callable[[str], None]) -> None:
+        self.ctx = ctx
+        self.on_wait = on_wait
+        self.held = False
+        self.journaled = False
+
+    async def take(self) -> LockRecord | None:
+        """One try (:func:`try_lock`); the holder when another job's commit has it."""
+        holder = await try_lock(self.ctx)
+        self.held = holder is None
+        return holder
+
+    async def wait(self, holder: LockRecord | None) -> None:
+        """Wait for it (:func:`acquire`): DestinationLocked after ``lock_wait``."""
+        await acquire(self.ctx, holder, self.on_wait)
+        self.held = True
+
+    async def for_resume(self, j: Journal) -> None:
+        """A resume holds the lock if its job's commit does; one that completes or deletes
+        takes it (a commit from before the lock, or one that waited for it)."""
+        self.held = await releasable(self.ctx, j)
+        if not self.held and j.state in (State.STARTED, State.COMPLETING, State.REPLACING):
+            await self.wait(await self.take())
+
+    async def release_unjournaled(self) -> None:
+        """A commit that stops before its journal: release the lock if it holds it."""
+        if self.held and not self.journaled:
+            try:
+                await release_unjournaled(self.ctx)
+            except Exception:
+                log.exception("job %s could not release its lock", self.ctx.job_id)
+            self.held = False
+
+    async def stopped(self, exc: BaseException) -> None:
+        """The commit failed with ``exc``: one fenced off holds nothing; one that stopped
+        before its journal releases the lock; :class:`DestinationLocked` (raised again
+        here) after the journal was written (append waits with it) removes the commit's
+        records first, so nothing of it is left."""
+        self.held = self.held and not isinstance(exc, LockLost)
+        await self.release_unjournaled()
+        if isinstance(exc, DestinationLocked):
+            if self.journaled:
+                lay = self.ctx.layout
+                await self.ctx.engine.delete_objects(
+                    self.ctx.dest.bucket, [lay.journal, lay.plan, lay.replace, lay.partitions]
+                )
+            raise exc

@@ -1,0 +1,303 @@
+"""Concurrent commits on one destination, interleaved on the in-memory store (issue 20,
+findings 4 and 5): the destination's commit lock makes the outcome some serial order.
+And a dead holder's lock released by the next job (fenced) or by ``jobs abort``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from zerorename.committers import (
+    CommitOptions,
+    ConflictError,
+    JobCommitError,
+    JournalError,
+    MagicCommitter,
+)
+from zerorename.committers.commitlock import (
+    DestinationLocked,
+    LockLost,
+    LockRecord,
+    Verdict,
+    judge,
+)
+from zerorename.committers.errors import RecordFormatError
+from zerorename.testing.memstore import MemoryState, MemoryStore
+
+B = "bkt"
+DEST = "out"
+URI = f"s3://{B}/{DEST}"
+LOCK = f"{DEST}/__magic_commit/lock.json"
+
+
+def options(tmp: Path, **kw: Any) -> CommitOptions:
+    return CommitOptions(staging_dir=tmp, progress_interval=0.05, **kw)
+
+
+async def ready_job(
+    store: MemoryStore, tmp: Path, conflict: str, tag: str, n: int, **kw: Any
+) -> Any:
+    """A magic job with ``n`` committed tasks of one file each; (job, summaries, keys)."""
+    c = MagicCommitter(store, URI, conflict=conflict, options=options(tmp, **kw))
+    job = await c.setup_job()
+    summaries, keys = [], []
+    for t in range(n):
+        ta = job.task_attempt(t)
+        await ta.setup()
+        async with ta.open(f"{tag}-{t}.csv") as out:
+            await out.write(f"{tag} {t}".encode())
+        keys.append(f"{DEST}/{ta.final_rel(f'{tag}-{t}.csv')}")
+        summaries.append(await ta.commit())
+    return job, summaries, keys
+
+
+def data(state: MemoryState) -> dict[str, bytes]:
+    return {
+        k: v
+        for k, v in state.objects(B, f"{DEST}/").items()
+        if "__magic" not in k and not k.endswith("/_SUCCESS")
+    }
+
+
+async def until(done: Any) -> None:
+    """Poll ``done()`` (a state another task changes) every millisecond."""
+    while True:
+        if done():
+            return
+        await anyio.sleep(0.001)
+
+
+async def first_complete(store: MemoryStore) -> None:
+    await until(lambda: any(r.op == "CompleteMultipartUpload" and not r.error for r in store.log))
+
+
+async def test_replace_never_deletes_part_of_a_commit_running_at_the_same_time(
+    tmp_path: Path,
+) -> None:
+    """Finding 4: append job B is completing (one file at a time) when replace job A
+    starts. A's plan must hold all of B's files (B committed first) or none: never part."""
+    state = MemoryState(B)
+    setup = MemoryStore(state)
+    await setup.put_object(B, f"{DEST}/old.csv", b"old")
+    b_job, b_sums, b_keys = await ready_job(setup, tmp_path, "append", "b", 6, concurrency=1)
+    a_job, a_sums, a_keys = await ready_job(setup, tmp_path, "replace", "a", 2)
+    b_store = MemoryStore(state, latency=0.01)
+    b_job = await MagicCommitter(b_store, URI, options=options(tmp_path, concurrency=1)).open_job(
+        b_job.job_id
+    )
+    a_store = MemoryStore(state)
+    a_job = await MagicCommitter(a_store, URI, options=options(tmp_path)).open_job(a_job.job_id)
+    results: dict[str, Any] = {}
+
+    async def run_b() -> None:
+        results["b"] = await b_job.commit(b_sums)
+
+    async def run_a() -> None:
+        await first_complete(b_store)  # B has completed a file, not all of them
+        assert sum(k in state.objects(B) for k in b_keys) < len(b_keys)
+        results["a"] = await a_job.commit(a_sums)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run_b)
+        tg.start_soon(run_a)
+    left = [k for k in b_keys if k in state.objects(B)]
+    # A ordered after B (B committed before A's plan): all of B's files replaced
+    assert left == [], f"{len(left)} of B's {len(b_keys)} files survived A's replace"
+    assert data(state) == {k: state.objects(B)[k] for k in a_keys}
+    assert LOCK not in state.objects(B)
+    assert results["b"].files == 6 and results["a"].files == 2
+
+
+async def test_two_fail_mode_commits_to_an_empty_destination_at_most_one_succeeds(
+    tmp_path: Path,
+) -> None:
+    """Finding 5: both commits start together, each pre-check would run before the
+    other's completes; one succeeds, the other refuses and leaves nothing."""
+    state = MemoryState(B)
+    setup = MemoryStore(state)
+    j1, s1, k1 = await ready_job(setup, tmp_path, "fail", "one", 3)
+    j2, s2, k2 = await ready_job(setup, tmp_path, "fail", "two", 3)
+    outcome: dict[str, BaseException | None] = {}
+
+    async def run(job_id: str, sums: Any, name: str) -> None:
+        store = MemoryStore(state, latency=0.005)
+        c = MagicCommitter(store, URI, conflict="fail", options=options(tmp_path))
+        job = await c.open_job(job_id)
+        try:
+            await job.commit(sums)
+            outcome[name] = None
+        except ConflictError as exc:
+            outcome[name] = exc
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run, j1.job_id, s1, "one")
+        tg.start_soon(run, j2.job_id, s2, "two")
+    winners = [n for n, e in outcome.items() if e is None]
+    assert len(winners) == 1, outcome
+    (loser,) = [e for e in outcome.values() if e is not None]
+    assert isinstance(loser, ConflictError) and loser.rolled_back and "\n" not in str(loser)
+    won = k1 if winners == ["one"] else k2
+    assert sorted(data(state)) == sorted(won)
+    lost = j2 if winners == ["one"] else j1
+    assert not [k for k in state.objects(B) if lost.job_id in k]
+    assert not [k for k, _ in state.pending(B) if lost.job_id in k]
+    assert LOCK not in state.objects(B)
+
+
+async def test_a_dead_holder_without_journal_is_fenced_by_the_next_job(tmp_path: Path) -> None:
+    """Job H dies right after taking the lock (before its journal): the next job K finds it
+    stale (lock_stale_after 0 here), fences H off (a tombstone journal) and commits; H can
+    never complete anything after that, and ``abort`` removes it, lock untouched."""
+    state = MemoryState(B)
+    setup = MemoryStore(state)
+    h, hs, _ = await ready_job(setup, tmp_path, "fail", "h", 2)
+    k, ks, kk = await ready_job(setup, tmp_path, "append", "k", 2)
+    dying = MemoryStore(state)
+    dying.crash_at(1, op="PutObject", after=True)  # the lock, taken; then dead
+    hc = MagicCommitter(dying, URI, conflict="fail", options=options(tmp_path))
+    with pytest.raises(BaseException) as died:
+        await (await hc.open_job(h.job_id)).commit(hs)
+    assert "crashed" in repr(died.value) and LOCK in state.objects(B)
+    assert json.loads(state.objects(B)[LOCK])["jobId"] == h.job_id
+    kc = MagicCommitter(MemoryStore(state), URI, options=options(tmp_path, lock_stale_after=0))
+    await (await kc.open_job(k.job_id)).commit(ks)
+    assert sorted(data(state)) == sorted(kk) and LOCK not in state.objects(B)
+    tomb = json.loads(state.objects(B)[f"{DEST}/__magic_job-{h.job_id}/journal.json"])
+    assert tomb["fenced_by"] == k.job_id and tomb["state"] == "rolling_back"
+    # H's driver comes back: its commit is refused, abort removes all of it
+    again = MagicCommitter(MemoryStore(state), URI, conflict="fail", options=options(tmp_path))
+    hj = await again.open_job(h.job_id)
+    with pytest.raises(JournalError, match="already started a commit"):
+        await hj.commit(hs)
+    await hj.abort()
+    assert not [x for x in state.objects(B) if h.job_id in x]
+    assert not [x for x, _ in state.pending(B) if h.job_id in x]
+    assert sorted(data(state)) == sorted(kk)
+
+
+async def test_a_live_holder_fenced_off_completes_nothing(tmp_path: Path) -> None:
+    """The holder that is only slow (its listing outlasts lock_stale_after) re-checks
+    before it acts: its first journal write (If-None-Match) finds the tombstone, and it
+    fails with LockLost having completed nothing; the fencing job commits."""
+    state = MemoryState(B)
+    setup = MemoryStore(state)
+    h, hs, _ = await ready_job(setup, tmp_path, "replace", "h", 2)
+    k, ks, kk = await ready_job(setup, tmp_path, "append", "k", 2)
+    slow = MemoryStore(state, latency=0.05)
+    hc = MagicCommitter(slow, URI, conflict="replace", options=options(tmp_path))
+    hj = await hc.open_job(h.job_id)
+    kc = MagicCommitter(MemoryStore(state), URI, options=options(tmp_path, lock_stale_after=0))
+    kj = await kc.open_job(k.job_id)
+    caught: list[BaseException] = []
+
+    async def run_h() -> None:
+        try:
+            await hj.commit(hs)
+        except JobCommitError as exc:
+            caught.append(exc)
+
+    async def run_k() -> None:
+        await until(lambda: LOCK in state.objects(B))
+        await kj.commit(ks)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run_h)
+        tg.start_soon(run_k)
+    (err,) = caught
+    assert isinstance(err.__cause__, LockLost) or isinstance(err, LockLost), repr(err)
+    assert not [r for r in slow.log if r.op == "CompleteMultipartUpload"]
+    assert sorted(data(state)) == sorted(kk) and LOCK not in state.objects(B)
+    assert not [x for x in state.objects(B) if h.job_id in x and "__magic" not in x]
+
+
+async def crashed_mid_commit(state: MemoryState, tmp: Path) -> tuple[Any, Any, Any]:
+    """Job H dies after its first complete (journal 'completing', lock held) and job K is
+    ready to commit; (H's id, K's job on a fresh store, K's summaries)."""
+    setup = MemoryStore(state)
+    h, hs, _ = await ready_job(setup, tmp, "append", "h", 3)
+    k, ks, kk = await ready_job(setup, tmp, "replace", "k", 1)
+    dying = MemoryStore(state)
+    dying.crash_at(1, op="CompleteMultipartUpload", after=True)
+    hc = MagicCommitter(dying, URI, options=options(tmp, rollback_on_failure=False))
+    with pytest.raises(BaseExceptionGroup):  # the crash, in the commit's task group
+        await (await hc.open_job(h.job_id)).commit(hs)
+    assert json.loads(state.objects(B)[LOCK])["jobId"] == h.job_id
+    return h.job_id, (k, ks, kk), hs
+
+
+@pytest.mark.parametrize("release", ["abort", "resume"])
+async def test_a_dead_holder_with_a_journal_blocks_until_abort_or_resume(
+    release: str, tmp_path: Path
+) -> None:
+    """A holder whose journal says it is committing is never fenced: the next job waits
+    (lock_wait), then refuses in one line with nothing changed, naming the holder and
+    ``jobs resume|abort``; abort (or resume) of the holder releases the lock."""
+    state = MemoryState(B)
+    h_id, (k, ks, kk), _ = await crashed_mid_commit(state, tmp_path)
+    before = state.copy()
+    opts = options(tmp_path, lock_wait=0.2, lock_stale_after=0)
+    kc = MagicCommitter(MemoryStore(state), URI, conflict="replace", options=opts)
+    kj = await kc.open_job(k.job_id)
+    with pytest.raises(DestinationLocked) as refused:
+        await kj.commit(ks)
+    msg = str(refused.value)
+    assert h_id in msg and f"zerorename jobs resume|abort {URI} {h_id}" in msg
+    assert "\n" not in msg
+    assert state.objects(B) == before.objects(B) and state.pending(B) == before.pending(B)
+    hc = MagicCommitter(MemoryStore(state), URI, options=options(tmp_path))
+    hj = await hc.open_job(h_id)
+    await (hj.abort() if release == "abort" else hj.resume())
+    assert LOCK not in state.objects(B)
+    await kj.commit(ks)  # the same job commits once the lock is free
+    assert sorted(data(state)) == sorted(kk) and LOCK not in state.objects(B)
+
+
+async def test_resume_waits_for_the_lock_another_commit_holds(tmp_path: Path) -> None:
+    """A commit that waited with its journal (append, lock held elsewhere) and died there
+    resumes only once it holds the lock."""
+    state = MemoryState(B)
+    setup = MemoryStore(state)
+    other = LockRecord("11111111-1111-4111-8111-111111111111")
+    await setup.put_object(B, LOCK, other.to_json())
+    await setup.put_object(B, f"{DEST}/__magic_job-{other.job_id}/journal.json", b"{}")
+    h, hs, hk = await ready_job(setup, tmp_path, "append", "h", 2)
+    hc = MagicCommitter(MemoryStore(state), URI, options=options(tmp_path, lock_wait=0.1))
+    with pytest.raises(DestinationLocked):
+        await (await hc.open_job(h.job_id)).commit(hs)
+    # nothing of the commit is left (its journal removed): commit again later
+    assert f"{DEST}/__magic_job-{h.job_id}/journal.json" not in state.objects(B)
+    assert not [k for k in hk if k in state.objects(B)]
+    await setup.delete_objects(B, [LOCK])
+    await (await hc.open_job(h.job_id)).commit(hs)
+    assert sorted(data(state)) == sorted(hk)
+
+
+def test_judge() -> None:
+    me, other = "11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222"
+    held = LockRecord(other, 100.0, "h")
+    assert judge(LockRecord(me, 0.0), me, False, 1e9, 10) is Verdict.OURS
+    assert judge(held, me, True, 1e9, 10) is Verdict.WAIT  # a journal: never fenced
+    assert judge(held, me, False, 105.0, 10) is Verdict.WAIT
+    assert judge(held, me, False, 110.0, 10) is Verdict.FENCE
+
+
+@given(st.one_of(st.binary(max_size=200), st.text(max_size=200).map(str.encode)))
+def test_lock_record_parses_or_refuses(data: bytes) -> None:
+    try:
+        rec = LockRecord.from_json(data)
+    except RecordFormatError:
+        return
+    assert LockRecord.from_json(rec.to_json()) == rec
+
+
+def test_lock_record_round_trips() -> None:
+    rec = LockRecord("11111111-1111-4111-8111-111111111111", 5.0, "host ü")
+    assert LockRecord.from_json(rec.to_json()) == rec
+    with pytest.raises(RecordFormatError):
+        LockRecord.from_json(rec.to_json().replace(b"11111111-", b"1111111x-"))
