@@ -166,14 +166,29 @@ def _needs_rgw(item: pytest.Item) -> bool:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every test that needs RGW with `rgw` (before -m selection runs); under xdist's
-    ``--dist loadgroup`` the tests of a Spark standalone cluster (a master and two worker
-    JVMs per module) run in one worker, which starts each cluster once."""
+    """Mark every test that needs RGW with `rgw` (before -m selection runs).
+
+    Under xdist's ``--dist loadgroup`` every Spark test (tests/spark, or the ``spark``
+    fixture) runs in one worker, first: four local Spark sessions starting at once on two
+    cores starved each other past the per-test timeout (seen with 4 workers on a loaded
+    machine), while one JVM, started once, runs them one after another beside the workers
+    that run everything else."""
+    spark_first: list[pytest.Item] = []
+    others: list[pytest.Item] = []
     for item in items:
         if _needs_rgw(item) and item.get_closest_marker("rgw") is None:
             item.add_marker(pytest.mark.rgw)
-        if "cluster" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("spark-cluster"))
+        if _is_spark(item):
+            item.add_marker(pytest.mark.xdist_group("spark"))
+            spark_first.append(item)
+        else:
+            others.append(item)
+    if _is_worker(config):  # the same order in every worker (xdist checks it)
+        items[:] = spark_first + others
+
+
+def _is_spark(item: pytest.Item) -> bool:
+    return "spark" in getattr(item, "fixturenames", ()) or "tests/spark/" in item.nodeid
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
