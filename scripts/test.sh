@@ -61,7 +61,7 @@ parallel=()
 if [ "$workers" != 0 ]; then
     "$PY" -c 'import xdist' 2>/dev/null ||
         { say "pytest-xdist is not installed (pip install pytest-xdist), or set ZR_TEST_WORKERS=0"; exit 1; }
-    parallel=(-n "$workers" --dist loadgroup)
+    parallel=(-n "$workers")  # tests/conftest.py: the Spark tests in one worker
     say "running the tests in $workers worker processes (ZR_TEST_WORKERS=0: serially)"
 fi
 

@@ -166,29 +166,27 @@ def _needs_rgw(item: pytest.Item) -> bool:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every test that needs RGW with `rgw` (before -m selection runs).
-
-    Under xdist's ``--dist loadgroup`` every Spark test (tests/spark, or the ``spark``
-    fixture) runs in one worker, first: four local Spark sessions starting at once on two
-    cores starved each other past the per-test timeout (seen with 4 workers on a loaded
-    machine), while one JVM, started once, runs them one after another beside the workers
-    that run everything else."""
-    spark_first: list[pytest.Item] = []
-    others: list[pytest.Item] = []
+    """Mark every test that needs RGW with `rgw` (before -m selection runs)."""
     for item in items:
         if _needs_rgw(item) and item.get_closest_marker("rgw") is None:
             item.add_marker(pytest.mark.rgw)
-        if _is_spark(item):
-            item.add_marker(pytest.mark.xdist_group("spark"))
-            spark_first.append(item)
-        else:
-            others.append(item)
-    if _is_worker(config):  # the same order in every worker (xdist checks it)
-        items[:] = spark_first + others
 
 
-def _is_spark(item: pytest.Item) -> bool:
-    return "spark" in getattr(item, "fixturenames", ()) or "tests/spark/" in item.nodeid
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under xdist, every Spark test (tests/spark/, the only users of the ``spark`` fixture)
+    runs in one worker, as one unit that starts first (the largest), beside the workers
+    that run everything else one test at a time: four local Spark sessions starting at
+    once on two cores starved each other past the per-test timeout (>300 s in register,
+    seen with 4 workers on a loaded machine). A scheduler, not ``xdist_group`` marks: with
+    pytest 9, xdist 3.8's loadgroup no longer groups (it renames ``item._nodeid``, which
+    pytest 9 no longer reads)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SparkInOneWorker(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return "spark" if nodeid.startswith("tests/spark/") else nodeid
+
+    return SparkInOneWorker(config, log)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
