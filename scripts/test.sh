@@ -9,6 +9,9 @@
 #   ZR_VENV=DIR         where the fresh environment goes [.venv-test]
 #   ZR_SKIP_RGW=1       skip the Ceph RGW tests
 #   ZR_SKIP_SPARK=1     do not require Java (spark tests are deselected with -m 'not spark')
+#   ZR_TEST_WORKERS     pytest-xdist worker processes running tests side by side [4]; 0 runs
+#                       them serially in one process (most of a test's time is waiting on a
+#                       server, Spark or a sleep, so more workers than cores pays)
 #   ZR_TEST_TIMEOUT     per-test timeout in seconds [300]
 #   ZR_RUN_TIMEOUT      whole pytest run: SIGINT after this many seconds (teardown still runs,
 #                       the summary is printed), SIGKILL 60 s later [1500]
@@ -52,11 +55,22 @@ if [ "${ZR_SKIP_RGW:-0}" != 1 ]; then
         { say "could not install the Ceph RGW packages (set ZR_SKIP_RGW=1 to skip those tests)"; exit 1; }
 fi
 
+workers=${ZR_TEST_WORKERS:-4}
+[[ $workers =~ ^[0-9]+$ ]] || { say "ZR_TEST_WORKERS must be a number of workers (0: serial), not '$workers'"; exit 1; }
+parallel=()
+if [ "$workers" != 0 ]; then
+    "$PY" -c 'import xdist' 2>/dev/null ||
+        { say "pytest-xdist is not installed (pip install pytest-xdist), or set ZR_TEST_WORKERS=0"; exit 1; }
+    parallel=(-n "$workers")  # tests/conftest.py: the Spark tests in one worker
+    say "running the tests in $workers worker processes (ZR_TEST_WORKERS=0: serially)"
+fi
+
 export SPARK_LOCAL_IP=${SPARK_LOCAL_IP:-127.0.0.1}
 export PYTHONDONTWRITEBYTECODE=1
 set +e
 timeout -s INT -k 60 "${ZR_RUN_TIMEOUT:-1500}" \
-    "$PY" -m pytest -ra --timeout="${ZR_TEST_TIMEOUT:-300}" --durations=15 "${markers[@]}" "$@"
+    "$PY" -m pytest -ra --timeout="${ZR_TEST_TIMEOUT:-300}" --durations=15 "${parallel[@]}" \
+    "${markers[@]}" "$@"
 rc=$?
 if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
     say "the test run exceeded ZR_RUN_TIMEOUT=${ZR_RUN_TIMEOUT:-1500}s and was stopped"

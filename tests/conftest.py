@@ -10,7 +10,15 @@ Fixtures (names fixed by the project's test contract):
   moto_server / rgw_server  the session-scoped servers themselves
   tls_files  the session's CA and certificates (zerorename.testing.tls)
 
-HTTPS: one CA per session (zerorename.testing.tls.session_tls). RGW serves HTTPS natively
+Parallel runs (pytest-xdist, ``-n N``; scripts/test.sh sets N from ZR_TEST_WORKERS): each
+worker has its own moto server (and its own Spark session), while one Ceph RGW serves every
+worker of a run: the first worker that needs it starts it (zerorename.testing.servers.
+shared_rgw, a file lock and a state file in the run's directory $ZR_TEST_RUN_DIR, made by the
+controller), and the controller stops it when the run ends (the launcher's watchdog does if
+the controller dies). Every test uses a fresh bucket and prefix, so none sees another's data.
+
+HTTPS: one CA per run, shared by all workers (zerorename.testing.tls.session_tls, in
+$ZR_TEST_TLS_DIR under the run's directory). RGW serves HTTPS natively
 (beast ssl_endpoint, same gateway as HTTP); moto is reached through a FaultProxy in TLS mode
 with no rules. An HTTPS target's ``ca_bundle`` is also in AWS_CA_BUNDLE while its test runs
 (subprocesses, CLIs and engines made without the target verify with it). Mark a test (or a
@@ -19,7 +27,8 @@ moto, rgw, moto-https, rgw-https; its ``moto_s3`` moto, moto-https; its ``rgw_s3
 rgw-https. Every HTTPS instance carries the ``https`` marker (``-m "not https"`` skips them).
 
 RGW policy: missing binaries skip the rgw tests with a reason, unless CI=true or
-ZR_REQUIRE_RGW=1 (then the run stops with what to install). ZR_SKIP_RGW=1 skips them on purpose.
+ZR_REQUIRE_RGW=1 (then the run stops with what to install; under xdist each rgw test fails with
+that line). ZR_SKIP_RGW=1 skips them on purpose.
 A gateway that is installed but fails to start is an error, never a skip.
 External: ZR_TEST_ENDPOINT_URL, ZR_TEST_BUCKET (required with it), optional ZR_TEST_REGION
 (default AWS_DEFAULT_REGION or us-east-1) and ZR_TEST_ADDRESSING (path|virtual|auto, default
@@ -30,16 +39,29 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from zerorename.testing.faultproxy import FaultProxy
-from zerorename.testing.servers import RGW_PACKAGES, MotoServer, RgwServer
+from zerorename.testing.servers import (
+    RGW_PACKAGES,
+    MotoServer,
+    RgwServer,
+    shared_rgw,
+    shared_rgw_state,
+    stop_shared_rgw,
+)
 from zerorename.testing.targets import S3Target, purge, unique_bucket_name, unique_prefix
-from zerorename.testing.tls import TlsFiles, session_tls
+from zerorename.testing.tls import TLS_DIR_ENV, TlsFiles, session_tls
+
+#: the run's directory (shared RGW state, the TLS set) and the pid of the process that owns it
+RUN_DIR_ENV = "ZR_TEST_RUN_DIR"
+RUN_OWNER_ENV = "ZR_TEST_RUN_OWNER"
 
 
 def _flag(name: str) -> bool:
@@ -48,6 +70,15 @@ def _flag(name: str) -> bool:
 
 def rgw_required() -> bool:
     return (_flag("CI") or _flag("ZR_REQUIRE_RGW")) and not _flag("ZR_SKIP_RGW")
+
+
+def rgw_missing_message() -> str:
+    return (
+        "Ceph RGW is required (CI=true or ZR_REQUIRE_RGW=1) but not installed: missing "
+        f"{', '.join(RgwServer.missing_binaries())}. Install with `apt-get install -y "
+        f"--no-install-recommends {' '.join(RGW_PACKAGES)}` or run scripts/test.sh "
+        "(ZR_SKIP_RGW=1 skips the RGW tests on purpose)."
+    )
 
 
 def rgw_skip_reason() -> str | None:
@@ -79,12 +110,34 @@ _ALSO_HTTPS: dict[str, list[Any]] = {
 _RGW_KINDS = ("rgw", "rgw-https")
 
 
+def _is_worker(config: pytest.Config) -> bool:
+    """True in a pytest-xdist worker (the controller, or a serial run, owns the run)."""
+    return hasattr(config, "workerinput")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "external: runs against ZR_TEST_ENDPOINT_URL")
     config.addinivalue_line(
         "markers", "also_https: run the test over HTTP and HTTPS (its s3/moto_s3/rgw_s3 targets)"
     )
     config.addinivalue_line("markers", "https: a test instance that talks HTTPS to its store")
+    if not _is_worker(config):
+        # set before xdist starts its workers, which inherit the environment
+        run_dir = tempfile.mkdtemp(prefix="zr-run-")
+        os.environ[RUN_DIR_ENV] = run_dir
+        os.environ[RUN_OWNER_ENV] = str(os.getpid())
+        os.environ[TLS_DIR_ENV] = os.path.join(run_dir, "tls")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The run's owner stops the shared gateway and removes the run's directory."""
+    run_dir = os.environ.get(RUN_DIR_ENV)
+    if _is_worker(config) or not run_dir or os.environ.get(RUN_OWNER_ENV) != str(os.getpid()):
+        return
+    try:
+        stop_shared_rgw(run_dir)
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -107,6 +160,7 @@ def _needs_rgw(item: pytest.Item) -> bool:
         "rgw_s3" in names
         or "rgw_server" in names
         or any(params.get(n) in _RGW_KINDS for n in ("s3", "s3_tls"))
+        or item.get_closest_marker("rgw") is not None
     )
 
 
@@ -118,6 +172,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.rgw)
 
 
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under xdist, every Spark test (tests/spark/, the only users of the ``spark`` fixture)
+    runs in one worker, as one unit that starts first (the largest), beside the workers
+    that run everything else one test at a time: four local Spark sessions starting at
+    once on two cores starved each other past the per-test timeout (>300 s in register,
+    seen with 4 workers on a loaded machine). A scheduler, not ``xdist_group`` marks: with
+    pytest 9, xdist 3.8's loadgroup no longer groups (it renames ``item._nodeid``, which
+    pytest 9 no longer reads)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SparkInOneWorker(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return "spark" if nodeid.startswith("tests/spark/") else nodeid
+
+    return SparkInOneWorker(config, log)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """For the selected rgw tests: skip them, or stop the run, per the RGW policy."""
     rgw_items = [item for item in session.items if _needs_rgw(item)]
@@ -127,24 +198,30 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if reason is not None:
         for item in rgw_items:
             item.add_marker(pytest.mark.skip(reason=reason))
-    elif not RgwServer.available():
-        pytest.exit(
-            "Ceph RGW is required (CI=true or ZR_REQUIRE_RGW=1) but not installed: missing "
-            f"{', '.join(RgwServer.missing_binaries())}. Install with `apt-get install -y "
-            f"--no-install-recommends {' '.join(RGW_PACKAGES)}` or run scripts/test.sh "
-            "(ZR_SKIP_RGW=1 skips the RGW tests on purpose).",
-            returncode=4,
-        )
+    elif not RgwServer.available() and not _is_worker(session.config):
+        # (an xdist worker cannot stop the run: pytest_runtest_setup fails each rgw test)
+        pytest.exit(rgw_missing_message(), returncode=4)
 
 
-_SUMMARY: list[str] = []
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if _needs_rgw(item) and rgw_skip_reason() is None and not RgwServer.available():
+        pytest.fail(rgw_missing_message(), pytrace=False)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
+    lines = []
     reason = rgw_skip_reason()
     if reason is not None:
-        _SUMMARY.append(f"RGW tests skipped: {reason}")
-    for line in _SUMMARY:
+        lines.append(f"RGW tests skipped: {reason}")
+    run_dir = os.environ.get(RUN_DIR_ENV)
+    state = shared_rgw_state(run_dir) if run_dir else None
+    if state is not None and "error" not in state:
+        server = RgwServer.from_state(state)
+        lines.append(
+            f"Ceph RGW (memstore) up in {server.start_seconds:.1f}s at {server.endpoint_url} "
+            f"and {server.https_endpoint_url}, logs in {server.log_dir}"
+        )
+    for line in lines:
         terminalreporter.write_line(f"[zerorename] {line}")
 
 
@@ -175,30 +252,33 @@ def moto_https_url(moto_server: MotoServer, tls_files: TlsFiles) -> Iterator[str
         yield front.url
 
 
-@pytest.fixture(scope="session")
-def rgw_server(request: pytest.FixtureRequest) -> Iterator[RgwServer]:
-    reason = rgw_skip_reason()
-    if reason is not None:
-        pytest.skip(reason)
+def _new_rgw() -> RgwServer:
     # memstore holds every byte the suite writes until RGW's garbage collection frees it
     # (30 s after a delete at best): 4 GiB filled once the HTTPS variants were added, and a
     # full OSD blocks writes (RGW then stops answering). 12 GiB is RAM only as far as used.
-    server = RgwServer(tls=session_tls().server, osd_size="12G")
+    owner = os.environ.get(RUN_OWNER_ENV)
+    return RgwServer(
+        tls=session_tls().server, osd_size="12G", owner_pid=int(owner) if owner else None
+    )
+
+
+@pytest.fixture(scope="session")
+def rgw_server(request: pytest.FixtureRequest) -> RgwServer:
+    """The run's one gateway (shared by the xdist workers; the run's owner stops it)."""
+    reason = rgw_skip_reason()
+    if reason is not None:
+        pytest.skip(reason)
     try:
-        server.start()
+        server = shared_rgw(os.environ[RUN_DIR_ENV], _new_rgw)
     except Exception as exc:
         if rgw_required():
-            pytest.exit(f"Ceph RGW is required but did not start: {exc}", returncode=4)
+            message = f"Ceph RGW is required but did not start: {exc}"
+            if _is_worker(request.config):
+                pytest.fail(message, pytrace=False)  # every rgw test of this worker fails
+            pytest.exit(message, returncode=4)
         raise
-    _SUMMARY.append(
-        f"Ceph RGW (memstore) up in {server.start_seconds:.1f}s at {server.endpoint_url} "
-        f"and {server.https_endpoint_url}, logs in {server.log_dir}"
-    )
     _PLAIN_OF[server.https_endpoint_url] = server.endpoint_url
-    try:
-        yield server
-    finally:
-        server.stop()
+    return server
 
 
 # ---------------------------------------------------------------- targets (function scope)

@@ -24,6 +24,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import zerorename
+from needs import need_module
 from zerorename.errors import ConfigError, ZeroRenameError, map_exceptions
 from zerorename.testing.targets import S3Target
 
@@ -125,7 +126,7 @@ def test_engine_configuration_refusals_are_caught_by_the_root_config_error() -> 
 
 
 def test_spark_options_are_caught_by_the_root_config_error() -> None:
-    options = pytest.importorskip("zerorename.spark_adapter.options")
+    options = need_module("zerorename.spark_adapter.options")
     with pytest.raises(ConfigError, match="s3://"):
         options.WriteOptions.parse({"path": "/local/dir"})
 

@@ -151,7 +151,11 @@ async def test_stall_hits_read_timeout_and_is_retried(
     data = os.urandom(11 * MiB)
     async with UploadEngine(config) as engine:
         await engine.upload(s3.bucket, s3.key("stall.bin"), data)
-        assert engine.stats.transient_errors == 1
+        # the stall is one read timeout; a loaded machine (tests run side by side) may make
+        # another part's answer outlast the 1 s too: each such timeout is retried as well
+        assert engine.stats.transient_errors >= 1
+        assert engine.stats.retries == engine.stats.transient_errors
+    assert proxy.stats.faults("UploadPart", "stall") == 1
     assert md5_of(s3, s3.key("stall.bin")) == hashlib.md5(data).hexdigest()
 
 

@@ -7,7 +7,6 @@ mid-body is given up on after the read timeout (not waited for forever)."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -138,11 +137,11 @@ async def test_a_peer_that_stops_reading_times_out(
         retry=RetryConfig(max_attempts=2, base_delay=0.01, max_delay=0.02, max_elapsed=30),
     )
     path, _ = data_file(tmp_path, 48 * MiB)
-    started = time.monotonic()
     async with UploadEngine(config) as engine:
+        # the server never reads again, so only the read timeout can end an attempt (were it
+        # not applied, the upload would hang until the run's per-test timeout fails it)
         with pytest.raises(errors.S3Error, match=r"ReadTimeout"):
             await engine.upload("deaf-bucket", "k", path)
         assert engine.stats.transient_errors == 2
         assert 0 < zero_copy_bytes(engine) < 48 * MiB
-    assert time.monotonic() - started < 20
     assert received == [64 << 10, 64 << 10]

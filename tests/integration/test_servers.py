@@ -125,5 +125,5 @@ def test_rgw_server_reports_start(rgw_server: object) -> None:
     from zerorename.testing.servers import RgwServer
 
     assert isinstance(rgw_server, RgwServer)
-    assert rgw_server.start_seconds is not None and rgw_server.start_seconds < 60
-    assert rgw_server.log_dir is not None and rgw_server.log_dir.is_dir()
+    assert rgw_server.start_seconds is not None and rgw_server.start_seconds > 0
+    assert rgw_server.log_dir is not None and (rgw_server.log_dir / "client.rgw.log").is_file()

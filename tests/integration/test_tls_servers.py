@@ -27,7 +27,7 @@ def test_an_https_endpoint_needs_tls() -> None:
         _ = server.https_endpoint_url
 
 
-@pytest.mark.skipif(not RgwServer.available(), reason="Ceph RGW binaries not installed")
+@pytest.mark.rgw  # the RGW policy of tests/conftest.py: skipped, or under CI=true failed
 def test_the_launcher_refuses_a_missing_certificate(tmp_path: Path) -> None:
     missing = CertPair(tmp_path / "nope.pem", tmp_path / "nope.key")
     server = RgwServer(parent_dir=tmp_path, tls=missing, attempts=1)

@@ -25,8 +25,10 @@ from typing import Any
 
 import pytest
 
-pyspark = pytest.importorskip("pyspark", reason="pyspark not installed (pip install -e '.[spark]')")
-pytest.importorskip("pyarrow")
+from needs import need_module
+
+pyspark = need_module("pyspark", "pip install -e '.[spark]'")
+need_module("pyarrow", "pip install -e '.[spark]'")
 
 from zerorename.testing.targets import S3Target  # noqa: E402
 from zerorename.testing.tls import session_tls  # noqa: E402

@@ -2,6 +2,7 @@
 ``copyPartSize``): binary sizes as everywhere (``16m`` is 16 MiB), and anything else is
 one OptionError, never another exception."""
 
+# ruff: noqa: E402 (the imports after need_module() need what it checks)
 from __future__ import annotations
 
 import contextlib
@@ -10,8 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-pytest.importorskip("pyspark")
-pytest.importorskip("pyarrow")
+from needs import need_module  # skipped, or failed under CI=true
+
+need_module("pyspark")
+need_module("pyarrow")
 
 from zerorename.perf.rename_baseline import RenameSettings
 from zerorename.spark_adapter import OptionError

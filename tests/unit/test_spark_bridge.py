@@ -8,7 +8,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 
@@ -68,11 +67,11 @@ def test_timeout_cancels_the_coroutine(bridge: LoopBridge) -> None:
             cancelled.set()
             raise
 
-    t0 = time.monotonic()
+    # slow() would finish after 30 s with no error: the TimeoutError, and slow() seeing its
+    # cancellation, show that the timeout ended it (no clock read)
     with pytest.raises(TimeoutError):
         bridge.run(slow(), timeout=0.2)
-    assert time.monotonic() - t0 < 5
-    assert cancelled.wait(5)
+    assert cancelled.wait(60)
 
 
 def test_run_from_loop_thread_is_refused(bridge: LoopBridge) -> None:
@@ -217,13 +216,13 @@ def test_process_exits_promptly_and_closes_resources(tmp_path) -> None:  # type:
         print("ok")
         """
     )
-    t0 = time.monotonic()
+    # the forever task sleeps an hour: an exit that waited for it would hit this guard (a
+    # hang guard, far above any machine's start-up time, not a measurement)
     proc = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "ok"
-    assert time.monotonic() - t0 < 30
     assert marker.read_text() == "closed"
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from needs import need_module
 from zerorename.errors import ConfigError
 from zerorename.spark_adapter.options import WriteOptions, options_table, parse_size
 from zerorename.spark_adapter.partitioning import (
@@ -200,7 +201,7 @@ def test_value_text_matches_spark(value: Any, type_name: str, tz: str | None, te
 
 # ---------------------------------------------------------------- routing and formats
 
-pa = pytest.importorskip("pyarrow")
+pa = need_module("pyarrow")
 
 
 class _Mem(io.BytesIO):

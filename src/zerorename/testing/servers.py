@@ -3,12 +3,19 @@
 Both bind 127.0.0.1 on free ports, so several test runs can share a machine. Both accept
 :data:`TEST_ACCESS_KEY` / :data:`TEST_SECRET_KEY` (moto accepts any credentials; the RGW
 launcher creates a user with exactly these).
+
+A test run with several processes (pytest-xdist workers) shares one gateway:
+:func:`shared_rgw` starts it in the first process that asks, under a file lock in the run's
+directory, and records it there; the others attach to it; :func:`stop_shared_rgw`, called by
+the run's owner when the run ends, stops it (its watchdog does, should the owner die first).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import importlib.resources
+import json
 import logging
 import os
 import shutil
@@ -17,6 +24,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self
 
@@ -130,8 +138,11 @@ class RgwServer(Service):
         attempts: int = 3,
         keep: bool = False,
         tls: CertPair | None = None,
+        owner_pid: int | None = None,
     ) -> None:
         self._parent_dir = parent_dir
+        #: the launcher's watchdog stops the daemons once this process is gone [this process]
+        self.owner_pid = owner_pid
         self.tls = tls
         self.https_port: int | None = None
         self.store = store
@@ -188,7 +199,7 @@ class RgwServer(Service):
             env["OSD_SIZE"] = self.osd_size
         if ports is not None:
             # the launcher's watchdog stops the daemons if this process dies without stop()
-            env["OWNER_PID"] = str(os.getpid())
+            env["OWNER_PID"] = str(self.owner_pid or os.getpid())
             env.update(RGW_PORT=str(ports[0]), MON_PORT=str(ports[1]), MON2_PORT=str(ports[2]))
             if self.tls is not None:
                 env.update(
@@ -228,6 +239,10 @@ class RgwServer(Service):
                 rc, out = proc.returncode, proc.stdout + proc.stderr
             except subprocess.TimeoutExpired as exc:
                 rc, out = -1, f"launcher timed out after {exc.timeout:.0f}s"
+            except BaseException:  # interrupted (Ctrl-C, a run timeout): leave no daemon behind
+                self._run_stop(base)
+                shutil.rmtree(base, ignore_errors=True)
+                raise
             if rc == 0:
                 self.base_dir, self.port = base, ports[0]
                 self.https_port = ports[3] if self.tls is not None else None
@@ -266,9 +281,121 @@ class RgwServer(Service):
         if not self.keep:
             shutil.rmtree(base, ignore_errors=True)
 
+    def state(self) -> dict[str, Any]:
+        """What another process needs to use (:meth:`from_state`) and stop this gateway."""
+        return {
+            "base_dir": None if self.base_dir is None else str(self.base_dir),
+            "port": self.port,
+            "https_port": self.https_port,
+            "start_seconds": self.start_seconds,
+            "tls": None if self.tls is None else [str(self.tls.cert), str(self.tls.key)],
+            "store": self.store,
+            "osd_size": self.osd_size,
+            "keep": self.keep,
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> RgwServer:
+        """A running gateway another process started (see :meth:`state`)."""
+        tls = state.get("tls")
+        server = cls(
+            store=state["store"],
+            osd_size=state.get("osd_size"),
+            keep=bool(state.get("keep")),
+            tls=None if tls is None else CertPair(Path(tls[0]), Path(tls[1])),
+        )
+        server.base_dir = Path(state["base_dir"])
+        server.port = state["port"]
+        server.https_port = state.get("https_port")
+        server.start_seconds = state.get("start_seconds")
+        return server
+
     def __repr__(self) -> str:
         url = None if self.port is None else self.endpoint_url
         return f"RgwServer(endpoint_url={url!r}, base_dir={self.base_dir!s})"
+
+
+# ---------------------------------------------------------------- one gateway per test run
+
+_SHARED_STATE = "rgw.json"
+
+
+class _RunLock:
+    """An exclusive lock on ``<run_dir>/rgw.lock`` (flock: released if its holder dies)."""
+
+    def __init__(self, run_dir: Path, timeout: float | None = None) -> None:
+        self._path = run_dir / "rgw.lock"
+        self._timeout = timeout
+        self._file: Any = None
+
+    def __enter__(self) -> bool:
+        """True when locked; False when ``timeout`` passed first."""
+        self._file = self._path.open("a")
+        if self._timeout is None:
+            fcntl.flock(self._file, fcntl.LOCK_EX)
+            return True
+        deadline = time.monotonic() + self._timeout
+        while True:
+            try:
+                fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return True
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(0.2)
+
+    def __exit__(self, *exc: object) -> None:
+        self._file.close()  # closing releases the lock
+
+
+def shared_rgw_state(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The run's recorded gateway ({"error": ...} when its start failed), or None."""
+    path = Path(run_dir) / _SHARED_STATE
+    if not path.exists():
+        return None
+    doc: dict[str, Any] = json.loads(path.read_text())
+    return doc
+
+
+def shared_rgw(run_dir: str | os.PathLike[str], make: Callable[[], RgwServer]) -> RgwServer:
+    """The run's one gateway: started with ``make()`` by the first process that asks, the
+    others wait on the lock and attach. A failed start is recorded, and every process then
+    raises the same :class:`ServerStartError` (the start is not tried again)."""
+    run = Path(run_dir)
+    run.mkdir(parents=True, exist_ok=True)
+    with _RunLock(run):
+        state = shared_rgw_state(run)
+        if state is None:
+            server = make()
+            try:
+                server.start()
+            except ServerStartError as exc:
+                state = {"error": str(exc)}
+            else:
+                state = server.state()
+            tmp = run / (_SHARED_STATE + ".tmp")
+            tmp.write_text(json.dumps(state))
+            tmp.replace(run / _SHARED_STATE)
+    if "error" in state:
+        raise ServerStartError(state["error"])
+    return RgwServer.from_state(state)
+
+
+def stop_shared_rgw(run_dir: str | os.PathLike[str], *, wait: float = 120.0) -> bool:
+    """Stop the run's gateway if one was started (waits up to ``wait`` seconds for a start
+    under way to finish); True when one was stopped."""
+    run = Path(run_dir)
+    if not run.is_dir():
+        return False
+    with _RunLock(run, timeout=wait) as locked:
+        if not locked:  # a start still under way: the launcher's watchdog stops that gateway
+            return False
+        state = shared_rgw_state(run)
+        if state is None or "error" in state:
+            return False
+        RgwServer.from_state(state).stop()
+        (run / _SHARED_STATE).unlink(missing_ok=True)
+        return True
 
 
 def _tail(text: str, lines: int) -> str:

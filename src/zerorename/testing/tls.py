@@ -5,13 +5,17 @@ given through ``AWS_CA_BUNDLE`` or ``EngineConfig.ca_bundle``) and certificates 
 valid for 127.0.0.1, ::1 and localhost, one that expired yesterday, one for another host
 name only; plus one signed by a second CA that no bundle holds (an unknown CA).
 :func:`session_tls` makes one such set per process (in a temp dir removed at exit), so every
-server of a test session shares one CA.
+server of a test session shares one CA; with :data:`TLS_DIR_ENV` set (a test run with several
+processes, e.g. pytest-xdist workers) every process uses the one set in that directory, made
+by the first process that asks (under a file lock), so a server one process started verifies
+with the CA of every other.
 """
 
 from __future__ import annotations
 
 import atexit
 import datetime
+import fcntl
 import ipaddress
 import os
 import shutil
@@ -29,6 +33,9 @@ SERVER_NAMES = ("localhost",)
 SERVER_ADDRESSES = ("127.0.0.1", "::1")
 #: the only name the wrong-host certificate covers.
 WRONG_HOST = "wrong-host.invalid"
+
+#: a directory shared by every process of one test run: session_tls() makes and reads its set there
+TLS_DIR_ENV = "ZR_TEST_TLS_DIR"
 
 _lock = threading.Lock()
 _session: TlsFiles | None = None
@@ -222,14 +229,49 @@ def make_tls_files(directory: str | Path) -> TlsFiles:
     )
 
 
+def tls_files_in(directory: str | Path) -> TlsFiles:
+    """The paths :func:`make_tls_files` writes in ``directory`` (the files are not read)."""
+    out = Path(directory)
+
+    def pair(stem: str) -> CertPair:
+        return CertPair(out / f"{stem}.pem", out / f"{stem}.key")
+
+    return TlsFiles(
+        directory=out,
+        ca_bundle=out / "ca.pem",
+        server=pair("server"),
+        expired=pair("expired"),
+        wrong_host=pair("wrong-host"),
+        unknown_ca=pair("unknown-ca"),
+    )
+
+
+def shared_tls_files(directory: str | Path) -> TlsFiles:
+    """The set in ``directory``, made there by the first of several processes that asks (an
+    exclusive file lock orders them; a ``complete`` marker is written last)."""
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / ".lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (out / "complete").exists():
+            make_tls_files(out)
+            (out / "complete").write_text("")
+    return tls_files_in(out)
+
+
 def session_tls() -> TlsFiles:
-    """The TLS material of this process: made on first use in a temp dir, removed at exit."""
+    """The TLS material of this test run: the shared set in ``$ZR_TEST_TLS_DIR`` when that is
+    set, else one made on first use in a temp dir of this process, removed at exit."""
     global _session
     with _lock:
         if _session is None:
-            directory = Path(tempfile.mkdtemp(prefix="zr-tls-"))
-            atexit.register(_remove, directory, os.getpid())
-            _session = make_tls_files(directory)
+            shared = os.environ.get(TLS_DIR_ENV)
+            if shared:
+                _session = shared_tls_files(shared)
+            else:
+                directory = Path(tempfile.mkdtemp(prefix="zr-tls-"))
+                atexit.register(_remove, directory, os.getpid())
+                _session = make_tls_files(directory)
         return _session
 
 
