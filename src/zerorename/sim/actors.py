@@ -50,7 +50,9 @@ async def job_actor(w: World, i: int, spec: ActorSpec) -> None:
     await w.sched.pause(i, "start", not_before=spec.delay)
     job_id = new_uuid(w.rng(i, "job"))
     store = w.store(i)
-    opts = CommitOptions(staging_dir=w.tmp / f"actor{i}", progress_interval=60.0)
+    # lock_wait=0: a commit that finds the destination locked refuses at once (a wait would
+    # run on the wall clock, which the seeded scheduler does not drive)
+    opts = CommitOptions(staging_dir=w.tmp / f"actor{i}", progress_interval=60.0, lock_wait=0.0)
     committer = KINDS[spec.committer](store, URI, conflict=spec.conflict, options=opts)
     told = JobTold(job_id, i, spec.committer, spec.conflict, {})
     w.history.jobs[job_id] = told

@@ -6,6 +6,8 @@ recorded. Every run of a batch writes the same data."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from zerorename.committers import MagicCommitter
 from zerorename.sim.model import ActorSpec, StreamTold
 from zerorename.sim.world import (
@@ -25,13 +27,16 @@ from zerorename.testing.memstore import MemoryStore
 #: restarts of a query after a crash or a failed commit before its driver gives up
 RESTARTS = 4
 
+#: the sink's options with lock_wait=0 (see actors.job_actor: no wall-clock waits)
+SIM_STREAM_COMMIT = dataclasses.replace(STREAM_COMMIT, lock_wait=0.0)
+
 
 def batch_data(query: str, batch: int, task: int) -> bytes:
     return f"{query} batch {batch} task {task}\n".encode()
 
 
 def sink_of(store: MemoryStore, query: str) -> StreamSink:
-    committer = MagicCommitter(store, STREAM_URI, conflict="append", options=STREAM_COMMIT)
+    committer = MagicCommitter(store, STREAM_URI, conflict="append", options=SIM_STREAM_COMMIT)
     return StreamSink(WriteOptions(path=STREAM_URI), query, committer)
 
 
@@ -39,7 +44,7 @@ async def run_tasks(
     store: MemoryStore, query: str, batch: int, token: str, tasks: int
 ) -> tuple[str, list[TaskResult]]:
     """One run of ``batch``'s tasks, each writing one file and committing."""
-    committer = MagicCommitter(store, STREAM_URI, conflict="append", options=STREAM_COMMIT)
+    committer = MagicCommitter(store, STREAM_URI, conflict="append", options=SIM_STREAM_COMMIT)
     job_id = stream_job_id(query, token, batch)
     results = []
     for t in range(tasks):
