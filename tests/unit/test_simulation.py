@@ -201,7 +201,6 @@ def test_finding_5_two_fail_mode_commits_both_succeed() -> None:
     assert "inv 6 fail-mode" not in categories(191)
 
 
-@pytest.mark.xfail(strict=True, reason="simulation finding 10: jobs resume and abort both win")
 def test_new_10_concurrent_resume_and_abort_of_one_job_both_succeed() -> None:
     assert "inv 6/11 contradictory outcomes" not in categories(26, "s3a")
 
