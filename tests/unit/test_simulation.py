@@ -199,7 +199,6 @@ def test_finding_5_two_fail_mode_commits_both_succeed() -> None:
     assert "inv 6 fail-mode" not in categories(191)
 
 
-@pytest.mark.xfail(strict=True, reason="simulation finding 10: jobs resume and abort both win")
 def test_new_10_concurrent_resume_and_abort_of_one_job_both_succeed() -> None:
     assert "inv 6/11 contradictory outcomes" not in categories(26, "s3a")
 
@@ -209,6 +208,5 @@ def test_new_11_a_replaced_job_with_an_unfinished_commit_can_never_be_cleaned_up
     assert "inv 4 job record left after cleanup" not in categories(103, "jobs")
 
 
-@pytest.mark.xfail(strict=True, reason="simulation finding 12: jobs abort loses its own job")
 def test_new_12_a_failed_upload_abort_leaves_an_upload_no_command_can_reach() -> None:
     assert "inv 4 left pending after cleanup" not in categories(472)

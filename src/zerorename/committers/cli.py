@@ -31,6 +31,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from zerorename.committers.commitlock import CLAIM_VERBS, command_claim
 from zerorename.committers.committer import MagicCommitter
 from zerorename.committers.errors import CommitterError, RecordFormatError
 from zerorename.committers.jobcommit import CommitProgress
@@ -325,6 +326,15 @@ async def _jobs_action(eng: UploadEngine, args: argparse.Namespace) -> int:
         return await _jobs_list(eng, args)
     job_id = _need_job(args)
     dest = Destination.parse(args.dest)
+    if args.action in CLAIM_VERBS:  # of a resume and an abort racing, one acts
+        async with command_claim(eng, dest, job_id, args.action):
+            return await _job_action(eng, dest, job_id, args)
+    return await _job_action(eng, dest, job_id, args)
+
+
+async def _job_action(
+    eng: UploadEngine, dest: Destination, job_id: str, args: argparse.Namespace
+) -> int:
     if await is_s3a_job(eng, dest, job_id):
         return await _s3a_action(eng, dest, args)
     streams: StreamJobs | None = getattr(args, "stream_jobs", None)

@@ -55,7 +55,7 @@ from zerorename.committers.paths import (
     check_job_id,
     new_job_id,
 )
-from zerorename.committers.store import abort_uploads, read_optional
+from zerorename.committers.store import abort_uploads, job_uploads, read_optional
 from zerorename.committers.tasks import (
     MagicTaskAttempt,
     StagingTaskAttempt,
@@ -134,7 +134,8 @@ class Committer:
 
     async def open_job(self, job_id: str) -> Job:
         """The job as recorded in its ``job.json`` (any committer kind); JobNotFound if the
-        job has no records (a journal alone is enough to resume or abort it)."""
+        job has no records and no pending uploads (a journal alone is enough to resume or
+        abort it; its uploads alone to abort it)."""
         job_id = check_job_id(job_id)
         layout = JobLayout(self.dest, job_id)
         async with wrap_engine_errors(f"opening job {job_id} at {self.dest.uri}"):
@@ -146,6 +147,8 @@ class Committer:
                 return Job(self, job_id, m.committer, m.conflict, m.scope)
             async for _ in self.engine.list_objects(self.dest.bucket, layout.root):
                 return self.job(job_id)
+            async for _ in job_uploads(self.engine, self.dest, job_id):
+                return self.job(job_id)  # only its uploads left (an abort that failed)
         raise JobNotFound(f"no job {job_id} under {self.dest.uri}")
 
 

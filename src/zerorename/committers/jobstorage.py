@@ -39,7 +39,12 @@ from zerorename.committers.conflict import (
     still_planned,
 )
 from zerorename.committers.context import JobContext
-from zerorename.committers.errors import JournalError, PathError, RecordFormatError
+from zerorename.committers.errors import (
+    CommitterError,
+    JournalError,
+    PathError,
+    RecordFormatError,
+)
 from zerorename.committers.journal import Journal, State, can_abort
 from zerorename.committers.paths import (
     PENDINGSET_SUFFIX,
@@ -176,18 +181,34 @@ async def delete_recorded_objects(ctx: JobContext, keep: Iterable[str] = ()) -> 
     return deleted
 
 
+async def abort_job_uploads(ctx: JobContext) -> int:
+    """Abort every pending upload of the job; a CommitterError saying to run the abort
+    again when any could not be aborted (the job's records are all still there)."""
+    try:
+        return await abort_uploads(ctx.engine, job_uploads(ctx.engine, ctx.dest, ctx.job_id))
+    except CommitterError as exc:
+        raise CommitterError(
+            f"aborting job {ctx.job_id} at {ctx.dest.uri}: {exc}; the job and its records "
+            f"are kept: run the abort again"
+        ) from exc
+
+
 async def abort_job_storage(
     ctx: JobContext, *, keep: Iterable[str] = (), lock: bool = False
 ) -> AbortResult:
-    """Abort (or roll back) the job: marker first (stragglers stop), then its pending uploads
-    (by the naming rule: tasks that died before writing a record count too), the objects
-    its pendingsets prove it completed (but the ``keep`` keys), its records, journal last
-    (with ``lock``: the destination's commit lock with it, see :mod:`commitlock`).
-    Nothing that only mentions the job id elsewhere in its key is touched."""
+    """Abort (or roll back) the job: its pending uploads first (by the naming rule: tasks
+    that died before writing a record count too), then the marker (stragglers stop), its
+    uploads again (a straggler's started in between), the objects its pendingsets prove it
+    completed (but the ``keep`` keys), its records, journal last (with ``lock``: the
+    destination's commit lock with it, see :mod:`commitlock`). Nothing of the job's
+    records goes before every upload of it is aborted, so a failed abort leaves the job
+    for the next one to find. Nothing that only mentions the job id elsewhere in its key
+    is touched."""
     engine, dest, lay = ctx.engine, ctx.dest, ctx.layout
     res = AbortResult(ctx.job_id)
+    res.uploads_aborted = await abort_job_uploads(ctx)
     await engine.delete_objects(dest.bucket, [lay.marker])
-    res.uploads_aborted = await abort_uploads(engine, job_uploads(engine, dest, ctx.job_id))
+    res.uploads_aborted += await abort_job_uploads(ctx)
     res.objects_deleted = await delete_recorded_objects(ctx, keep)
     records = keys_under(engine, dest.bucket, lay.root, lambda k: True, skip=[lay.journal])
     await engine.delete_objects(dest.bucket, records)

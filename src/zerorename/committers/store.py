@@ -23,7 +23,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 from zerorename.aio import aiter_any, unwrapped
 from zerorename.committers.conflict import is_foreign
-from zerorename.committers.errors import RecordFormatError
+from zerorename.committers.errors import CommitterError, RecordFormatError
 from zerorename.committers.jsonstream import JsonStreamError, aiter_object_stream
 from zerorename.committers.objectstore import Store
 from zerorename.committers.paths import Destination, check_partitioned_path, key_carries_job
@@ -267,7 +267,7 @@ async def abort_uploads(
     result = await engine.abort_many(uploads, concurrency=concurrency, on_result=seen)
     if result.failed:
         first = result.failures[0]
-        raise RuntimeError(
+        raise CommitterError(
             f"{result.failed} uploads could not be aborted, e.g. "
             f"s3://{first.bucket}/{first.key}: {first.error}"
         )

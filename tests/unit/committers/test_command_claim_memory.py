@@ -1,0 +1,71 @@
+"""Of a ``jobs resume`` and a ``jobs abort`` of one job, at most one acts (simulation
+finding 10): each takes the job's command claim (If-None-Match) before it reads
+anything; the other verb then refuses in one line and changes nothing. Here the first
+command's process dies mid-way (its claim stays, as a command still running would hold
+it), the other verb is refused with the store unchanged, and the same verb run again
+finishes the job and releases the claim. Through the CLI's own functions, on the
+in-memory store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from zerorename.committers import CommitOptions, CommitterError, MagicCommitter
+from zerorename.sim.operators import run_cli
+from zerorename.testing.memfaults import ProcessCrashed
+from zerorename.testing.memstore import MemoryState, MemoryStore
+
+B = "bkt"
+URI = f"s3://{B}/out"
+
+
+async def dead_commit(tmp: Path) -> tuple[MemoryState, str]:
+    """A magic job whose commit died after its first complete (journal: completing)."""
+    state = MemoryState(B)
+    store = MemoryStore(state)
+    committer = MagicCommitter(store, URI, options=CommitOptions(staging_dir=tmp))
+    job = await committer.setup_job()
+    summaries = []
+    for t in range(3):
+        ta = job.task_attempt(t)
+        await ta.setup()
+        async with ta.open(f"f{t}.csv") as out:
+            await out.write(b"x")
+        summaries.append(await ta.commit())
+    store.crash_at(2, op="CompleteMultipartUpload")
+    with pytest.raises((ProcessCrashed, BaseExceptionGroup)):
+        await job.commit(summaries)
+    return state, job.job_id
+
+
+def snapshot(state: MemoryState) -> tuple[dict[str, bytes], list[tuple[str, str]]]:
+    return dict(state.objects(B)), list(state.pending(B))
+
+
+@pytest.mark.parametrize(("first", "other"), [("abort", "resume"), ("resume", "abort")])
+async def test_a_resume_and_an_abort_of_one_job_never_both_act(
+    tmp_path: Path, first: str, other: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state, job_id = await dead_commit(tmp_path)
+    claim = f"out/__magic_commit/command-{job_id}.json"
+    dying = MemoryStore(state, min_part_size=1)
+    dying.crash_at(4)  # after its claim, part way through
+    with pytest.raises((ProcessCrashed, BaseExceptionGroup)):
+        await run_cli(dying, "jobs", first, URI, job_id)
+    before = snapshot(state)
+    with pytest.raises(CommitterError) as refused:
+        await run_cli(MemoryStore(state, min_part_size=1), "jobs", other, URI, job_id)
+    msg = str(refused.value)
+    done = {"abort": "aborted", "resume": "resumed"}[first]
+    assert "\n" not in msg and f"being {done}" in msg and claim in msg
+    assert snapshot(state) == before, "the refused command changed something"
+    assert claim in state.objects(B)
+    await run_cli(MemoryStore(state, min_part_size=1), "jobs", first, URI, job_id)
+    assert claim not in state.objects(B)
+    assert not [k for k, _ in state.pending(B) if job_id in k]
+    assert not [k for k in state.objects(B) if f"__magic_job-{job_id}" in k]
+    data = [k for k in state.objects(B) if job_id in k and "__magic" not in k]
+    assert len(data) == (3 if first == "resume" else 0)
+    capsys.readouterr()
