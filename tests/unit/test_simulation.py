@@ -13,8 +13,6 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
-import pytest
-
 from zerorename.sim.checker import check
 from zerorename.sim.generate import generate
 from zerorename.sim.model import (
@@ -34,7 +32,7 @@ from zerorename.sim.shrink import category, shrink
 #: findings of issue 20 still open on this branch, and the simulation's own (10: two
 #: operator commands on one job at once; 11: a replace after a committed job whose cleanup
 #: did not finish; 12: a failed upload abort inside `jobs abort`), left out of the clean run
-AVOID = frozenset({10, 11, 12})
+AVOID: frozenset[int] = frozenset()
 SEEDS = int(os.environ.get("ZERORENAME_SIM_SEEDS", "250"))
 
 
@@ -44,7 +42,7 @@ def test_seeded_schedules_keep_every_invariant() -> None:
         r = run_schedule(generate(seed, avoid=AVOID))
         if not r.ok:
             bad.append(f"seed {seed}: {r.violations[0]}")
-    assert bad == [], "replay: python -m zerorename.sim --avoid 10,11,12 --seed N"
+    assert bad == [], "replay: python -m zerorename.sim --seed N"
 
 
 def test_a_seed_replays_the_same_schedule() -> None:
@@ -162,10 +160,9 @@ def test_shrink_drops_what_the_failure_does_not_need() -> None:
 
 
 # -- the seeds that found issue 20's findings ------------------------------------------
-# Findings 1, 2, 4 and 5: each schedule failed before its fix (xfail strict until the fix
-# merged) and passes since. 10, 11 and 12 (found by the simulation) still fail: xfail
-# strict, so a fix makes pytest report XPASS as a failure and the mark comes off. Replay: python -m zerorename.sim
-# [--profile P] --seed N --trace (--shrink for the short form).
+# Findings 1, 2, 4, 5 and the simulation's 10, 11, 12: each schedule failed before its
+# fix (xfail strict until the fix merged) and passes since. Replay: python -m
+# zerorename.sim [--profile P] --seed N --trace (--shrink for the short form).
 def categories(seed: int, profile: str = "default") -> set[str]:
     return {category(v) for v in run_schedule(generate(seed, profile=profile)).violations}
 
@@ -203,7 +200,6 @@ def test_new_10_concurrent_resume_and_abort_of_one_job_both_succeed() -> None:
     assert "inv 6/11 contradictory outcomes" not in categories(26, "s3a")
 
 
-@pytest.mark.xfail(strict=True, reason="simulation finding 11: neither resume nor abort can end it")
 def test_new_11_a_replaced_job_with_an_unfinished_commit_can_never_be_cleaned_up() -> None:
     assert "inv 4 job record left after cleanup" not in categories(103, "jobs")
 
