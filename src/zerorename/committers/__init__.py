@@ -6,6 +6,7 @@ Committers: :class:`MagicCommitter` (tasks stream to final keys as deferred uplo
 Async core; :mod:`zerorename.committers.sync` is the blocking facade.
 """
 
+from zerorename.committers.commitlock import DestinationLocked, LockLost
 from zerorename.committers.committer import (
     CommitOptions,
     Committer,
@@ -51,6 +52,7 @@ __all__ = [
     "ConflictMode",
     "ConflictScope",
     "Destination",
+    "DestinationLocked",
     "InvalidJobId",
     "Job",
     "JobCommitError",
@@ -59,6 +61,7 @@ __all__ = [
     "JobNotFound",
     "JobStatus",
     "JournalError",
+    "LockLost",
     "MagicCommitter",
     "MagicTaskAttempt",
     "PartitionedCommitter",
