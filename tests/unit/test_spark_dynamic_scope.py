@@ -9,6 +9,7 @@ commit's state or in the state before the job. No server, no Spark."""
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from zerorename.committers import (
     StagingCommitter,
     TaskCommitSummary,
 )
+from zerorename.engine.records import ObjectInfo
 from zerorename.spark_adapter.jobs import record_scope
 from zerorename.testing.memfaults import ProcessCrashed
 from zerorename.testing.memstore import MemoryState, MemoryStore
@@ -206,3 +208,24 @@ async def test_crash_at_every_request_then_resume_or_abort(
         assert [k for k, _ in state.pending(B)] == []
         assert [k for k in state.objects(B) if f"__magic_job-{job_id}" in k] == []
     assert ends["committed"] and ends["aborted"]
+
+
+class WideListingStore(MemoryStore):
+    """A gateway that drops a listed prefix's trailing '/' ("out/day=1/" is listed as
+    "out/day=1"), so a listing of day=1/ also returns day=10's objects (found by a review)."""
+
+    async def list_objects(  # type: ignore[override]
+        self, bucket: str, prefix: str = "", *, delimiter: str | None = None
+    ) -> AsyncIterator[ObjectInfo]:
+        async for o in super().list_objects(bucket, prefix.rstrip("/"), delimiter=delimiter):
+            yield o
+
+
+@pytest.mark.parametrize("kind", ["magic", "directory"])
+async def test_a_listing_wider_than_asked_never_widens_the_replace(
+    kind: str, tmp_path: Path
+) -> None:
+    state, job_id, summaries, new = await prepare(kind, tmp_path, None)
+    await dynamic_commit(kind, WideListingStore(state), tmp_path, job_id, summaries)
+    assert f"{DEST}/day=10/old10.parquet" in data_of(state)
+    assert data_of(state) == dynamic_result(new)

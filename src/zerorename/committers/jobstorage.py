@@ -225,7 +225,9 @@ async def list_replacement(ctx: JobContext, prefixes: Sequence[str]) -> list[Old
 
     async def one(prefix: str) -> None:
         async for obj in engine.list_objects(dest.bucket, prefix):
-            if is_foreign(dest, obj.key, ctx.job_id) and obj.etag:
+            # a store (or gateway) that lists more than was asked (day=10/ for day=1/)
+            # never widens what a replace deletes
+            if obj.key.startswith(prefix) and is_foreign(dest, obj.key, ctx.job_id) and obj.etag:
                 found[obj.key] = OldObject(obj.key, obj.etag.strip('"'))
 
     await bounded_map(prefixes, one, LIST_CONCURRENCY)
@@ -289,7 +291,7 @@ async def run_replacement(
 
     async def one(prefix: str) -> None:
         async for obj in engine.list_objects(dest.bucket, prefix):
-            if still_planned(planned, obj.key, obj.etag):
+            if obj.key.startswith(prefix) and still_planned(planned, obj.key, obj.etag):
                 del planned[obj.key]  # once, however many prefixes list it
                 doomed.append(obj.key)
 
