@@ -114,3 +114,22 @@ def test_scope_by_committer_and_mode(
     assert appending.replace_scope(DYNAMIC) is want  # append: Spark's mode does not apply
     explicit = opts(committer=committer, partitionOverwriteMode="dynamic", **extra)
     assert explicit.setup_scope is dynamic  # the option is known before any task runs
+
+
+def test_an_explicit_dynamic_option_is_never_overridden_by_append_and_replace() -> None:
+    """mode('append') with conflict=replace and partitionOverwriteMode=dynamic replaces the
+    partitions it writes, not the whole destination (found by a review: it did)."""
+    o = WriteOptions.parse(
+        {
+            "path": "s3://b/t",
+            "partitionBy": "day",
+            "conflict": "replace",
+            "partitionOverwriteMode": "dynamic",
+        },
+        overwrite=False,
+    )
+    assert o.replace_scope(o.overwrite_mode(["dynamic"])) is ConflictScope.PARTITIONS
+    static = WriteOptions.parse(
+        {"path": "s3://b/t", "partitionBy": "day", "conflict": "replace"}, overwrite=False
+    )
+    assert static.replace_scope(static.overwrite_mode(["dynamic"])) is ConflictScope.DESTINATION

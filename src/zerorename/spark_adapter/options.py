@@ -449,9 +449,12 @@ class WriteOptions:
     def replace_scope(self, mode: PartitionOverwrite) -> ConflictScope:
         """Where the job judges conflicts: the partitions it writes for the partitioned
         committer and for a dynamic overwrite of a partitionBy write; else the whole
-        destination (what an overwrite replaces, as with Spark's static mode)."""
+        destination (what an overwrite replaces, as with Spark's static mode). An append
+        with ``conflict=replace`` and an explicit dynamic option replaces by partition too:
+        the option is never silently overridden."""
+        replaces = self.overwrite or self.conflict == "replace"
         if self.committer == "partitioned" or (
-            self.overwrite and self.partition_by and mode is PartitionOverwrite.DYNAMIC
+            replaces and self.partition_by and mode is PartitionOverwrite.DYNAMIC
         ):
             return ConflictScope.PARTITIONS
         return ConflictScope.DESTINATION
