@@ -123,6 +123,7 @@ def test_python_examples_run(
     assert reports == [f"reports/2026/region=2/report-{job_id}.csv"]
 
 
+@pytest.mark.timeout(900)  # many CLI subprocesses: 300 s ran out with 4 workers at load 7
 def test_cli_examples_run(
     readme_env: dict[str, str], python_examples: None, tmp_path: Path
 ) -> None:
