@@ -66,7 +66,10 @@ if [ "$workers" != 0 ]; then
 fi
 
 export SPARK_LOCAL_IP=${SPARK_LOCAL_IP:-127.0.0.1}
-export PYTHONDONTWRITEBYTECODE=1
+# bytecode is cached (a machine-wide PYTHONDONTWRITEBYTECODE would make every worker, CLI
+# subprocess, harness child and Spark Python worker compile the sources and rewrite the
+# test modules again)
+unset PYTHONDONTWRITEBYTECODE
 set +e
 timeout -s INT -k 60 "${ZR_RUN_TIMEOUT:-4200}" \
     "$PY" -m pytest -ra --timeout="${ZR_TEST_TIMEOUT:-300}" --durations=15 "${parallel[@]}" \
