@@ -164,27 +164,44 @@ def _needs_rgw(item: pytest.Item) -> bool:
     )
 
 
+#: Spark test modules whose tests start Spark in a child process of their own and never use
+#: the run's session (the ``spark`` fixture): under xdist they run on any worker, beside the
+#: one that holds the session (collection refuses a test here that asks for the session)
+OWN_SPARK_MODULES = ("tests/spark/test_perf_spark.py", "tests/spark/test_spark_demo.py")
+
+
+def _on_the_spark_worker(nodeid: str) -> bool:
+    return nodeid.startswith("tests/spark/") and not nodeid.startswith(OWN_SPARK_MODULES)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark every test that needs RGW with `rgw` (before -m selection runs)."""
     for item in items:
         if _needs_rgw(item) and item.get_closest_marker("rgw") is None:
             item.add_marker(pytest.mark.rgw)
+        if item.nodeid.startswith(OWN_SPARK_MODULES) and "spark" in getattr(
+            item, "fixturenames", ()
+        ):
+            raise pytest.UsageError(
+                f"{item.nodeid} uses the run's Spark session but its module is in "
+                "OWN_SPARK_MODULES (tests/conftest.py): remove the module from that list"
+            )
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """Under xdist, every Spark test (tests/spark/, the only users of the ``spark`` fixture)
-    runs in one worker, as one unit that starts first (the largest), beside the workers
-    that run everything else one test at a time: four local Spark sessions starting at
-    once on two cores starved each other past the per-test timeout (>300 s in register,
-    seen with 4 workers on a loaded machine). A scheduler, not ``xdist_group`` marks: with
-    pytest 9, xdist 3.8's loadgroup no longer groups (it renames ``item._nodeid``, which
-    pytest 9 no longer reads)."""
+    """Under xdist, every test of the run's Spark session (tests/spark/ but for
+    OWN_SPARK_MODULES: the only users of the ``spark`` fixture) runs in one worker, as one
+    unit that starts first (the largest), beside the workers that run everything else one
+    test at a time: four local Spark sessions starting at once on two cores starved each
+    other past the per-test timeout (>300 s in register, seen with 4 workers on a loaded
+    machine). A scheduler, not ``xdist_group`` marks: with pytest 9, xdist 3.8's loadgroup
+    no longer groups (it renames ``item._nodeid``, which pytest 9 no longer reads)."""
     from xdist.scheduler import LoadScopeScheduling
 
     class SparkInOneWorker(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
-            return "spark" if nodeid.startswith("tests/spark/") else nodeid
+            return "spark" if _on_the_spark_worker(nodeid) else nodeid
 
     return SparkInOneWorker(config, log)
 
