@@ -125,6 +125,16 @@ def spark(spark_env: dict[str, str]) -> Iterator[Any]:
         session.stop()
 
 
+@pytest.fixture(scope="session")
+def cluster(spark_env: dict[str, str]) -> Iterator[Any]:
+    """A standalone cluster (master and two workers, on 127.0.0.1 and 127.0.0.2) for the
+    speculation tests' drivers: one for the run (three JVMs to start)."""
+    from zerorename.spark_adapter.cluster import StandaloneCluster
+
+    with StandaloneCluster(worker_hosts=("127.0.0.1", "127.0.0.2")) as c:
+        yield c
+
+
 @dataclass
 class SparkTarget:
     """An S3 target as the Spark writer sees it: URIs and options (no credentials)."""

@@ -8,20 +8,11 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 pytestmark = pytest.mark.spark
-
-
-@pytest.fixture(scope="module")
-def cluster(spark_env: dict[str, str]) -> Iterator[Any]:
-    from zerorename.spark_adapter.cluster import StandaloneCluster
-
-    with StandaloneCluster(worker_hosts=("127.0.0.1", "127.0.0.2")) as c:
-        yield c
 
 
 def test_speculative_copy_wins_and_only_its_output_is_kept(cluster: Any, zr: Any) -> None:

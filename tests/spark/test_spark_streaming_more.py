@@ -17,7 +17,6 @@ import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -241,14 +240,6 @@ def test_a_reader_in_another_process_sees_whole_batches(
     snap = committed_files(zr.uri(), **zr.reader_options())
     table = ds.dataset(snap.paths, filesystem=fs, format="parquet").to_table()
     assert sorted(table.column("id").to_pylist()) == list(range(batches * ROWS_PER_FILE))
-
-
-@pytest.fixture(scope="module")
-def cluster(spark_env: dict[str, str]) -> Iterator[Any]:
-    from zerorename.spark_adapter.cluster import StandaloneCluster
-
-    with StandaloneCluster(worker_hosts=("127.0.0.1", "127.0.0.2")) as c:
-        yield c
 
 
 def test_speculation_inside_a_batch_keeps_only_the_accepted_attempt(
