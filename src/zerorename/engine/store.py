@@ -20,8 +20,9 @@ if TYPE_CHECKING:
     from zerorename.engine.retry import Retrier
 
 DELETE_BATCH = 1000
-#: a conditional DeleteObjects key's error codes that mean "not that object any more"
-_NOT_THERE = ("PreconditionFailed", "NoSuchKey")
+#: a conditional DeleteObjects key's error codes that mean "not that object any more":
+#: another ETag, gone, or a write that won a race with the delete (S3's 409)
+_NOT_THERE = ("PreconditionFailed", "NoSuchKey", "ConditionalRequestConflict")
 #: what get_object reads whole unless its caller gives a cap (records pass their own)
 GET_CAP = 64 * MiB
 #: bytes read at a time by get_object
