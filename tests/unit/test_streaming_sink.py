@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zerorename.committers import JobCommitError, MagicCommitter
+from zerorename.committers import JobCommitError, JobNotActive, MagicCommitter
 from zerorename.engine.errors import RetriesExhausted
 from zerorename.spark_adapter.errors import StreamLogError
 from zerorename.spark_adapter.jobs import TaskResult, task_id_for
@@ -427,3 +427,36 @@ async def test_any_two_crashed_runs_then_a_rerun_land_the_batch_once(first: int)
                 except AssertionError:
                     bad.append((after1, second, after2, "left over"))
     assert not bad, bad
+
+
+async def test_a_recovery_that_settles_this_very_job_reads_it_again() -> None:
+    """The recovering commit's job is the one the log's intent names (the same run's
+    commit called again): a failed commit left its journal, an abort of it died half way
+    (journal ``rolling_back``, marker still there). The recovery resumes it, which finishes
+    the rollback; the commit then reads the job again and refuses it as not active (it was
+    rolled back), not with what its first round read before the recovery ("already
+    started a commit: use resume or abort", whose journal is gone). A new run lands the
+    batch once and nothing is left."""
+    state = MemoryState(B)
+    store = MemoryStore(state)
+    await commit_batch(store, 0, "t0")
+    job_id, results = await run_tasks(store, 1, "t1")
+    fatal = RetriesExhausted("gave up", code="InternalError")
+    store.fail_at(1, fatal, op="CompleteMultipartUpload")
+    with pytest.raises(JobCommitError, match="left for resume/abort"):
+        await sink(store).commit(1, job_id, results)
+    dying = store.reopen()
+    dying.crash_at(1, op="DeleteObjects")  # the abort dies at the marker's delete
+    job = MagicCommitter(dying, URI, conflict="append", options=STREAM_COMMIT).job(job_id)
+    await crashing(job.abort())
+    journal = json.loads(state.objects(B)[f"{DEST}/__magic_job-{job_id}/journal.json"])
+    assert journal["state"] == "rolling_back" and log_of(state)["pending"]["job_id"] == job_id
+    assert f"{DEST}/__magic_job-{job_id}/job.json" in state.objects(B)
+    with pytest.raises(JobNotActive, match=f"job {job_id} is not active"):
+        await sink(store.reopen()).commit(1, job_id, results)
+    left = [k for k in state.objects(B) if job_id in k]
+    assert left == [f"{DEST}/_zerorename_streams/{Q}/jobs/{job_id}.json"]  # its note: swept
+    assert state.pending(B) == []
+    assert await commit_batch(store.reopen(), 1, "rerun") == "committed"
+    assert data_of(state) == expected(range(2))
+    check_clean(state)

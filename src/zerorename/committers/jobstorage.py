@@ -71,9 +71,13 @@ from zerorename.committers.store import (
     scan_pendingset,
 )
 from zerorename.committers.validate import load_json, malformed
+from zerorename.engine.errors import S3Error
+from zerorename.engine.store import DELETE_BATCH
 
 log = logging.getLogger("zerorename.committers")
 
+#: a store's codes for a DeleteObjects whose ETag elements it does not understand
+_ETAG_REFUSED = ("MalformedXML", "InvalidArgument", "InvalidRequest", "NotImplemented")
 #: HEADs at once while an abort checks the objects its pendingsets name
 _CHECK_CONCURRENCY = 16
 JSON = "application/json"
@@ -282,7 +286,10 @@ async def run_replacement(
     the same (key and ETag); anything written after the plan stays. ``plan``: the one this
     process stored or read (else it is read back and checked). ``meanwhile`` (the
     journal's move to ``replacing``) runs while the objects are listed, and nothing is
-    deleted before it returned. Returns how many were deleted."""
+    deleted before it returned. Each delete carries the object's planned ETag: a store
+    that honours it (S3) keeps an object rewritten after that listing too; one that
+    ignores it (moto, Ceph RGW 16) deletes it; one that refuses it gets the request again
+    without. Returns how many were deleted."""
     engine, dest = ctx.engine, ctx.dest
     if plan is None:
         plan = await read_replace_plan(ctx, prefixes)
@@ -296,7 +303,39 @@ async def run_replacement(
                 doomed.append(obj.key)
 
     await gather(meanwhile or nothing(), bounded_map(prefixes, one, LIST_CONCURRENCY))
-    return await engine.delete_objects(dest.bucket, sorted(doomed))
+    etags = {o.key: o.etag for o in plan}
+    doomed.sort()
+    deleted, conditional = 0, True
+    for i in range(0, len(doomed), DELETE_BATCH):
+        batch = doomed[i : i + DELETE_BATCH]
+        if conditional:
+            try:  # a store that honours the ETags keeps an object rewritten since the listing
+                deleted += await engine.delete_objects(
+                    dest.bucket, batch, if_match={k: etags[k] for k in batch}
+                )
+                continue
+            except S3Error as exc:
+                if exc.code not in _ETAG_REFUSED:
+                    raise
+                conditional = False  # refused whole, nothing deleted: once more without
+                log.warning(
+                    "job %s: %s refuses a DeleteObjects with ETags (%s); its replace deletes "
+                    "without them, so an object rewritten between the last listing and the "
+                    "delete is deleted too",
+                    ctx.job_id,
+                    dest.uri,
+                    exc.code,
+                )
+        deleted += await engine.delete_objects(dest.bucket, batch)
+    if deleted < len(doomed):
+        log.info(
+            "job %s: %d of the %d older objects its replace plan deletes were rewritten "
+            "since the plan's last listing and are kept",
+            ctx.job_id,
+            len(doomed) - deleted,
+            len(doomed),
+        )
+    return deleted
 
 
 @contextlib.asynccontextmanager

@@ -25,7 +25,14 @@ Behaviour every implementation keeps (S3's, where the committers depend on it):
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Mapping,
+)
 from types import TracebackType
 from typing import Any, Literal, Protocol
 
@@ -110,8 +117,16 @@ class Store(Protocol):
         """The common prefixes ('subdirectories') right under ``prefix``."""
         ...
 
-    async def delete_objects(self, bucket: str, keys: Iterable[str] | AsyncIterable[str]) -> int:
-        """Delete keys (missing ones are fine); how many were asked to be deleted."""
+    async def delete_objects(
+        self,
+        bucket: str,
+        keys: Iterable[str] | AsyncIterable[str],
+        *,
+        if_match: Mapping[str, str] | None = None,
+    ) -> int:
+        """Delete keys (missing ones are fine); how many were deleted. A key ``if_match``
+        names is deleted only while it has that ETag (kept and not counted otherwise) on a
+        store that honours S3's conditional DeleteObjects; one that ignores it deletes."""
         ...
 
     def list_uploads(

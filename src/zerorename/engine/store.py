@@ -4,7 +4,7 @@ like every other request. Mixed into :class:`UploadEngine`."""
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import botocore.exceptions as bexc
@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from zerorename.engine.retry import Retrier
 
 DELETE_BATCH = 1000
+#: a conditional DeleteObjects key's error codes that mean "not that object any more":
+#: another ETag, gone, or a write that won a race with the delete (S3's 409)
+_NOT_THERE = ("PreconditionFailed", "NoSuchKey", "ConditionalRequestConflict")
 #: what get_object reads whole unless its caller gives a cap (records pass their own)
 GET_CAP = 64 * MiB
 #: bytes read at a time by get_object
@@ -254,25 +257,39 @@ class ObjectOps:
         """Delete one object (no error when it does not exist)."""
         await self.delete_objects(bucket, [key])
 
-    async def delete_objects(self, bucket: str, keys: Iterable[str] | AsyncIterable[str]) -> int:
-        """Delete keys in batches of 1000; returns how many were asked to be deleted.
-        Raises :class:`S3Error` naming the first key the store refused to delete."""
+    async def delete_objects(
+        self,
+        bucket: str,
+        keys: Iterable[str] | AsyncIterable[str],
+        *,
+        if_match: Mapping[str, str] | None = None,
+    ) -> int:
+        """Delete keys in batches of 1000; returns how many were deleted (asked to be, for
+        a key without a condition). ``if_match`` (key -> ETag): each key it names goes with
+        its ETag in the request (S3's conditional DeleteObjects), so the store deletes it
+        only while it is still that object; a key the store answers PreconditionFailed for
+        was rewritten since: kept, not counted, no error. Raises :class:`S3Error` naming
+        the first key the store refused to delete for any other reason."""
         validate_bucket(bucket)
         deleted = 0
         async for batch in batches(keys, DELETE_BATCH):
-            deleted += await self._delete_batch(bucket, batch)
+            deleted += await self._delete_batch(bucket, batch, if_match or {})
         return deleted
 
-    async def _delete_batch(self, bucket: str, keys: list[str]) -> int:
+    async def _delete_batch(self, bucket: str, keys: list[str], etags: Mapping[str, str]) -> int:
         for k in keys:  # a batch with a bad key is refused whole, before it is sent
             validate_key(k)
-        request = {"Objects": [{"Key": k} for k in keys], "Quiet": True}
+        objects = [{"Key": k, **({"ETag": quoted(etags[k])} if k in etags else {})} for k in keys]
+        request = {"Objects": objects, "Quiet": True}
 
         async def call(attempt: int) -> Any:
             return await self._client.delete_objects(Bucket=bucket, Delete=request)
 
         resp = await self._retrier.call("DeleteObjects", call, bucket=bucket, key=keys[0])
-        failed = resp.get("Errors") or []
+        errs = resp.get("Errors") or []
+        # a conditional key rewritten since (PreconditionFailed) or gone since: not deleted
+        kept = [e for e in errs if e.get("Key") in etags and e.get("Code") in _NOT_THERE]
+        failed = [e for e in errs if e not in kept]
         if failed:
             first = failed[0]
             raise errors.S3Error(
@@ -283,4 +300,9 @@ class ObjectOps:
                 bucket=bucket,
                 key=str(first.get("Key", "")),
             )
-        return len(keys)
+        return len(keys) - len(kept)
+
+
+def quoted(etag: str) -> str:
+    """An ETag as S3 writes it in headers and listings (within double quotes)."""
+    return '"' + etag.strip('"') + '"'

@@ -23,8 +23,15 @@ import contextlib
 import hashlib
 import os
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Mapping,
+)
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import anyio
 
@@ -70,6 +77,10 @@ T = TypeVar("T")
 #: applies to that request as an armed one would
 Gate = Callable[[str, str, str], Awaitable[Fault | None]]
 
+#: what a store does with the ETag of a conditional DeleteObjects: honour it (S3), ignore it
+#: (moto, Ceph RGW 16), or refuse the request whole as malformed (an older gateway)
+ConditionalDelete = Literal["honour", "ignore", "refuse"]
+
 #: keys (or uploads) per listing page, as S3 answers by default
 PAGE = 1000
 _END = object()
@@ -84,7 +95,9 @@ class MemoryStore(UploadSide):
     ``batch_concurrency`` as the engine's (complete_many/abort_many default);
     ``part_size`` splits uploads; ``min_part_size``: a complete with a smaller part
     before the last is EntityTooSmall (S3's 5 MiB by default); ``checksum``: the part
-    checksum algorithm recorded in deferred uploads ("none" for none)."""
+    checksum algorithm recorded in deferred uploads ("none" for none);
+    ``conditional_delete``: what it does with a DeleteObjects key's ETag
+    (:data:`ConditionalDelete`)."""
 
     def __init__(
         self,
@@ -96,6 +109,7 @@ class MemoryStore(UploadSide):
         min_part_size: int = 5 * MiB,
         checksum: str = "CRC32C",
         clock: Callable[[], float] = time.monotonic,
+        conditional_delete: ConditionalDelete = "honour",
     ) -> None:
         if checksum != "none" and checksum not in checksums.PARAM:
             raise errors.ConfigError(f"checksum must be none or one of {sorted(checksums.PARAM)}")
@@ -106,6 +120,7 @@ class MemoryStore(UploadSide):
         self.min_part_size = min_part_size
         self.checksum = checksum
         self.clock = clock
+        self.conditional_delete: ConditionalDelete = conditional_delete
         self.stats = EngineStats(lowest_concurrency=batch_concurrency)
         self.log: list[Request] = []
         self.crashed = False
@@ -139,6 +154,7 @@ class MemoryStore(UploadSide):
             min_part_size=self.min_part_size,
             checksum=self.checksum,
             clock=self.clock,
+            conditional_delete=self.conditional_delete,
         )
 
     @property
@@ -346,22 +362,47 @@ class MemoryStore(UploadSide):
             for p in prefixes:
                 yield p
 
-    async def delete_objects(self, bucket: str, keys: Iterable[str] | AsyncIterable[str]) -> int:
+    async def delete_objects(
+        self,
+        bucket: str,
+        keys: Iterable[str] | AsyncIterable[str],
+        *,
+        if_match: Mapping[str, str] | None = None,
+    ) -> int:
         validate_bucket(bucket)
         deleted = 0
         async for batch in batches(keys, DELETE_BATCH):
-            deleted += await self._delete_batch(bucket, batch)
+            deleted += await self._delete_batch(bucket, batch, if_match or {})
         return deleted
 
-    async def _delete_batch(self, bucket: str, keys: list[str]) -> int:
+    async def _delete_batch(self, bucket: str, keys: list[str], etags: Mapping[str, str]) -> int:
         for k in keys:  # a batch with a bad key is refused whole, before it is sent
             validate_key(k)
 
         def delete() -> int:
             objs = self._bucket(bucket, "DeleteObjects")
+            if etags and self.conditional_delete == "refuse":
+                raise errors.S3Error(
+                    f"DeleteObjects s3://{bucket}: MalformedXML: the XML you provided was "
+                    "not well-formed or did not validate against our published schema.",
+                    code="MalformedXML",
+                    operation="DeleteObjects",
+                    status=400,
+                    bucket=bucket,
+                    key=keys[0],
+                )
+            kept = 0
             for k in keys:
+                obj, want = objs.get(k), etags.get(k)
+                if (
+                    want is not None
+                    and self.conditional_delete == "honour"
+                    and (obj is None or obj.etag.strip('"') != want.strip('"'))
+                ):
+                    kept += 1  # S3: this key's <Error> is PreconditionFailed, the rest go
+                    continue
                 objs.pop(k, None)
-            return len(keys)
+            return len(keys) - kept
 
         return await self._request("DeleteObjects", bucket, keys[0], delete)
 
