@@ -162,26 +162,28 @@ async def recorded_uploads(ctx: JobContext) -> AsyncIterator[list[PendingRecord]
 async def delete_recorded_objects(ctx: JobContext, keep: Iterable[str] = ()) -> int:
     """Delete the objects the job completed, proven by its records: listed by one of its
     valid pendingsets, named by its rule, not in ``keep``, and still the object completing
-    that upload made. Returns how many were deleted."""
+    that upload made. Each goes with the ETag its HEAD proved (a conditional delete: a
+    store that honours it keeps an object rewritten between the HEAD and the delete).
+    Returns how many were deleted."""
     engine, bucket, job_id = ctx.engine, ctx.dest.bucket, ctx.job_id
     kept = set(keep)
     deleted = 0
     async for recs in recorded_uploads(ctx):
-        doomed: list[str] = []
+        doomed: dict[str, str] = {}
 
-        async def check(rec: PendingRecord, doomed: list[str] = doomed) -> None:
+        async def check(rec: PendingRecord, doomed: dict[str, str] = doomed) -> None:
             u = rec.upload
             if u.key in kept or not key_carries_job(u.key, job_id):
                 return
             info = await engine.head_object(bucket, u.key)
-            if is_ours(u, info, Check.DELETE):
-                doomed.append(u.key)
+            if info is not None and is_ours(u, info, Check.DELETE):
+                doomed[u.key] = info.etag.strip('"')
             elif info is not None:
                 log.warning("job %s: %s is not the object it completed; left", job_id, u.uri)
 
         await bounded_map(recs, check, _CHECK_CONCURRENCY)
         if doomed:
-            deleted += await engine.delete_objects(bucket, sorted(set(doomed)))
+            deleted += await engine.delete_objects(bucket, sorted(doomed), if_match=doomed)
     return deleted
 
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from zerorename.committers import CommitOptions, MagicCommitter
-from zerorename.engine.errors import S3Error
+from zerorename.committers import CommitOptions, JobCommitError, MagicCommitter
+from zerorename.engine.errors import RetriesExhausted, S3Error
 from zerorename.testing.memfaults import Fault
 from zerorename.testing.memstore import ConditionalDelete, MemoryState, MemoryStore
 
@@ -144,3 +144,45 @@ async def test_memory_store_refusing_the_etag_deletes_nothing() -> None:
         await store.delete_objects(B, ["a"], if_match={"a": etag})
     assert sorted(store.state.objects(B)) == ["a"]
     assert await store.delete_objects(B, ["a"]) == 1
+
+
+@pytest.mark.parametrize(("mode", "survives"), [("honour", True), ("ignore", False)])
+async def test_a_rollback_keeps_a_completed_object_rewritten_after_its_head(
+    tmp_path: Path, mode: ConditionalDelete, survives: bool
+) -> None:
+    """A commit that fails at its second complete rolls back: the first completed file is
+    deleted with the ETag its HEAD proved. Rewritten between that HEAD and the delete, a
+    store that honours the condition keeps it; one that ignores it deletes it (the same
+    window as the replace's)."""
+    state = MemoryState(B)
+    store = MemoryStore(state, conditional_delete=mode)
+    c = MagicCommitter(store, URI, conflict="append", options=CommitOptions(staging_dir=tmp_path))
+    job = await c.setup_job()
+    summaries = []
+    for t in range(2):
+        ta = job.task_attempt(t)
+        await ta.setup()
+        async with ta.open(f"f{t}.csv") as out:
+            await out.write(f"file {t}".encode())
+        summaries.append(await ta.commit())
+    store.fail_at(
+        2,
+        RetriesExhausted("SlowDown past the budget", code="SlowDown"),
+        op="CompleteMultipartUpload",
+    )
+    writer = MemoryStore(state)
+    rewritten: list[str] = []
+
+    async def gate(op: str, bucket: str, key: str) -> Fault | None:
+        done = [k for k in state.objects(B, f"{DEST}/") if k.endswith(".csv")]
+        if op == "DeleteObjects" and done and not rewritten and key in done:
+            rewritten.append(key)
+            await writer.put_object(B, key, b"rewritten")
+        return None
+
+    store.gate = gate
+    with pytest.raises(JobCommitError) as err:
+        await job.commit(summaries)
+    assert err.value.rolled_back and len(rewritten) == 1
+    objs = state.objects(B, f"{DEST}/")
+    assert (objs.get(rewritten[0]) == b"rewritten") is survives
