@@ -206,3 +206,33 @@ def test_new_11_a_replaced_job_with_an_unfinished_commit_can_never_be_cleaned_up
 
 def test_new_12_a_failed_upload_abort_leaves_an_upload_no_command_can_reach() -> None:
     assert "inv 4 left pending after cleanup" not in categories(472)
+
+
+# -- the s3a-late profile's seeds (shrunk) ----------------------------------------------
+def test_s3a_late_51_abort_of_a_committed_then_replaced_s3a_job_is_no_rollback() -> None:
+    # S3A job 0 commits (_SUCCESS) and dies in its cleanup; replace job 1 replaces its
+    # output; the final `jobs abort` of 0 found nothing to roll back: it must not say
+    # "aborted" of a job that committed
+    s = Schedule(
+        51,
+        (ActorSpec(Kind.S3A, tasks=2), ActorSpec(Kind.JOB, conflict="replace", tasks=1)),
+        (FaultSpec(0, 11, FaultKind.CRASH_BEFORE),),
+        picks=(),
+        profile="s3a-late",
+    )
+    assert run_schedule(s).violations == []
+
+
+def test_s3a_late_56_an_abort_that_died_never_keeps_a_committed_job_from_its_cleanup() -> None:
+    # S3A job 1 commits (_SUCCESS) and its cleanup is throttled out; the operator's
+    # `jobs abort` of it dies holding the job's command claim; the final resume must still
+    # finish its cleanup (an abort of a committed job changes nothing, so a resume that
+    # only finishes a committed job's cleanup needs no protection from one)
+    s = Schedule(
+        56,
+        (ActorSpec(Kind.ABORT), ActorSpec(Kind.S3A, tasks=1)),
+        (FaultSpec(0, 4, FaultKind.CRASH_BEFORE), FaultSpec(1, 7, FaultKind.THROTTLED)),
+        picks=(1,) * 8,
+        profile="s3a-late",
+    )
+    assert run_schedule(s).violations == []

@@ -41,7 +41,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -443,7 +443,12 @@ def claimed_by(data: bytes | None, location: str) -> tuple[str, str]:
 
 @contextlib.asynccontextmanager
 async def command_claim(
-    engine: Store, dest: Destination, job_id: str, verb: str
+    engine: Store,
+    dest: Destination,
+    job_id: str,
+    verb: str,
+    *,
+    settled: Callable[[], Awaitable[bool]] | None = None,
 ) -> AsyncIterator[None]:
     """Hold job ``job_id``'s command claim for ``zerorename jobs <verb>`` (resume or
     abort), so that of a resume and an abort of one job running at once exactly one
@@ -452,7 +457,10 @@ async def command_claim(
     one line and changes nothing. A claim of the same verb is taken over (a retry of a
     command whose process died; two runs of one idempotent command may overlap). The
     claim is deleted when the command ends, however it ends; one left by a dead process
-    blocks only the other verb, and the refusal names it."""
+    blocks only the other verb, and the refusal names it. ``settled`` (a resume's): True
+    when the job committed, so an abort of it refuses and changes nothing; such a resume,
+    which only finishes the job's cleanup, takes an abort's claim over (one left by a dead
+    abort would otherwise keep a committed job's records forever)."""
     key = claim_key(dest, job_id)
     where = dest.uri_of(key)
     for _ in range(3):
@@ -468,6 +476,9 @@ async def command_claim(
         if data is None:
             continue  # released meanwhile: try again
         if other == verb:
+            break
+        if settled is not None and data is not None and await settled():
+            await engine.put_object(dest.bucket, key, claim_record(job_id, verb), content_type=JSON)
             break
         doing = CLAIM_VERBS.get(other, f"claimed ({other or 'unreadable claim'})")
         raise CommitterError(

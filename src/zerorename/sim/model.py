@@ -115,6 +115,7 @@ class Outcome(Enum):
     CRASHED = "crashed"  # its process died: nobody told it anything
     ABORTED = "aborted"  # an abort (job's own, operator's, final cleanup) succeeded
     REFUSED = "refused"  # an operator command refused
+    CLEARED = "cleared"  # an abort found nothing to roll back: it deleted only records
 
 
 @dataclass

@@ -7,9 +7,12 @@ multipart upload of keys no job owns)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 from typing import Any
 
 from zerorename.committers import MagicCommitter, cli
+from zerorename.committers.s3ajobs import NOTHING_ROLLED_BACK
 from zerorename.sim.model import BUCKET, DEST, SIBLING, ActorSpec, Outcome
 from zerorename.sim.world import URI, DeadJob, World, crashed, one_line
 
@@ -26,14 +29,24 @@ def cli_args(*argv: str) -> argparse.Namespace:
     return parser.parse_args(list(argv))
 
 
-async def run_cli(store: Any, *argv: str) -> None:
-    """Run a ``jobs`` or ``uploads`` command on ``store`` (what it prints goes wherever
-    the run sent stdout: :func:`~zerorename.sim.run.run_schedule` swallows it)."""
+async def run_cli(store: Any, *argv: str) -> str:
+    """Run a ``jobs`` or ``uploads`` command on ``store``; what it printed."""
     args = cli_args(*argv)
-    if args.command == "jobs":
-        await cli._jobs_action(store, args)
-    else:
-        await cli._uploads_abort(store, args)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        if args.command == "jobs":
+            await cli._jobs_action(store, args)
+        else:
+            await cli._uploads_abort(store, args)
+    return out.getvalue()
+
+
+def told_by(action: str, printed: str) -> Outcome:
+    """What a successful ``jobs resume|abort`` told the operator about the job: an abort
+    that found nothing to roll back did not abort a job (it may have committed)."""
+    if action == "resume":
+        return Outcome.COMMITTED
+    return Outcome.CLEARED if NOTHING_ROLLED_BACK in printed else Outcome.ABORTED
 
 
 async def job_command(w: World, actor: int, store: Any, action: str, target: DeadJob) -> None:
@@ -41,11 +54,12 @@ async def job_command(w: World, actor: int, store: Any, action: str, target: Dea
     the job's history."""
     told = w.history.jobs.get(target.job_id)
     what = f"jobs {action} {target.job_id} (actor {actor})"
+    printed = ""
     try:
         if action == "cleanup":
             await MagicCommitter(store, target.uri).job(target.job_id).cleanup()
         else:
-            await run_cli(store, "jobs", action, target.uri, target.job_id)
+            printed = await run_cli(store, "jobs", action, target.uri, target.job_id)
     except BaseException as exc:
         if crashed(exc):
             w.history.notes.append(f"step {w.step}: {what}: operator's process died")
@@ -58,7 +72,7 @@ async def job_command(w: World, actor: int, store: Any, action: str, target: Dea
         return
     w.history.notes.append(f"step {w.step}: {what} succeeded")
     if told is not None and action != "cleanup":
-        outcome = Outcome.COMMITTED if action == "resume" else Outcome.ABORTED
+        outcome = told_by(action, printed)
         told.told.append((w.step, outcome, f"operator {action}"))
         if action == "resume" and told.commit_end is None:
             told.commit_end = w.step

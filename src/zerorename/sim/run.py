@@ -22,6 +22,7 @@ from zerorename.sim.operators import (
     lifecycle_actor,
     operator_actor,
     run_cli,
+    told_by,
     uploads_actor,
 )
 from zerorename.sim.scheduler import Scheduler
@@ -98,8 +99,8 @@ async def final_recovery(w: World, schedule: Schedule) -> None:
             continue
         w.history.notes.append(f"final: resume of job {job_id} refused: {why}")
         try:
-            await run_cli(store, "jobs", "abort", URI, job_id)
-            told.told.append((w.step, Outcome.ABORTED, "final abort"))
+            printed = await run_cli(store, "jobs", "abort", URI, job_id)
+            told.told.append((w.step, told_by("abort", printed), "final abort"))
         except ZeroRenameError as exc:
             told.told.append((w.step, Outcome.REFUSED, "final abort: " + one_line(exc)))
             w.history.notes.append(f"final: abort of job {job_id} refused: {one_line(exc)}")
