@@ -236,3 +236,47 @@ def test_s3a_late_56_an_abort_that_died_never_keeps_a_committed_job_from_its_cle
         profile="s3a-late",
     )
     assert run_schedule(s).violations == []
+
+
+# -- the default profile's seeds 0..999 (shrunk) ----------------------------------------
+def _picks(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split(","))
+
+
+def test_default_250_540_a_replace_never_lists_part_of_a_committing_s3a_job() -> None:
+    # Hadoop's S3A commits take no lock: a replace that listed an S3A job half completed
+    # deleted that half; it now refuses while an S3A job's directory is there
+    s3a_first = Schedule(
+        250,
+        (ActorSpec(Kind.JOB, conflict="replace", tasks=3), ActorSpec(Kind.S3A, tasks=3)),
+        (),
+        picks=(0,) * 21 + _picks("1,1,1,0,0,1,0,0,1,1,0,0,0,1,0,0,1,1,1,1,0,1"),
+    )
+    staging = Schedule(
+        540,
+        (ActorSpec(Kind.S3A, tasks=3), ActorSpec(Kind.JOB, "staging", "replace", tasks=2)),
+        (),
+        picks=_picks("1,1,0,1,1,0,1,0,1,0,1,1,0,0,0,0,0,1,0,1,1,1,1,1,1,0,1,0,1,1,1,1,0,1"),
+    )
+    for s in (s3a_first, staging):
+        assert run_schedule(s).violations == []
+
+
+def test_default_385_713_an_abort_that_finds_only_uploads_rolls_nothing_back() -> None:
+    # an S3A job resumed (committed) leaves the upload of a task that never committed;
+    # `jobs abort` of its id then finds no records, only that upload: it must not say the
+    # job was aborted
+    crashed_task = Schedule(
+        385,
+        (ActorSpec(Kind.RESUME), ActorSpec(Kind.S3A, tasks=3)),
+        (FaultSpec(1, 7, FaultKind.CRASH_BEFORE),),
+        picks=(0,) * 17 + _picks("1,1,0,0,0,1,0,0,1,0,0,0,1,1,0,1,0,0,0,1"),
+    )
+    lost_record = Schedule(
+        713,
+        (ActorSpec(Kind.S3A, tasks=2), ActorSpec(Kind.RESUME)),
+        (FaultSpec(0, 5, FaultKind.CRASH_AFTER),),
+        picks=(),
+    )
+    for s in (crashed_task, lost_record):
+        assert run_schedule(s).violations == []

@@ -51,6 +51,7 @@ from zerorename.committers.records import (
 )
 from zerorename.committers.s3ajobs import (
     NOTHING_ROLLED_BACK,
+    UNRECORDED,
     abort_s3a_job,
     job_committed,
     list_s3a_jobs,
@@ -394,7 +395,17 @@ async def _job_action(
         res = await job.resume(progress=tick)
         print(f"job {res.job_id} committed: {res.files} files, {res.bytes} bytes")
         return 0
+    recorded = False  # only its pending uploads left: nothing of it to roll back
+    async for _ in eng.list_objects(dest.bucket, job.layout.root):
+        recorded = True
+        break
     res_abort = await job.abort()
+    if not recorded:
+        print(
+            f"job {res_abort.job_id}: no records of it are left, {UNRECORDED}; "
+            f"{res_abort.uploads_aborted} pending uploads named as its aborted"
+        )
+        return 0
     print(
         f"job {res_abort.job_id} aborted: {res_abort.uploads_aborted} uploads aborted, "
         f"{res_abort.objects_deleted} objects deleted"

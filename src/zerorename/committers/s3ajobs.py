@@ -59,6 +59,11 @@ NOTHING_ROLLED_BACK = (
     "may have committed and its output since been replaced or deleted, or its uploads were "
     "aborted)"
 )
+#: what ``jobs abort`` of a job with no records left (only uploads named as its) says
+UNRECORDED = (
+    "so nothing was rolled back (it committed or was aborted before, or is an S3A job "
+    "whose directory is gone)"
+)
 
 
 @dataclass(frozen=True)
@@ -522,6 +527,7 @@ async def abort_s3a_job(
 
 __all__ = [
     "NOTHING_ROLLED_BACK",
+    "UNRECORDED",
     "S3AAbortResult",
     "S3AJobEntry",
     "S3AResumeResult",

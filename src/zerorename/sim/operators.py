@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import io
 from typing import Any
 
 from zerorename.committers import MagicCommitter, cli
-from zerorename.committers.s3ajobs import NOTHING_ROLLED_BACK
+from zerorename.committers.s3ajobs import NOTHING_ROLLED_BACK, UNRECORDED
 from zerorename.sim.model import BUCKET, DEST, SIBLING, ActorSpec, Outcome
 from zerorename.sim.world import URI, DeadJob, World, crashed, one_line
 
@@ -22,11 +23,18 @@ PATIENCE = 40
 LIFECYCLE_AGE = 6
 
 
-def cli_args(*argv: str) -> argparse.Namespace:
-    """``argv`` parsed by the ``zerorename`` command's own parser."""
+@functools.cache
+def cli_parser() -> argparse.ArgumentParser:
+    """The ``zerorename`` command's own parser (built once: building it costs more than a
+    whole schedule's store requests)."""
     parser = argparse.ArgumentParser(prog="zerorename")
     cli.add_subcommands(parser.add_subparsers(dest="command"))
-    return parser.parse_args(list(argv))
+    return parser
+
+
+def cli_args(*argv: str) -> argparse.Namespace:
+    """``argv`` parsed by the ``zerorename`` command's own parser."""
+    return cli_parser().parse_args(list(argv))
 
 
 async def run_cli(store: Any, *argv: str) -> str:
@@ -46,7 +54,8 @@ def told_by(action: str, printed: str) -> Outcome:
     that found nothing to roll back did not abort a job (it may have committed)."""
     if action == "resume":
         return Outcome.COMMITTED
-    return Outcome.CLEARED if NOTHING_ROLLED_BACK in printed else Outcome.ABORTED
+    cleared = NOTHING_ROLLED_BACK in printed or UNRECORDED in printed
+    return Outcome.CLEARED if cleared else Outcome.ABORTED
 
 
 async def job_command(w: World, actor: int, store: Any, action: str, target: DeadJob) -> None:

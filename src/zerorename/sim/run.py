@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -129,11 +130,15 @@ async def run_async(schedule: Schedule, tmp: Path) -> RunResult:
     return RunResult(schedule, violations, sched.trace, w.history.notes, tuple(sched.picked))
 
 
+#: where a schedule's local files go (staging committers): memory where there is some
+SCRATCH = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+
+
 def run_schedule(schedule: Schedule) -> RunResult:
     """Run ``schedule`` on a fresh in-memory store (its own event loop)."""
     quiet = io.StringIO()
     with (
-        tempfile.TemporaryDirectory(prefix="zr-sim-") as tmp,
+        tempfile.TemporaryDirectory(prefix="zr-sim-", dir=SCRATCH) as tmp,
         contextlib.redirect_stdout(quiet),
         contextlib.redirect_stderr(quiet),
     ):
