@@ -280,3 +280,19 @@ def test_default_385_713_an_abort_that_finds_only_uploads_rolls_nothing_back() -
     )
     for s in (crashed_task, lost_record):
         assert run_schedule(s).violations == []
+
+
+# -- the streams profile's seeds 0..999 (shrunk) ----------------------------------------
+def test_streams_695_the_operator_runs_the_zerorename_command_with_its_stream_hook() -> None:
+    # a batch's driver dies holding the lock with the batch's intent in the log; the
+    # operator's `jobs resume` of that job must finish it as `zerorename` does (recording
+    # the batch in the query's log), so the restarted query does not write it again. The
+    # simulation ran the committers' parser without the hook `zerorename` registers.
+    s = Schedule(
+        695,
+        (ActorSpec(Kind.RESUME), ActorSpec(Kind.STREAM, tasks=1, batches=1)),
+        (FaultSpec(1, 22, FaultKind.CRASH_AFTER),),
+        picks=_picks("1,1,1,1,1,1,1,1,1,1,1,0,0,1,0,1,1,1,1,1,1,1,0,1,0,1,1,0,1"),
+        profile="streams",
+    )
+    assert run_schedule(s).violations == []

@@ -92,7 +92,7 @@ class Schedule:
             faults = [f"{f.kind.value}@{f.nth}" for f in self.faults if f.actor == i]
             extra = f" tasks={a.tasks}" if a.kind in (Kind.JOB, Kind.S3A) else ""
             if a.kind is Kind.STREAM:
-                extra = f" batches={a.batches}"
+                extra = f" tasks={a.tasks} batches={a.batches}"
             lines.append(
                 f"  actor {i}: {a.label()}{extra} start>={a.delay}"
                 + (f" faults {', '.join(faults)}" if faults else "")
