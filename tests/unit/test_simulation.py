@@ -296,3 +296,27 @@ def test_streams_695_the_operator_runs_the_zerorename_command_with_its_stream_ho
         profile="streams",
     )
     assert run_schedule(s).violations == []
+
+
+# -- the s3a profile's seeds 0..999 (shrunk) --------------------------------------------
+def test_s3a_87_an_abort_keeps_and_names_what_an_s3a_job_may_have_completed() -> None:
+    # the S3A job's first complete took effect but its answer was lost; `jobs abort` then
+    # aborts the other uploads and keeps that object (S3A keys carry no job id: it may be
+    # an identical re-run's), naming it to the operator. The checker held the object
+    # against invariant 4; invariants 7 and 11 (and finding 3) say keep it and report it.
+    s = Schedule(
+        87,
+        (ActorSpec(Kind.ABORT), ActorSpec(Kind.S3A, tasks=3)),
+        (FaultSpec(1, 11, FaultKind.LOST),),
+        picks=_picks("1,1,0,0,1,1,1,0,1,0,0,0,1,0,0,1,1,1,1,1"),
+        profile="s3a",
+    )
+    assert run_schedule(s).violations == []
+
+
+def test_checker_an_abort_may_keep_only_what_it_named() -> None:
+    a = told("a", 0, "append", Outcome.CRASHED, Outcome.ABORTED)
+    first = next(iter(a.files))
+    a.kept = {first}
+    assert check({first: a.files[first]}, [], history(a)) == []
+    assert category(check(a.files, [], history(a))[0]) == "inv 2/4 visible after failure"

@@ -132,6 +132,8 @@ class JobTold:
     commit_end: int | None = None
     seen_at_start: frozenset[str] = frozenset()
     told: list[tuple[int, Outcome, str]] = field(default_factory=list)
+    #: keys an abort kept and told the operator this job may have completed (S3A)
+    kept: set[str] = field(default_factory=set)
 
     def said(self, outcome: Outcome) -> bool:
         return any(o is outcome for _, o, _ in self.told)

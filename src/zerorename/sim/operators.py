@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import contextvars
 import functools
 import io
+import sys
 from typing import Any
 
 from zerorename.committers import MagicCommitter, cli
@@ -40,16 +42,52 @@ def cli_args(*argv: str) -> argparse.Namespace:
     return cli_parser().parse_args(list(argv))
 
 
+_PRINTED: contextvars.ContextVar[io.StringIO | None] = contextvars.ContextVar(
+    "zerorename_sim_printed", default=None
+)
+
+
+class TaskStdout(io.TextIOBase):
+    """``sys.stdout`` while a schedule runs: what a task prints goes to the buffer its
+    command set (actors run at once; swapping ``sys.stdout`` per command would mix them)."""
+
+    def __init__(self, rest: io.StringIO) -> None:
+        self.rest = rest
+
+    def write(self, text: str) -> int:
+        return (_PRINTED.get() or self.rest).write(text)
+
+
 async def run_cli(store: Any, *argv: str) -> str:
     """Run a ``jobs`` or ``uploads`` command on ``store``; what it printed."""
     args = cli_args(*argv)
     out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        if args.command == "jobs":
-            await cli._jobs_action(store, args)
-        else:
-            await cli._uploads_abort(store, args)
+    token = _PRINTED.set(out)
+    try:
+        with contextlib.ExitStack() as stack:
+            if not isinstance(sys.stdout, TaskStdout):  # not in a schedule: nothing at once
+                stack.enter_context(contextlib.redirect_stdout(out))
+            if args.command == "jobs":
+                await cli._jobs_action(store, args)
+            else:
+                await cli._uploads_abort(store, args)
+    finally:
+        _PRINTED.reset(token)
     return out.getvalue()
+
+
+KEPT = "objects this job may have completed: "
+
+
+def kept_keys(printed: str) -> set[str]:
+    """The keys an S3A abort kept and reported as ones the job may have completed (S3A
+    keys carry no job id: an identical object may be a re-run's, so it is never deleted)."""
+    out: set[str] = set()
+    for line in printed.splitlines():
+        if line.startswith("kept ") and KEPT in line:
+            uris = line.split(KEPT, 1)[1].split(" and ", 1)[0]
+            out |= {u.strip().removeprefix(f"s3://{BUCKET}/") for u in uris.split(", ")}
+    return out
 
 
 def told_by(action: str, printed: str) -> Outcome:
@@ -85,6 +123,7 @@ async def job_command(w: World, actor: int, store: Any, action: str, target: Dea
     w.history.notes.append(f"step {w.step}: {what} succeeded")
     if told is not None and action != "cleanup":
         outcome = told_by(action, printed)
+        told.kept |= kept_keys(printed)
         told.told.append((w.step, outcome, f"operator {action}"))
         if action == "resume" and told.commit_end is None:
             told.commit_end = w.step

@@ -19,7 +19,9 @@ from zerorename.sim.actors import job_actor, s3a_actor
 from zerorename.sim.checker import check
 from zerorename.sim.model import BUCKET, ActorSpec, Kind, Outcome, Schedule
 from zerorename.sim.operators import (
+    TaskStdout,
     foreign_actor,
+    kept_keys,
     lifecycle_actor,
     operator_actor,
     run_cli,
@@ -102,6 +104,7 @@ async def final_recovery(w: World, schedule: Schedule) -> None:
         try:
             printed = await run_cli(store, "jobs", "abort", URI, job_id)
             told.told.append((w.step, told_by("abort", printed), "final abort"))
+            told.kept |= kept_keys(printed)
         except ZeroRenameError as exc:
             told.told.append((w.step, Outcome.REFUSED, "final abort: " + one_line(exc)))
             w.history.notes.append(f"final: abort of job {job_id} refused: {one_line(exc)}")
@@ -139,7 +142,7 @@ def run_schedule(schedule: Schedule) -> RunResult:
     quiet = io.StringIO()
     with (
         tempfile.TemporaryDirectory(prefix="zr-sim-", dir=SCRATCH) as tmp,
-        contextlib.redirect_stdout(quiet),
+        contextlib.redirect_stdout(TaskStdout(quiet)),
         contextlib.redirect_stderr(quiet),
     ):
         return anyio.run(run_async, schedule, Path(tmp))
