@@ -60,7 +60,7 @@ from zerorename.committers.objectstore import Store
 from zerorename.committers.paths import Destination, JobLayout, check_job_id
 from zerorename.committers.store import read_optional
 from zerorename.committers.validate import Fields, load_json
-from zerorename.engine.errors import PreconditionFailed
+from zerorename.engine.errors import ObjectTooLarge, PreconditionFailed
 
 log = logging.getLogger("zerorename.committers")
 LOCK_DIR = "__magic_commit"
@@ -158,11 +158,17 @@ def judge(holder: LockRecord, me: str, journal: bool, now: float, stale_after: f
 async def read_lock(ctx: JobContext) -> LockRecord | None:
     """The destination's lock record, or None when it is free."""
     key = lock_key(ctx.dest)
-    data = await read_optional(ctx.engine, ctx.dest.bucket, key, max_size=caps.MARKER_CAP)
-    if data is None:
-        return None
     try:
+        data = await read_optional(ctx.engine, ctx.dest.bucket, key, max_size=caps.MARKER_CAP)
+        if data is None:
+            return None
         return LockRecord.from_json(data, location=ctx.dest.uri_of(key))
+    except ObjectTooLarge:  # a bad record, as one that does not parse (not a failed read)
+        raise RecordFormatError(
+            f"commit lock is larger than {caps.MARKER_CAP} bytes, so not one zerorename "
+            f"wrote; delete it once no job commits to {ctx.dest.uri}",
+            location=ctx.dest.uri_of(key),
+        ) from None
     except RecordFormatError as exc:
         raise RecordFormatError(
             f"{exc.detail}; delete it once no job commits to {ctx.dest.uri}",
