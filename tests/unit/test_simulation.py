@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
+import pytest
+
 from zerorename.sim.checker import check
 from zerorename.sim.generate import generate
 from zerorename.sim.model import (
@@ -320,3 +322,12 @@ def test_checker_an_abort_may_keep_only_what_it_named() -> None:
     a.kept = {first}
     assert check({first: a.files[first]}, [], history(a)) == []
     assert category(check(a.files, [], history(a))[0]) == "inv 2/4 visible after failure"
+
+
+def test_a_run_of_seeds_ends_in_one_summary_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from zerorename.sim.__main__ import main
+
+    assert main(["--seeds", "3..3", "--profile", "s3a"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("1 of 1 schedules ran with zero violations (profile s3a, seeds 3..3")
+    assert "ms CPU per schedule" in last

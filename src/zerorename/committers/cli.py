@@ -292,7 +292,8 @@ async def _s3a_action(eng: UploadEngine, dest: Destination, args: argparse.Names
     if ab.rolled_back:
         print(safe(f"S3A job {ab.job_id} aborted: {ab.uploads_aborted} uploads aborted, {done}"))
     else:
-        print(safe(f"S3A job {ab.job_id}: {NOTHING_ROLLED_BACK}; {done}"))
+        left = f"{ab.uploads_aborted} uploads of uncommitted task attempts aborted"
+        print(safe(f"S3A job {ab.job_id}: {NOTHING_ROLLED_BACK}; {left}, {done}"))
     if ab.maybe_completed:
         shown = ", ".join(uri for uri, _ in ab.maybe_completed[:10])
         more = f" and {len(ab.maybe_completed) - 10} more" if len(ab.maybe_completed) > 10 else ""
