@@ -108,7 +108,7 @@ class Scheduler:
         loop = asyncio.get_running_loop()
         limiter = anyio.to_thread.current_default_thread_limiter()
         quiet = 0
-        while quiet < 1:
+        while quiet < 3:
             await asyncio.sleep(0)
             ready = len(getattr(loop, "_ready", ()))
             if limiter.borrowed_tokens:
