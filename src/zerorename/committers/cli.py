@@ -29,6 +29,7 @@ import time
 import unicodedata
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from zerorename.committers.commitlock import CLAIM_VERBS, command_claim
@@ -49,7 +50,10 @@ from zerorename.committers.records import (
     read_pendingset,
 )
 from zerorename.committers.s3ajobs import (
+    NOTHING_ROLLED_BACK,
+    UNRECORDED,
     abort_s3a_job,
+    job_committed,
     list_s3a_jobs,
     resume_s3a_job,
     show_s3a_job,
@@ -284,12 +288,12 @@ async def _s3a_action(eng: UploadEngine, dest: Destination, args: argparse.Names
         )
         return 0
     ab = await abort_s3a_job(eng, dest, job_id, report=say)
-    print(
-        safe(
-            f"S3A job {ab.job_id} aborted: {ab.uploads_aborted} uploads aborted, its directory "
-            f"({ab.records_deleted} objects) deleted"
-        )
-    )
+    done = f"its directory ({ab.records_deleted} objects) deleted"
+    if ab.rolled_back:
+        print(safe(f"S3A job {ab.job_id} aborted: {ab.uploads_aborted} uploads aborted, {done}"))
+    else:
+        left = f"{ab.uploads_aborted} uploads of uncommitted task attempts aborted"
+        print(safe(f"S3A job {ab.job_id}: {NOTHING_ROLLED_BACK}; {left}, {done}"))
     if ab.maybe_completed:
         shown = ", ".join(uri for uri, _ in ab.maybe_completed[:10])
         more = f" and {len(ab.maybe_completed) - 10} more" if len(ab.maybe_completed) > 10 else ""
@@ -327,7 +331,8 @@ async def _jobs_action(eng: UploadEngine, args: argparse.Namespace) -> int:
     job_id = _need_job(args)
     dest = Destination.parse(args.dest)
     if args.action in CLAIM_VERBS:  # of a resume and an abort racing, one acts
-        async with command_claim(eng, dest, job_id, args.action):
+        settled = partial(job_committed, eng, dest, job_id) if args.action == "resume" else None
+        async with command_claim(eng, dest, job_id, args.action, settled=settled):
             return await _job_action(eng, dest, job_id, args)
     return await _job_action(eng, dest, job_id, args)
 
@@ -391,7 +396,17 @@ async def _job_action(
         res = await job.resume(progress=tick)
         print(f"job {res.job_id} committed: {res.files} files, {res.bytes} bytes")
         return 0
+    recorded = False  # only its pending uploads left: nothing of it to roll back
+    async for _ in eng.list_objects(dest.bucket, job.layout.root):
+        recorded = True
+        break
     res_abort = await job.abort()
+    if not recorded:
+        print(
+            f"job {res_abort.job_id}: no records of it are left, {UNRECORDED}; "
+            f"{res_abort.uploads_aborted} pending uploads named as its aborted"
+        )
+        return 0
     print(
         f"job {res_abort.job_id} aborted: {res_abort.uploads_aborted} uploads aborted, "
         f"{res_abort.objects_deleted} objects deleted"

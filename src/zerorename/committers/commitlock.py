@@ -41,7 +41,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -60,7 +60,7 @@ from zerorename.committers.objectstore import Store
 from zerorename.committers.paths import Destination, JobLayout, check_job_id
 from zerorename.committers.store import read_optional
 from zerorename.committers.validate import Fields, load_json
-from zerorename.engine.errors import PreconditionFailed
+from zerorename.engine.errors import ObjectTooLarge, PreconditionFailed
 
 log = logging.getLogger("zerorename.committers")
 LOCK_DIR = "__magic_commit"
@@ -158,11 +158,17 @@ def judge(holder: LockRecord, me: str, journal: bool, now: float, stale_after: f
 async def read_lock(ctx: JobContext) -> LockRecord | None:
     """The destination's lock record, or None when it is free."""
     key = lock_key(ctx.dest)
-    data = await read_optional(ctx.engine, ctx.dest.bucket, key, max_size=caps.MARKER_CAP)
-    if data is None:
-        return None
     try:
+        data = await read_optional(ctx.engine, ctx.dest.bucket, key, max_size=caps.MARKER_CAP)
+        if data is None:
+            return None
         return LockRecord.from_json(data, location=ctx.dest.uri_of(key))
+    except ObjectTooLarge:  # a bad record, as one that does not parse (not a failed read)
+        raise RecordFormatError(
+            f"commit lock is larger than {caps.MARKER_CAP} bytes, so not one zerorename "
+            f"wrote; delete it once no job commits to {ctx.dest.uri}",
+            location=ctx.dest.uri_of(key),
+        ) from None
     except RecordFormatError as exc:
         raise RecordFormatError(
             f"{exc.detail}; delete it once no job commits to {ctx.dest.uri}",
@@ -443,7 +449,12 @@ def claimed_by(data: bytes | None, location: str) -> tuple[str, str]:
 
 @contextlib.asynccontextmanager
 async def command_claim(
-    engine: Store, dest: Destination, job_id: str, verb: str
+    engine: Store,
+    dest: Destination,
+    job_id: str,
+    verb: str,
+    *,
+    settled: Callable[[], Awaitable[bool]] | None = None,
 ) -> AsyncIterator[None]:
     """Hold job ``job_id``'s command claim for ``zerorename jobs <verb>`` (resume or
     abort), so that of a resume and an abort of one job running at once exactly one
@@ -452,7 +463,10 @@ async def command_claim(
     one line and changes nothing. A claim of the same verb is taken over (a retry of a
     command whose process died; two runs of one idempotent command may overlap). The
     claim is deleted when the command ends, however it ends; one left by a dead process
-    blocks only the other verb, and the refusal names it."""
+    blocks only the other verb, and the refusal names it. ``settled`` (a resume's): True
+    when the job committed, so an abort of it refuses and changes nothing; such a resume,
+    which only finishes the job's cleanup, takes an abort's claim over (one left by a dead
+    abort would otherwise keep a committed job's records forever)."""
     key = claim_key(dest, job_id)
     where = dest.uri_of(key)
     for _ in range(3):
@@ -468,6 +482,9 @@ async def command_claim(
         if data is None:
             continue  # released meanwhile: try again
         if other == verb:
+            break
+        if settled is not None and data is not None and await settled():
+            await engine.put_object(dest.bucket, key, claim_record(job_id, verb), content_type=JSON)
             break
         doing = CLAIM_VERBS.get(other, f"claimed ({other or 'unreadable claim'})")
         raise CommitterError(

@@ -13,10 +13,12 @@ from zerorename.committers.context import JobContext
 from zerorename.committers.errors import ConflictError, RecordNotFound
 from zerorename.committers.jobstorage import list_replacement
 from zerorename.committers.journal import CommitPlan, Journal
-from zerorename.committers.paths import partition_of
+from zerorename.committers.paths import Destination, partition_of
 from zerorename.committers.records import MAX_SUCCESS_FILENAMES, PendingRecord, Unchecked
+from zerorename.committers.s3alayout import job_id_of_dir
+from zerorename.committers.s3aread import is_s3a_job
 from zerorename.committers.spool import PendingSetCache
-from zerorename.committers.store import bounded_map, check_record, first_foreign_in
+from zerorename.committers.store import bounded_map, check_record, first_foreign_in, gather
 from zerorename.committers.validate import UploadSet, check_output_key
 
 
@@ -132,4 +134,47 @@ async def precheck(ctx: JobContext, partitions: set[str]) -> list[OldObject] | N
             )
     if plan.mode is not ConflictMode.REPLACE:
         return None  # a replace of no partition (the job wrote nothing) plans to delete none
-    return await list_replacement(ctx, plan.replace_prefixes)
+    seen: set[str] = set()
+    whole = ctx.dest.list_prefix in plan.replace_prefixes  # the listing holds the root
+    busy = [] if whole else await s3a_jobs_under(ctx)
+    old = await list_replacement(
+        ctx, plan.replace_prefixes, lambda key: _add(seen, s3a_job_of(ctx.dest, key))
+    )
+    busy = busy or sorted(seen - {ctx.job_id})
+    if busy:
+        raise ConflictError(
+            f"job {ctx.job_id} commit refused: S3A job {busy[0]} has its directory under "
+            f"{ctx.dest.uri} (Hadoop's commits take no lock: it may be completing its files "
+            "now, and a replace would delete part of them); nothing changed: commit again "
+            f"once it finished, or if its driver is gone: zerorename jobs resume|abort "
+            f"{ctx.dest.uri} {busy[0]}",
+            job_id=ctx.job_id,
+        )
+    return old
+
+
+def _add(seen: set[str], job: str | None) -> None:
+    if job is not None:
+        seen.add(job)
+
+
+def s3a_job_of(dest: Destination, key: str) -> str | None:
+    """The S3A job whose records ``key`` is (``dest/__magic_job-<id>/job-<id>/...``)."""
+    rel = dest.rel(key)
+    top, _, rest = (rel or "").partition("/")
+    job = job_id_of_dir(dest, dest.key(top + "/")) if top else None
+    return job if job is not None and rest.startswith(f"job-{job}/") else None
+
+
+async def s3a_jobs_under(ctx: JobContext) -> list[str]:
+    """S3A magic jobs whose directory is right under the destination. Hadoop's commits
+    take no lock, and a directory lives from the job's first request to the end of its
+    commit: a replace of the whole destination sees one in its own listing (so it never
+    lists part of one); a replace by partition looks before its listing (a job that
+    starts its whole run after that look and is part way through its commit during the
+    listing escapes it)."""
+    dest = ctx.dest
+    subs = [s async for s in ctx.engine.list_prefixes(dest.bucket, dest.list_prefix)]
+    jobs = [j for j in (job_id_of_dir(dest, s) for s in subs) if j and j != ctx.job_id]
+    kinds = await gather(*(is_s3a_job(ctx.engine, dest, j) for j in jobs))
+    return [job for job, s3a in zip(jobs, kinds, strict=True) if s3a]

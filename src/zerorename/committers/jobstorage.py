@@ -223,9 +223,12 @@ async def abort_job_storage(
     return res
 
 
-async def list_replacement(ctx: JobContext, prefixes: Sequence[str]) -> list[OldObject]:
+async def list_replacement(
+    ctx: JobContext, prefixes: Sequence[str], every: Callable[[str], None] | None = None
+) -> list[OldObject]:
     """The older objects under ``prefixes`` (not this job's, not records): what a replace
-    deletes once the new files are complete, if they are still the same then."""
+    deletes once the new files are complete, if they are still the same then. ``every``
+    sees each key listed under them (records too)."""
     engine, dest = ctx.engine, ctx.dest
     found: dict[str, OldObject] = {}
 
@@ -233,7 +236,11 @@ async def list_replacement(ctx: JobContext, prefixes: Sequence[str]) -> list[Old
         async for obj in engine.list_objects(dest.bucket, prefix):
             # a store (or gateway) that lists more than was asked (day=10/ for day=1/)
             # never widens what a replace deletes
-            if obj.key.startswith(prefix) and is_foreign(dest, obj.key, ctx.job_id) and obj.etag:
+            if not obj.key.startswith(prefix):
+                continue
+            if every is not None:
+                every(obj.key)
+            if is_foreign(dest, obj.key, ctx.job_id) and obj.etag:
                 found[obj.key] = OldObject(obj.key, obj.etag.strip('"'))
 
     await bounded_map(prefixes, one, LIST_CONCURRENCY)

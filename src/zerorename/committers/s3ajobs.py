@@ -27,13 +27,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from zerorename.committers.errors import CommitterError, JournalError, wrap_engine_errors
-from zerorename.committers.objectstore import Store
-from zerorename.committers.paths import Destination
+from zerorename.committers.journal import Journal, can_abort
+from zerorename.committers.objectstore import JOURNAL_CAP, Store
+from zerorename.committers.paths import Destination, JobLayout
 from zerorename.committers.s3alayout import S3AJobLayout, job_id_of_dir
 from zerorename.committers.s3aread import (
     S3ACommit,
     S3AJobScan,
     UploadState,
+    is_s3a_job,
     open_scan,
     pending_index,
     read_commits,
@@ -41,7 +43,7 @@ from zerorename.committers.s3aread import (
     scan_job,
     states_of,
 )
-from zerorename.committers.store import Check, is_ours, keys_under
+from zerorename.committers.store import Check, is_ours, keys_under, read_optional
 from zerorename.committers.successdata import SuccessData, success_filename
 from zerorename.engine.records import ObjectInfo, multipart_etag
 
@@ -51,6 +53,17 @@ SHOW_LIMIT = 100
 S3A_MAGIC = "magic"
 
 Report = Callable[[str], None]
+#: what an abort that found nothing to roll back says (:func:`rolled_back`)
+NOTHING_ROLLED_BACK = (
+    "no upload its committed tasks recorded was pending, so nothing was rolled back (it "
+    "may have committed and its output since been replaced or deleted, or its uploads were "
+    "aborted)"
+)
+#: what ``jobs abort`` of a job with no records left (only uploads named as its) says
+UNRECORDED = (
+    "so nothing was rolled back (it committed or was aborted before, or is an S3A job "
+    "whose directory is gone)"
+)
 
 
 @dataclass(frozen=True)
@@ -115,6 +128,14 @@ def all_completed(states: Sequence[UploadState]) -> bool:
     return bool(states) and all(st is UploadState.COMPLETED for st in states)
 
 
+def rolled_back(states: Sequence[UploadState]) -> bool:
+    """Whether an abort rolls a job back: it had no committed task, or an upload of one is
+    pending (its commit never finished). Committed tasks with none pending are a job that
+    may have committed (its output since replaced or deleted) or whose uploads another
+    command aborted: there is nothing to roll back, only records to delete (pure)."""
+    return not states or any(st is UploadState.PENDING for st in states)
+
+
 def newer_success(success: float | None, completed: Sequence[float]) -> bool:
     """A ``_SUCCESS`` (its last-modified time; None: none there) written at or after the
     last of the job's completed objects: a later job's, kept (pure; a tie keeps it)."""
@@ -171,6 +192,30 @@ async def show_s3a_job(store: Store, dest: Destination, job_id: str) -> dict[str
         "openTaskUploadsPending": len(open_pending),
         "otherPendingUploadsUnderDestination": len(index - named),
     }
+
+
+async def job_committed(store: Store, dest: Destination, job_id: str) -> bool:
+    """Whether ``jobs abort`` of the job refuses because it committed (read only): an S3A
+    job that ``_SUCCESS`` names or whose every committed upload is a completed object; a
+    zerorename job whose journal is past the point of no return. Anything unreadable:
+    False (no proof)."""
+    lay = JobLayout(dest, job_id)
+    committed = False
+    try:
+        async with wrap_engine_errors(f"reading job {job_id} under {dest.uri}"):
+            if await is_s3a_job(store, dest, job_id):
+                committed = bool((await show_s3a_job(store, dest, job_id))["committed"])
+            else:
+                data = await read_optional(store, dest.bucket, lay.journal, max_size=JOURNAL_CAP)
+                j = (
+                    None
+                    if data is None
+                    else Journal.from_json(data, location=dest.uri_of(lay.journal))
+                )
+                committed = j is not None and not can_abort(j.state)
+    except CommitterError:
+        return False
+    return committed
 
 
 @dataclass(frozen=True)
@@ -367,6 +412,10 @@ class S3AAbortResult:
     kept: tuple[tuple[str, str], ...]
     #: pending uploads under the destination that no record of this job names
     other_pending: int
+    #: False: the job had committed tasks and none of their uploads was pending, so there
+    #: was nothing to roll back (it may have committed and its output since been replaced
+    #: or deleted, or its uploads were aborted): only its records were deleted
+    rolled_back: bool = True
 
 
 def _why_kept(c: S3ACommit, info: ObjectInfo, foreign: dict[str, str]) -> tuple[bool, str]:
@@ -472,14 +521,18 @@ async def abort_s3a_job(
         tuple(maybe.values()),
         tuple(kept.values()),
         len(index - named),
+        rolled_back(states),
     )
 
 
 __all__ = [
+    "NOTHING_ROLLED_BACK",
+    "UNRECORDED",
     "S3AAbortResult",
     "S3AJobEntry",
     "S3AResumeResult",
     "abort_s3a_job",
+    "job_committed",
     "list_s3a_jobs",
     "resume_s3a_job",
     "show_s3a_job",

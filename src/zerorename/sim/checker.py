@@ -121,6 +121,9 @@ def check_jobs(
                 f"aborted: no serial order of those commands allows that (told: {_story(j)})"
             )
         if last in (Outcome.FAILED, Outcome.ABORTED):
+            # invariant 7 (and 11) before 4: an abort keeps what it cannot prove the job's
+            # (an S3A key carries no job id) and names each one to the operator
+            have = [k for k in have if k not in j.kept]
             if have:
                 out.append(
                     f"inv 2/4 visible after failure: {name} was told {last.value} but "

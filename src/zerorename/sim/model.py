@@ -92,7 +92,7 @@ class Schedule:
             faults = [f"{f.kind.value}@{f.nth}" for f in self.faults if f.actor == i]
             extra = f" tasks={a.tasks}" if a.kind in (Kind.JOB, Kind.S3A) else ""
             if a.kind is Kind.STREAM:
-                extra = f" batches={a.batches}"
+                extra = f" tasks={a.tasks} batches={a.batches}"
             lines.append(
                 f"  actor {i}: {a.label()}{extra} start>={a.delay}"
                 + (f" faults {', '.join(faults)}" if faults else "")
@@ -115,6 +115,7 @@ class Outcome(Enum):
     CRASHED = "crashed"  # its process died: nobody told it anything
     ABORTED = "aborted"  # an abort (job's own, operator's, final cleanup) succeeded
     REFUSED = "refused"  # an operator command refused
+    CLEARED = "cleared"  # an abort found nothing to roll back: it deleted only records
 
 
 @dataclass
@@ -131,6 +132,8 @@ class JobTold:
     commit_end: int | None = None
     seen_at_start: frozenset[str] = frozenset()
     told: list[tuple[int, Outcome, str]] = field(default_factory=list)
+    #: keys an abort kept and told the operator this job may have completed (S3A)
+    kept: set[str] = field(default_factory=set)
 
     def said(self, outcome: Outcome) -> bool:
         return any(o is outcome for _, o, _ in self.told)

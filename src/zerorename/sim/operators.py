@@ -7,11 +7,18 @@ multipart upload of keys no job owns)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import contextvars
+import functools
+import io
+import sys
 from typing import Any
 
 from zerorename.committers import MagicCommitter, cli
+from zerorename.committers.s3ajobs import NOTHING_ROLLED_BACK, UNRECORDED
 from zerorename.sim.model import BUCKET, DEST, SIBLING, ActorSpec, Outcome
 from zerorename.sim.world import URI, DeadJob, World, crashed, one_line
+from zerorename.spark_adapter.streamjobs import stream_job_action
 
 #: pauses an operator waits for a dead job to appear before it gives up
 PATIENCE = 40
@@ -19,21 +26,77 @@ PATIENCE = 40
 LIFECYCLE_AGE = 6
 
 
+@functools.cache
+def cli_parser() -> argparse.ArgumentParser:
+    """The ``zerorename`` command's own parser (built once: building it costs more than a
+    whole schedule's store requests)."""
+    parser = argparse.ArgumentParser(prog="zerorename")
+    # with the hook the `zerorename` command registers (zerorename.commands): a stream
+    # batch's job is resumed or aborted as a user's command does it
+    cli.add_subcommands(parser.add_subparsers(dest="command"), stream_jobs=stream_job_action)
+    return parser
+
+
 def cli_args(*argv: str) -> argparse.Namespace:
     """``argv`` parsed by the ``zerorename`` command's own parser."""
-    parser = argparse.ArgumentParser(prog="zerorename")
-    cli.add_subcommands(parser.add_subparsers(dest="command"))
-    return parser.parse_args(list(argv))
+    return cli_parser().parse_args(list(argv))
 
 
-async def run_cli(store: Any, *argv: str) -> None:
-    """Run a ``jobs`` or ``uploads`` command on ``store`` (what it prints goes wherever
-    the run sent stdout: :func:`~zerorename.sim.run.run_schedule` swallows it)."""
+_PRINTED: contextvars.ContextVar[io.StringIO | None] = contextvars.ContextVar(
+    "zerorename_sim_printed", default=None
+)
+
+
+class TaskStdout(io.TextIOBase):
+    """``sys.stdout`` while a schedule runs: what a task prints goes to the buffer its
+    command set (actors run at once; swapping ``sys.stdout`` per command would mix them)."""
+
+    def __init__(self, rest: io.StringIO) -> None:
+        self.rest = rest
+
+    def write(self, text: str) -> int:
+        return (_PRINTED.get() or self.rest).write(text)
+
+
+async def run_cli(store: Any, *argv: str) -> str:
+    """Run a ``jobs`` or ``uploads`` command on ``store``; what it printed."""
     args = cli_args(*argv)
-    if args.command == "jobs":
-        await cli._jobs_action(store, args)
-    else:
-        await cli._uploads_abort(store, args)
+    out = io.StringIO()
+    token = _PRINTED.set(out)
+    try:
+        with contextlib.ExitStack() as stack:
+            if not isinstance(sys.stdout, TaskStdout):  # not in a schedule: nothing at once
+                stack.enter_context(contextlib.redirect_stdout(out))
+            if args.command == "jobs":
+                await cli._jobs_action(store, args)
+            else:
+                await cli._uploads_abort(store, args)
+    finally:
+        _PRINTED.reset(token)
+    return out.getvalue()
+
+
+KEPT = "objects this job may have completed: "
+
+
+def kept_keys(printed: str) -> set[str]:
+    """The keys an S3A abort kept and reported as ones the job may have completed (S3A
+    keys carry no job id: an identical object may be a re-run's, so it is never deleted)."""
+    out: set[str] = set()
+    for line in printed.splitlines():
+        if line.startswith("kept ") and KEPT in line:
+            uris = line.split(KEPT, 1)[1].split(" and ", 1)[0]
+            out |= {u.strip().removeprefix(f"s3://{BUCKET}/") for u in uris.split(", ")}
+    return out
+
+
+def told_by(action: str, printed: str) -> Outcome:
+    """What a successful ``jobs resume|abort`` told the operator about the job: an abort
+    that found nothing to roll back did not abort a job (it may have committed)."""
+    if action == "resume":
+        return Outcome.COMMITTED
+    cleared = NOTHING_ROLLED_BACK in printed or UNRECORDED in printed
+    return Outcome.CLEARED if cleared else Outcome.ABORTED
 
 
 async def job_command(w: World, actor: int, store: Any, action: str, target: DeadJob) -> None:
@@ -41,11 +104,12 @@ async def job_command(w: World, actor: int, store: Any, action: str, target: Dea
     the job's history."""
     told = w.history.jobs.get(target.job_id)
     what = f"jobs {action} {target.job_id} (actor {actor})"
+    printed = ""
     try:
         if action == "cleanup":
             await MagicCommitter(store, target.uri).job(target.job_id).cleanup()
         else:
-            await run_cli(store, "jobs", action, target.uri, target.job_id)
+            printed = await run_cli(store, "jobs", action, target.uri, target.job_id)
     except BaseException as exc:
         if crashed(exc):
             w.history.notes.append(f"step {w.step}: {what}: operator's process died")
@@ -58,7 +122,8 @@ async def job_command(w: World, actor: int, store: Any, action: str, target: Dea
         return
     w.history.notes.append(f"step {w.step}: {what} succeeded")
     if told is not None and action != "cleanup":
-        outcome = Outcome.COMMITTED if action == "resume" else Outcome.ABORTED
+        outcome = told_by(action, printed)
+        told.kept |= kept_keys(printed)
         told.told.append((w.step, outcome, f"operator {action}"))
         if action == "resume" and told.commit_end is None:
             told.commit_end = w.step

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -18,10 +19,13 @@ from zerorename.sim.actors import job_actor, s3a_actor
 from zerorename.sim.checker import check
 from zerorename.sim.model import BUCKET, ActorSpec, Kind, Outcome, Schedule
 from zerorename.sim.operators import (
+    TaskStdout,
     foreign_actor,
+    kept_keys,
     lifecycle_actor,
     operator_actor,
     run_cli,
+    told_by,
     uploads_actor,
 )
 from zerorename.sim.scheduler import Scheduler
@@ -98,8 +102,9 @@ async def final_recovery(w: World, schedule: Schedule) -> None:
             continue
         w.history.notes.append(f"final: resume of job {job_id} refused: {why}")
         try:
-            await run_cli(store, "jobs", "abort", URI, job_id)
-            told.told.append((w.step, Outcome.ABORTED, "final abort"))
+            printed = await run_cli(store, "jobs", "abort", URI, job_id)
+            told.told.append((w.step, told_by("abort", printed), "final abort"))
+            told.kept |= kept_keys(printed)
         except ZeroRenameError as exc:
             told.told.append((w.step, Outcome.REFUSED, "final abort: " + one_line(exc)))
             w.history.notes.append(f"final: abort of job {job_id} refused: {one_line(exc)}")
@@ -128,12 +133,16 @@ async def run_async(schedule: Schedule, tmp: Path) -> RunResult:
     return RunResult(schedule, violations, sched.trace, w.history.notes, tuple(sched.picked))
 
 
+#: where a schedule's local files go (staging committers): memory where there is some
+SCRATCH = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+
+
 def run_schedule(schedule: Schedule) -> RunResult:
     """Run ``schedule`` on a fresh in-memory store (its own event loop)."""
     quiet = io.StringIO()
     with (
-        tempfile.TemporaryDirectory(prefix="zr-sim-") as tmp,
-        contextlib.redirect_stdout(quiet),
+        tempfile.TemporaryDirectory(prefix="zr-sim-", dir=SCRATCH) as tmp,
+        contextlib.redirect_stdout(TaskStdout(quiet)),
         contextlib.redirect_stderr(quiet),
     ):
         return anyio.run(run_async, schedule, Path(tmp))

@@ -69,3 +69,32 @@ async def test_a_resume_and_an_abort_of_one_job_never_both_act(
     data = [k for k in state.objects(B) if job_id in k and "__magic" not in k]
     assert len(data) == (3 if first == "resume" else 0)
     capsys.readouterr()
+
+
+async def test_a_dead_aborts_claim_never_keeps_a_committed_job_from_its_cleanup(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the commit succeeded and died in its cleanup (journal: succeeded); an abort of it
+    # died holding its claim; abort refuses a committed job and changes nothing, so the
+    # resume that only finishes the cleanup takes the claim over (simulation s3a-late 56)
+    state = MemoryState(B)
+    store = MemoryStore(state)
+    job = await MagicCommitter(store, URI, options=CommitOptions(staging_dir=tmp_path)).setup_job()
+    ta = job.task_attempt(0)
+    await ta.setup()
+    async with ta.open("f.csv") as out:
+        await out.write(b"x")
+    summary = await ta.commit()
+    store.crash_at(1, op="DeleteObjects")
+    with pytest.raises((ProcessCrashed, BaseExceptionGroup)):
+        await job.commit([summary])
+    claim = f"out/__magic_commit/command-{job.job_id}.json"
+    dying = MemoryStore(state, min_part_size=1)
+    dying.crash_at(2)  # after its claim
+    with pytest.raises((ProcessCrashed, BaseExceptionGroup)):
+        await run_cli(dying, "jobs", "abort", URI, job.job_id)
+    assert claim in state.objects(B)
+    await run_cli(MemoryStore(state, min_part_size=1), "jobs", "resume", URI, job.job_id)
+    assert not [k for k in state.objects(B) if job.job_id in k and "__magic" in k]
+    assert [k for k in state.objects(B) if job.job_id in k] == [f"out/f-{job.job_id}.csv"]
+    capsys.readouterr()

@@ -301,3 +301,21 @@ def test_lock_record_round_trips() -> None:
     assert LockRecord.from_json(rec.to_json()) == rec
     with pytest.raises(RecordFormatError):
         LockRecord.from_json(rec.to_json().replace(b"11111111-", b"1111111x-"))
+
+
+@pytest.mark.parametrize("conflict", ["append", "fail", "replace"])
+async def test_an_oversized_lock_is_refused_as_a_bad_record_with_nothing_changed(
+    tmp_path: Path, conflict: str
+) -> None:
+    # a lock.json past its cap is a bad record like one that does not parse: the commit
+    # refuses in one line and completes nothing (it took the read for an I/O failure and
+    # rolled back, and the rollback, reading the lock again, failed too)
+    state = MemoryState(B)
+    store = MemoryStore(state)
+    await store.put_object(B, LOCK, b"{" + b" " * (300 * 1024) + b"}")
+    job, summaries, _ = await ready_job(store, tmp_path, conflict, "a", 2, lock_wait=0.0)
+    with pytest.raises(JobCommitError) as refused:
+        await job.commit(summaries)
+    msg = str(refused.value)
+    assert "\n" not in msg and "refused: a record is bad" in msg and "lock.json" in msg
+    assert "larger than" in msg and data(state) == {}

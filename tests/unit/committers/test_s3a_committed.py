@@ -18,7 +18,8 @@ import pytest
 
 from zerorename.committers.errors import JobNotFound, JournalError
 from zerorename.committers.paths import Destination
-from zerorename.committers.s3ajobs import abort_s3a_job, resume_s3a_job
+from zerorename.committers.s3ajobs import abort_s3a_job, resume_s3a_job, rolled_back
+from zerorename.committers.s3aread import UploadState
 from zerorename.committers.successdata import SuccessData
 from zerorename.testing.memstate import MemoryState
 from zerorename.testing.memstore import MemoryStore
@@ -65,6 +66,23 @@ async def test_abort_of_a_committed_job_whose_success_was_replaced_is_refused() 
     with pytest.raises(JournalError, match=r"committed.*every upload.*jobs resume"):
         await abort_s3a_job(store, DEST, X)
     assert (dict(state.objects(B)), state.pending(B)) == before
+
+
+async def test_abort_of_a_committed_job_whose_output_was_replaced_is_no_rollback() -> None:
+    # a replace removed X's files after X committed: abort finds nothing of X pending and
+    # says so (it deletes only X's records), never "aborted" (simulation s3a-late 51)
+    state, store = await committed_then_appended()
+    x_files = [k for k in outputs(state) if X in k]
+    await store.delete_objects(B, x_files)
+    res = await abort_s3a_job(store, DEST, X)
+    assert not res.rolled_back and res.uploads_aborted == 0
+    assert not state.objects(B, ROOT) and f"part-00000-{Y}-c000.csv" in str(outputs(state))
+
+
+def test_an_abort_rolls_back_only_a_job_with_a_pending_committed_upload() -> None:
+    s = UploadState
+    assert rolled_back([]) and rolled_back([s.COMPLETED, s.PENDING])
+    assert not rolled_back([s.MISSING, s.COMPLETED]) and not rolled_back([s.MISSING])
 
 
 async def test_resume_of_it_finishes_the_cleanup_and_keeps_the_newer_success() -> None:
