@@ -2,9 +2,10 @@
 process, and the test session already has one).
 
 A stream of two micro-batches (one source file each, 4 tasks, partitionBy p) on a
-standalone cluster with speculation on: in batch 0 the first attempt of partition 1 sleeps
-after its task commit and writes its rows under ``p=loser``, so its speculative copy (on
-the other worker) is the attempt Spark accepts.
+standalone cluster with speculation on: in batch 0 the first attempt of partition 1 waits
+after its task commit until its speculative copy (on the other worker) committed too (at
+most 150 s), and writes its rows under ``p=loser``, so the copy is the attempt Spark
+accepts.
 
 argv: master URL, JSON of data source options, destination URI, marker URI, source
 directory, checkpoint directory.
@@ -40,7 +41,7 @@ query = (
     .option("faultbatch", "0")
     .option("faultpartition", "1")
     .option("faultattempts", "0")
-    .option("faultseconds", "20")
+    .option("faultseconds", "150")
     .option("faultrelabel", "p")
     .option("faultmark", marks)
     .option("checkpointLocation", ckpt)

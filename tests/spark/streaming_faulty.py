@@ -5,9 +5,10 @@ records it | task: raise in a task after its attempt committed | commitexit, tas
 the Python worker exits there instead), ``faultbatch`` (the
 batch id), ``faultonce`` (a local file: the fault fires only while it does not exist, and
 creates it). ``fault=sleep`` (speculation): the attempts ``faultattempts`` (comma-separated)
-of partition ``faultpartition`` in batch ``faultbatch`` sleep ``faultseconds`` after their
-task commit, and write their rows with the partition column ``faultrelabel`` (if given) set
-to ``loser`` (another directory, so their files are told apart from the winner's);
+of partition ``faultpartition`` in batch ``faultbatch`` wait after their task commit
+until another attempt of the partition marked its commit (at most ``faultseconds``; a sleep
+without ``faultmark``), and write their rows with the partition column ``faultrelabel``
+(if given) set to ``loser`` (another directory, so their files are told apart from the winner's);
 ``faultmark`` (a destination URI): every attempt marks ``b<batch>-p<partition>-a<attempt>-
 committed`` there after its task commit. Pickled by value (not importable in Spark's Python
 workers).
@@ -56,10 +57,15 @@ class FaultyStreamWriter(ZeroRenameStreamWriter):
 
         column = self.fault.get("faultrelabel")
         tc = TaskContext.get()
-        if column and tc is not None:
+        if tc is not None:
             batch = int(tc.getLocalProperty("streaming.sql.batchId") or -1)
-            if self._slow(batch, tc.partitionId(), tc.attemptNumber()):
+            partition, attempt = tc.partitionId(), tc.attemptNumber()
+            if column and self._slow(batch, partition, attempt):
                 iterator = (_relabel(b, column) for b in iterator)
+            elif self._slow(batch, partition, 0) and attempt != 0:
+                # a copy of the slow attempt commits only after it did: both commit, and
+                # the copy finishes first
+                self._wait_for_a_copy(batch, partition, attempt)
         return super().write(iterator)
 
     def checkpoint(self, stage: str, batch_id: int, partition: int, attempt: int) -> None:
@@ -67,7 +73,7 @@ class FaultyStreamWriter(ZeroRenameStreamWriter):
         if stage == "committed" and f.get("faultmark"):
             self._mark(f["faultmark"], f"b{batch_id}-p{partition}-a{attempt}-committed")
         if stage == "committed" and self._slow(batch_id, partition, attempt):
-            time.sleep(float(f.get("faultseconds", "20")))
+            self._wait_for_a_copy(batch_id, partition, attempt)
             return
         fault = f.get("fault", "commit")
         if fault == "sleep":
@@ -87,6 +93,35 @@ class FaultyStreamWriter(ZeroRenameStreamWriter):
         if fault.endswith("exit"):
             os._exit(3)  # the Python worker dies: no finally, no abort of its own
         raise RuntimeError(f"injected failure at {stage} of batch {batch_id}")
+
+    def _wait_for_a_copy(self, batch_id: int, partition: int, attempt: int) -> None:
+        """Return once another attempt of the partition committed its task (its mark is
+        listed), or after ``faultseconds``. The slow attempt waits for its copy, and the
+        copy (before it writes) for the slow attempt: both commit their tasks and Spark
+        accepts the copy, however long the loaded machine takes to launch it."""
+        from zerorename.committers import Destination
+        from zerorename.spark_adapter.bridge import get_bridge
+        from zerorename.spark_adapter.jobs import engine_for
+
+        f = self.fault
+        if not f.get("faultmark"):
+            time.sleep(float(f.get("faultseconds", "20")))
+            return
+        dest = Destination.parse(f["faultmark"])
+        prefix = dest.key(f"b{batch_id}-p{partition}-a")
+        mine = dest.key(f"b{batch_id}-p{partition}-a{attempt}-committed")
+        engine = engine_for(self.opts)
+
+        async def copies() -> list[str]:
+            return [
+                o.key
+                async for o in engine.list_objects(dest.bucket, prefix)
+                if o.key != mine and o.key.endswith("-committed")
+            ]
+
+        deadline = time.monotonic() + float(f.get("faultseconds", "20"))
+        while time.monotonic() < deadline and not get_bridge().run(copies()):
+            time.sleep(0.5)
 
     def _mark(self, uri: str, name: str) -> None:
         """Record that an attempt reached a stage (an empty object at ``uri``)."""
