@@ -606,13 +606,12 @@ def add_subcommands(sub: Any, *, stream_jobs: StreamJobs | None = None) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Standalone entry point with just the committer commands."""
+    """The committer commands alone, without the streaming hook (``jobs resume|abort`` of a
+    stream batch's job would not go through the query's log): for tests. Users run
+    ``zerorename`` (zerorename.commands), which registers the hook; this module has no
+    ``python -m`` entry for that reason."""
     parser = argparse.ArgumentParser(prog="zerorename")
     add_subcommands(parser.add_subparsers(dest="command", metavar="COMMAND", required=True))
     args = parser.parse_args(argv)
     code: int = args.func(args)
     return code
-
-
-if __name__ == "__main__":
-    sys.exit(main())
