@@ -19,11 +19,12 @@ from zerorename import __version__, logsafe
 from zerorename.committers import cli as committer_commands
 from zerorename.engine import EngineConfig, PendingUpload, UploadEngine, errors, run
 from zerorename.engine.events import UploadCompleted
+from zerorename.engine.planning import MAX_PART_SIZE, MIN_PART_SIZE
 from zerorename.errors import ZeroRenameError
 from zerorename.perf import cli as perf_commands
 from zerorename.spark_adapter import demo
 from zerorename.spark_adapter.streamjobs import stream_job_action
-from zerorename.units import MiB
+from zerorename.units import MiB, format_size, parse_size
 
 log = logging.getLogger("zerorename.cli")
 
@@ -59,6 +60,32 @@ def parse_s3_url(url: str) -> tuple[str, str]:
     if not bucket:
         raise CliError(f"{url!r} has no bucket (expected s3://bucket/key)")
     return bucket, key
+
+
+def size_arg(text: str) -> int:
+    """An argparse type for a size option: :func:`zerorename.units.parse_size` (bytes, or a
+    binary suffix), the parser the harness and the Spark options use; a bad value is one
+    usage line (exit 2)."""
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def part_size_arg(text: str) -> int:
+    """``--part-size``: a size within S3's part limits. Plain digits are bytes, so the
+    old ``--part-size 16`` (MiB) is refused with the suffixed size it most likely meant."""
+    size = size_arg(text)
+    if size < MIN_PART_SIZE and text.strip().isdigit():
+        raise argparse.ArgumentTypeError(
+            f"{text.strip()} is {size} bytes, below S3's 5MiB part minimum: sizes are bytes "
+            f"or take a binary suffix (did you mean {text.strip()}m?)"
+        )
+    if not MIN_PART_SIZE <= size <= MAX_PART_SIZE:
+        raise argparse.ArgumentTypeError(
+            f"{text.strip()} ({format_size(size)}) is outside S3's part sizes (5MiB..5GiB)"
+        )
+    return size
 
 
 def add_engine_options(p: argparse.ArgumentParser) -> None:
@@ -99,7 +126,7 @@ def _cmd_put(args: argparse.Namespace) -> int:
     record = _claim_record_path(args.defer) if args.defer is not None else None
     cfg = engine_config(
         args,
-        part_size=args.part_size * MiB,
+        part_size=args.part_size,
         max_concurrency=args.concurrency,
         checksum=args.checksum,
     )
@@ -283,10 +310,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     put.add_argument(
         "--part-size",
-        type=int,
-        default=16,
-        metavar="MIB",
-        help="part size in MiB (default: 16; 5..5120)",
+        type=part_size_arg,
+        default=16 * MiB,
+        metavar="SIZE",
+        help="part size: bytes, or a binary suffix: 8m = 8MiB, 16MiB, 1g "
+        "(default: 16MiB; 5MiB..5GiB)",
     )
     put.add_argument("--concurrency", type=int, default=16, help="parts in flight (default: 16)")
     put.add_argument(
