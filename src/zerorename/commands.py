@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from zerorename import __version__, logsafe
+from zerorename import __version__, clijson, logsafe
 from zerorename.committers import cli as committer_commands
 from zerorename.engine import EngineConfig, PendingUpload, UploadEngine, errors, run
 from zerorename.engine.events import UploadCompleted
@@ -101,6 +101,14 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_json_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON document on stdout (schema: README, CLI); errors stay on stderr",
+    )
+
+
 def engine_config(args: argparse.Namespace, **overrides: Any) -> EngineConfig:
     """An EngineConfig from the common options (and the command's own). Without
     --endpoint-url the endpoint is AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL (as botocore
@@ -150,14 +158,35 @@ def _cmd_put(args: argparse.Namespace) -> int:
             print(f"zerorename: {state.interrupted(bucket, key, record)}", file=sys.stderr)
             return 130
         raise
+    uri = f"s3://{bucket}/{key}"
     if isinstance(result, PendingUpload):
-        print(
-            f"deferred s3://{bucket}/{key}: {result.length} bytes in {len(result.parts)} "
-            f"parts; record in {args.defer} (complete with: zerorename complete {args.defer})"
+        if args.json:
+            clijson.emit(
+                "put",
+                result="deferred",
+                uri=uri,
+                bytes=result.length,
+                parts=len(result.parts),
+                record=str(args.defer),
+            )
+        else:
+            print(
+                f"deferred {uri}: {result.length} bytes in {len(result.parts)} parts; record "
+                f"in {args.defer} (complete with: zerorename complete {args.defer})"
+            )
+    elif args.json:
+        clijson.emit(
+            "put",
+            result="uploaded",
+            uri=uri,
+            bytes=result.length,
+            parts=result.parts,
+            retries=stats.retries,
+            throttles=stats.throttles,
         )
     else:
         print(
-            f"uploaded s3://{bucket}/{key}: {result.length} bytes in {result.parts} parts "
+            f"uploaded {uri}: {result.length} bytes in {result.parts} parts "
             f"({stats.retries} retries, {stats.throttles} throttled)"
         )
     return 0
@@ -287,7 +316,19 @@ def _cmd_finish(args: argparse.Namespace) -> int:
         return 130
     for f in result.failures:
         print(f"failed: s3://{f.bucket}/{f.key}: {f.error}", file=sys.stderr)
-    print(f"{verb} {result.succeeded} uploads ({result.bytes} bytes), {result.failed} failed")
+    if args.json:
+        clijson.emit(
+            args.command,
+            succeeded=result.succeeded,
+            failed=result.failed,
+            bytes=result.bytes,
+            failures=[
+                {"uri": f"s3://{f.bucket}/{f.key}", "error": _one_line(f.error)}
+                for f in result.failures
+            ],
+        )
+    else:
+        print(f"{verb} {result.succeeded} uploads ({result.bytes} bytes), {result.failed} failed")
     return 0 if result.ok else 1
 
 
@@ -323,6 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="CRC32C",
         help="per-part checksum (default: CRC32C)",
     )
+    add_json_option(put)
     add_engine_options(put)
     put.set_defaults(func=_cmd_put)
 
@@ -332,6 +374,7 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         p = sub.add_parser(name, help=text)
         p.add_argument("records", nargs="+", metavar="RECORD.json")
+        add_json_option(p)
         add_engine_options(p)
         p.set_defaults(func=_cmd_finish)
 

@@ -31,6 +31,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from zerorename import clijson
 from zerorename.committers.commitlock import CLAIM_VERBS, command_claim
 from zerorename.committers.committer import MagicCommitter
 from zerorename.committers.errors import CommitterError, RecordFormatError
@@ -196,7 +197,16 @@ def _upload_line(u: UploadInfo) -> str:
     return safe(f"s3://{u.bucket}/{u.key}") + f" {safe(u.upload_id)}"
 
 
+def _upload_json(u: UploadInfo) -> dict[str, Any]:
+    return {"bucket": u.bucket, "key": u.key, "uploadId": u.upload_id, "initiated": u.initiated}
+
+
 async def _uploads_list(eng: UploadEngine, args: argparse.Namespace) -> int:
+    if args.json:  # one document, its list streamed
+        with clijson.JsonList("uploads list", "uploads", prefix=args.prefix) as doc:
+            async for u in _uploads_source(eng, args, destructive=False):
+                doc.add(_upload_json(u))
+        return 0
     count = 0
     async for u in _uploads_source(eng, args, destructive=False):
         count += 1
@@ -223,6 +233,8 @@ async def _uploads_list(eng: UploadEngine, args: argparse.Namespace) -> int:
 
 
 async def _uploads_abort(eng: UploadEngine, args: argparse.Namespace) -> int:
+    if args.json:
+        return await _uploads_abort_json(eng, args)
     verb = "would abort" if args.dry_run else "aborted"
     if args.dry_run:
         count = 0
@@ -237,6 +249,22 @@ async def _uploads_abort(eng: UploadEngine, args: argparse.Namespace) -> int:
         source = _uploads_source(eng, args, destructive=True)
         count = await abort_uploads(eng, source, on_abort=report)
     print(f"{count} uploads {verb}", file=sys.stderr)
+    return 0
+
+
+async def _uploads_abort_json(eng: UploadEngine, args: argparse.Namespace) -> int:
+    """``uploads abort --json``: the uploads aborted (or that would be), one document."""
+    field = "wouldAbort" if args.dry_run else "aborted"
+    with clijson.JsonList("uploads abort", field, prefix=args.prefix, dryRun=args.dry_run) as doc:
+        source = _uploads_source(eng, args, destructive=True)
+        if args.dry_run:
+            count = 0
+            async for u in source:
+                count += 1
+                doc.add(_upload_json(u))
+        else:
+            count = await abort_uploads(eng, source, on_abort=lambda u: doc.add(_upload_json(u)))
+        doc.set(count=count)
     return 0
 
 
@@ -255,6 +283,10 @@ async def _jobs_list(eng: UploadEngine, args: argparse.Namespace) -> int:
         created = _when(entry.marker.created) if entry.marker else "?"
         kind = "zerorename/" + (entry.marker.committer if entry.marker else "?")
         rows.append((entry.job_id, kind, entry.state, created))
+    if getattr(args, "json", False):
+        jobs = [dict(zip(("jobId", "kind", "state", "created"), r, strict=True)) for r in rows]
+        clijson.emit("jobs list", dest=dest.uri, jobs=sorted(jobs, key=lambda j: j["jobId"]))
+        return 0
     for job_id, kind, state, created in sorted(rows):
         print(safe(f"{job_id}  {kind:<20}  {state:<40}  created {created}"))
     print(f"{len(rows)} jobs under {safe(dest.uri)}", file=sys.stderr)
@@ -269,10 +301,24 @@ async def _s3a_action(eng: UploadEngine, dest: Destination, args: argparse.Names
         print(safe(line), file=sys.stderr)
 
     if args.action == "show":
-        print(safe_json(await show_s3a_job(eng, dest, job_id)))
+        info = await show_s3a_job(eng, dest, job_id)
+        if getattr(args, "json", False):
+            clijson.emit("jobs show", job=info)
+            return 0
+        print(safe_json(info))
         return 0
     if args.action == "resume":
         res = await resume_s3a_job(eng, dest, job_id, report=say)
+        if getattr(args, "json", False):
+            clijson.emit(
+                "jobs resume",
+                jobId=res.job_id,
+                kind="s3a/magic",
+                files=res.files,
+                bytes=res.bytes,
+                messages=[],
+            )
+            return 0
         wrote = "_SUCCESS written" if res.success_written else "_SUCCESS left as it was"
         print(
             safe(
@@ -284,6 +330,17 @@ async def _s3a_action(eng: UploadEngine, dest: Destination, args: argparse.Names
         )
         return 0
     ab = await abort_s3a_job(eng, dest, job_id, report=say)
+    if getattr(args, "json", False):
+        clijson.emit(
+            "jobs abort",
+            jobId=ab.job_id,
+            kind="s3a/magic",
+            uploadsAborted=ab.uploads_aborted,
+            objectsDeleted=ab.records_deleted,
+            kept=[uri for uri, _ in ab.maybe_completed] + [uri for uri, _ in ab.kept],
+            messages=[],
+        )
+        return 0
     print(
         safe(
             f"S3A job {ab.job_id} aborted: {ab.uploads_aborted} uploads aborted, its directory "
@@ -340,6 +397,11 @@ async def _job_action(
     streams: StreamJobs | None = getattr(args, "stream_jobs", None)
     stream = await streams(eng, dest, job_id, args.action) if streams is not None else None
     if stream is not None and args.action != "show":
+        if getattr(args, "json", False):
+            clijson.emit(
+                f"jobs {args.action}", jobId=job_id, kind="stream", messages=list(stream.lines)
+            )
+            return 0
         for line in stream.lines:
             print(safe(line))
         return 0
@@ -377,6 +439,9 @@ async def _job_action(
         out["pendingUploads"] = n
         if stream is not None:
             out["stream"] = stream.show
+        if getattr(args, "json", False):
+            clijson.emit("jobs show", job=out)
+            return 0
         print(safe_json(out))
         return 0
     if args.action == "resume":
@@ -388,10 +453,31 @@ async def _job_action(
                 file=sys.stderr,
             )
 
-        res = await job.resume(progress=tick)
+        res = await job.resume(progress=getattr(args, "commit_progress", None) or tick)
+        if getattr(args, "json", False):
+            clijson.emit(
+                "jobs resume",
+                jobId=res.job_id,
+                kind=f"zerorename/{job.kind}",
+                files=res.files,
+                bytes=res.bytes,
+                messages=[],
+            )
+            return 0
         print(f"job {res.job_id} committed: {res.files} files, {res.bytes} bytes")
         return 0
     res_abort = await job.abort()
+    if getattr(args, "json", False):
+        clijson.emit(
+            "jobs abort",
+            jobId=res_abort.job_id,
+            kind=f"zerorename/{job.kind}",
+            uploadsAborted=res_abort.uploads_aborted,
+            objectsDeleted=res_abort.objects_deleted,
+            kept=[],
+            messages=[],
+        )
+        return 0
     print(
         f"job {res_abort.job_id} aborted: {res_abort.uploads_aborted} uploads aborted, "
         f"{res_abort.objects_deleted} objects deleted"
@@ -554,10 +640,15 @@ def add_subcommands(sub: Any, *, stream_jobs: StreamJobs | None = None) -> None:
             help="only uploads initiated longer ago (90s, 30m, 2h, 1d)",
         )
         if name == "list":
-            p.add_argument("--json", action="store_true", help="one JSON object per line")
+            p.add_argument(
+                "--json", action="store_true", help="one JSON document (schema: README, CLI)"
+            )
             p.set_defaults(func=_runner(_uploads_list))
         else:
             p.add_argument("--dry-run", action="store_true", help="only print what would go")
+            p.add_argument(
+                "--json", action="store_true", help="one JSON document (schema: README, CLI)"
+            )
             p.add_argument(
                 "--all-of-bucket",
                 action="store_true",
@@ -572,6 +663,7 @@ def add_subcommands(sub: Any, *, stream_jobs: StreamJobs | None = None) -> None:
     jobs.add_argument("action", choices=["list", "show", "resume", "abort"])
     jobs.add_argument("dest", help="s3://bucket/destination")
     jobs.add_argument("job_id", nargs="?", metavar="JOB_ID")
+    jobs.add_argument("--json", action="store_true", help="one JSON document (schema: README, CLI)")
     _engine_options(jobs)
     jobs.set_defaults(func=_runner(_jobs_action), stream_jobs=stream_jobs)
 
