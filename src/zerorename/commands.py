@@ -16,9 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from zerorename import __version__, clijson, logsafe
+from zerorename.cliprogress import Bar, NullBar, open_bar
+from zerorename.committers import CommitProgress, Destination, Job
 from zerorename.committers import cli as committer_commands
+from zerorename.dirupload import DirResult, Scan, upload_directory
 from zerorename.engine import EngineConfig, PendingUpload, UploadEngine, errors, run
-from zerorename.engine.events import UploadCompleted
+from zerorename.engine.events import BytesSent, UploadCompleted
 from zerorename.engine.planning import MAX_PART_SIZE, MIN_PART_SIZE
 from zerorename.errors import ZeroRenameError
 from zerorename.perf import cli as perf_commands
@@ -109,6 +112,28 @@ def add_json_option(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_progress_options(p: argparse.ArgumentParser) -> None:
+    """``--quiet`` / ``--progress``: override the default (a live display on stderr when
+    stdout and stderr are terminals, nothing otherwise)."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument(
+        "--quiet", action="store_true", help="no progress and no summary line (errors still)"
+    )
+    g.add_argument(
+        "--progress",
+        action="store_true",
+        help="show progress even when output is not a terminal (a plain line every 5 s)",
+    )
+
+
+def open_progress(args: argparse.Namespace, label: str, total: int | None, unit: str) -> Bar:
+    """The progress display a command asked for (see :mod:`zerorename.cliprogress`)."""
+    mode = "off" if getattr(args, "quiet", False) else "auto"
+    if getattr(args, "progress", False):
+        mode = "on"
+    return open_bar(mode, label, total, unit)
+
+
 def engine_config(args: argparse.Namespace, **overrides: Any) -> EngineConfig:
     """An EngineConfig from the common options (and the command's own). Without
     --endpoint-url the endpoint is AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL (as botocore
@@ -127,6 +152,11 @@ def engine_config(args: argparse.Namespace, **overrides: Any) -> EngineConfig:
 
 
 def _cmd_put(args: argparse.Namespace) -> int:
+    if args.source != "-" and Path(args.source).is_dir():
+        return _cmd_put_dir(args)
+    for name in ("conflict", "skip_unsupported", "files"):
+        if getattr(args, name) != _DIR_ONLY[name]:
+            raise CliError(f"--{name.replace('_', '-')} is for a directory; {args.source} is not")
     bucket, key = parse_s3_url(args.dest)
     if not key:
         raise CliError("give the object key: s3://bucket/key")
@@ -140,9 +170,16 @@ def _cmd_put(args: argparse.Namespace) -> int:
     )
 
     state = _PutState()
+    total = source.stat().st_size if isinstance(source, Path) and source.is_file() else None
+    bar = open_progress(args, f"put s3://{bucket}/{key}", total, "B")
+
+    def on_event(event: object) -> None:
+        state.on_event(event)
+        if isinstance(event, BytesSent):
+            bar.advance(event.delta)
 
     async def main() -> Any:
-        async with UploadEngine(cfg, on_event=state.on_event) as engine:
+        async with UploadEngine(cfg, on_event=on_event) as engine:
             state.started = True
             result = await engine.upload(bucket, key, source, defer=record is not None)
             if record is not None and isinstance(result, PendingUpload):
@@ -150,7 +187,10 @@ def _cmd_put(args: argparse.Namespace) -> int:
             return result, engine.stats
 
     try:
-        result, stats = run(main())
+        try:
+            result, stats = run(main())
+        finally:
+            bar.close()
     except BaseException as exc:
         if record is not None and record.exists() and record.stat().st_size == 0:
             record.unlink()  # the empty file claimed above; no upload is left behind
@@ -159,6 +199,8 @@ def _cmd_put(args: argparse.Namespace) -> int:
             return 130
         raise
     uri = f"s3://{bucket}/{key}"
+    if args.quiet and not args.json:
+        return 0
     if isinstance(result, PendingUpload):
         if args.json:
             clijson.emit(
@@ -190,6 +232,105 @@ def _cmd_put(args: argparse.Namespace) -> int:
             f"({stats.retries} retries, {stats.throttles} throttled)"
         )
     return 0
+
+
+#: put's directory-only options and their defaults
+_DIR_ONLY: dict[str, Any] = {"conflict": "append", "skip_unsupported": False, "files": 8}
+
+
+def _cmd_put_dir(args: argparse.Namespace) -> int:
+    """``put DIR s3://bucket/prefix/``: the directory as one job (:mod:`zerorename.dirupload`)."""
+    if args.defer is not None:
+        raise CliError("--defer is for one file; a directory is committed as one job")
+    dest = Destination.parse(args.dest)
+    cfg = engine_config(
+        args, part_size=args.part_size, max_concurrency=args.concurrency, checksum=args.checksum
+    )
+    shown = _DirProgress(args)
+    job_seen: list[Job] = []
+
+    def report(line: str) -> None:
+        print(f"zerorename: {line}", file=sys.stderr)
+
+    async def main() -> DirResult:
+        async with UploadEngine(cfg) as engine:
+            return await upload_directory(
+                engine,
+                Path(args.source),
+                dest.uri,
+                conflict=args.conflict,
+                files_at_once=args.files,
+                skip=args.skip_unsupported,
+                report=report,
+                on_scan=shown.on_scan,
+                sent=shown.sent,
+                commit_progress=shown.commit_tick,
+                on_job=job_seen.append,
+            )
+
+    try:
+        try:
+            res = run(main())
+        finally:
+            shown.bar.close()
+    except KeyboardInterrupt:
+        if not job_seen:
+            print(
+                "zerorename: interrupted before the upload started: nothing was written",
+                file=sys.stderr,
+            )
+        elif shown.phase == "upload":
+            print(
+                f"zerorename: interrupted: job {job_seen[0].job_id} was aborted, nothing is "
+                f"visible under {dest.uri} (check with `zerorename jobs list {dest.uri}`)",
+                file=sys.stderr,
+            )
+        else:
+            print(
+                f"zerorename: interrupted during the commit of job {job_seen[0].job_id}: "
+                f"finish it with `zerorename jobs resume {dest.uri} {job_seen[0].job_id}` "
+                "(or `jobs abort`)",
+                file=sys.stderr,
+            )
+        return 130
+    if args.json:
+        clijson.emit(
+            "put",
+            result="committed",
+            uri=dest.uri,
+            jobId=res.job_id,
+            files=res.files,
+            bytes=res.bytes,
+            skipped=list(res.skipped),
+        )
+    elif not args.quiet:
+        print(
+            f"committed {args.source} to {dest.uri} as job {res.job_id}: {res.files} files, "
+            f"{res.bytes} bytes" + (f", {len(res.skipped)} skipped" if res.skipped else "")
+        )
+    return 0
+
+
+class _DirProgress:
+    """The displays of a directory upload: bytes sent, then files committed."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.bar: Bar = NullBar()
+        self.phase = "upload"
+
+    def on_scan(self, found: Scan) -> None:
+        self.bar = open_progress(self.args, f"put {found.files} files", found.bytes, "B")
+
+    def sent(self, n: int) -> None:
+        self.bar.advance(n)
+
+    def commit_tick(self, p: CommitProgress) -> None:
+        if self.phase != "commit":
+            self.phase = "commit"
+            self.bar.close()
+            self.bar = open_progress(self.args, "commit", p.uploads_total, "files")
+        self.bar.update(p.uploads_done, p.uploads_total)
 
 
 class _PutState:
@@ -297,15 +438,20 @@ def _cmd_finish(args: argparse.Namespace) -> int:
     records = _read_records(args.records)
     cfg = engine_config(args)
 
+    bar = open_progress(args, args.command, len(records), "uploads")
+
     async def main() -> Any:
         async with UploadEngine(cfg) as engine:
             if args.command == "complete":
-                return await engine.complete_many(records)
-            return await engine.abort_many(records)
+                return await engine.complete_many(records, on_result=lambda *_: bar.advance(1))
+            return await engine.abort_many(records, on_result=lambda *_: bar.advance(1))
 
     verb = "completed" if args.command == "complete" else "aborted"
     try:
-        result = run(main())
+        try:
+            result = run(main())
+        finally:
+            bar.close()
     except KeyboardInterrupt:
         # a request that went out may have taken effect though its answer never came
         print(
@@ -327,7 +473,7 @@ def _cmd_finish(args: argparse.Namespace) -> int:
                 for f in result.failures
             ],
         )
-    else:
+    elif not args.quiet:
         print(f"{verb} {result.succeeded} uploads ({result.bytes} bytes), {result.failed} failed")
     return 0 if result.ok else 1
 
@@ -341,9 +487,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug details")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    put = sub.add_parser("put", help="upload a file (or - for stdin) as a multipart upload")
-    put.add_argument("source", help="local file path, or - to read standard input")
-    put.add_argument("dest", help="s3://bucket/key")
+    put = sub.add_parser(
+        "put",
+        help="upload a file (or - for stdin) as a multipart upload, or a directory as one job",
+    )
+    put.add_argument("source", help="local file path, - to read standard input, or a directory")
+    put.add_argument("dest", help="s3://bucket/key (a directory: s3://bucket/prefix/)")
     put.add_argument(
         "--defer",
         metavar="RECORD.json",
@@ -364,7 +513,28 @@ def build_parser() -> argparse.ArgumentParser:
         default="CRC32C",
         help="per-part checksum (default: CRC32C)",
     )
+    put.add_argument(
+        "--conflict",
+        choices=["fail", "append", "replace"],
+        default=_DIR_ONLY["conflict"],
+        help="a directory: what its job commit does with what is already under the prefix "
+        "(as the committers; default: append)",
+    )
+    put.add_argument(
+        "--files",
+        type=int,
+        default=_DIR_ONLY["files"],
+        metavar="N",
+        help="a directory: files uploading at once (default: 8)",
+    )
+    put.add_argument(
+        "--skip-unsupported",
+        action="store_true",
+        help="a directory: leave out symlinks, special files and names S3 cannot hold "
+        "(one line each) instead of refusing the upload",
+    )
     add_json_option(put)
+    add_progress_options(put)
     add_engine_options(put)
     put.set_defaults(func=_cmd_put)
 
@@ -375,10 +545,13 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=text)
         p.add_argument("records", nargs="+", metavar="RECORD.json")
         add_json_option(p)
+        add_progress_options(p)
         add_engine_options(p)
         p.set_defaults(func=_cmd_finish)
 
-    committer_commands.add_subcommands(sub, stream_jobs=stream_job_action)
+    committer_commands.add_subcommands(
+        sub, stream_jobs=stream_job_action, progress=open_progress, options=add_progress_options
+    )
     demo.add_subcommand(sub)
     perf_commands.add_subcommands(sub)
     return parser

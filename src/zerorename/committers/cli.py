@@ -21,15 +21,16 @@ one line and exit 1.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
 import sys
 import time
 import unicodedata
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from zerorename import clijson
 from zerorename.committers.commitlock import CLAIM_VERBS, command_claim
@@ -77,6 +78,45 @@ class StreamJobReply:
 #: the ``zerorename`` command passes the streaming sink's (``spark_adapter.streamjobs``),
 #: which keeps a query's log and its destination consistent (this layer knows no streams)
 StreamJobs = Callable[[UploadEngine, Destination, str, str], Awaitable[StreamJobReply | None]]
+
+
+class Bar(Protocol):
+    """A progress display (the ``zerorename`` command's, :mod:`zerorename.cliprogress`)."""
+
+    def advance(self, n: int) -> None: ...
+
+    def update(self, done: int, total: int | None = None) -> None: ...
+
+    def close(self) -> None: ...
+
+
+#: ``(args, label, total or None, unit) -> Bar``: opens the display a command asked for
+Progress = Callable[[argparse.Namespace, str, "int | None", str], Bar]
+
+
+@contextlib.contextmanager
+def _progress(args: argparse.Namespace, label: str, total: int | None, unit: str) -> Iterator[Bar]:
+    """The command's display (nothing without a ``progress`` hook), closed at the end."""
+    factory: Progress | None = getattr(args, "progress_hook", None)
+    if factory is None:
+        yield _NoBar()
+        return
+    bar = factory(args, label, total, unit)
+    try:
+        yield bar
+    finally:
+        bar.close()
+
+
+class _NoBar:
+    def advance(self, n: int) -> None:
+        pass
+
+    def update(self, done: int, total: int | None = None) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 def parse_age(text: str) -> float:
@@ -242,12 +282,14 @@ async def _uploads_abort(eng: UploadEngine, args: argparse.Namespace) -> int:
             count += 1
             print(f"{verb} {_upload_line(u)}")
     else:
+        with _progress(args, "uploads abort", None, "uploads") as bar:
 
-        def report(u: UploadInfo) -> None:
-            print(f"{verb} {_upload_line(u)}")
+            def report(u: UploadInfo) -> None:
+                print(f"{verb} {_upload_line(u)}")
+                bar.advance(1)
 
-        source = _uploads_source(eng, args, destructive=True)
-        count = await abort_uploads(eng, source, on_abort=report)
+            source = _uploads_source(eng, args, destructive=True)
+            count = await abort_uploads(eng, source, on_abort=report)
     print(f"{count} uploads {verb}", file=sys.stderr)
     return 0
 
@@ -263,7 +305,13 @@ async def _uploads_abort_json(eng: UploadEngine, args: argparse.Namespace) -> in
                 count += 1
                 doc.add(_upload_json(u))
         else:
-            count = await abort_uploads(eng, source, on_abort=lambda u: doc.add(_upload_json(u)))
+            with _progress(args, "uploads abort", None, "uploads") as bar:
+
+                def add(u: UploadInfo) -> None:
+                    doc.add(_upload_json(u))
+                    bar.advance(1)
+
+                count = await abort_uploads(eng, source, on_abort=add)
         doc.set(count=count)
     return 0
 
@@ -453,7 +501,11 @@ async def _job_action(
                 file=sys.stderr,
             )
 
-        res = await job.resume(progress=getattr(args, "commit_progress", None) or tick)
+        with _progress(args, f"resume job {job_id}", None, "uploads") as bar:
+            hooked = getattr(args, "progress_hook", None) is not None
+            res = await job.resume(
+                progress=(lambda p: bar.update(p.uploads_done, p.uploads_total)) if hooked else tick
+            )
         if getattr(args, "json", False):
             clijson.emit(
                 "jobs resume",
@@ -466,7 +518,9 @@ async def _job_action(
             return 0
         print(f"job {res.job_id} committed: {res.files} files, {res.bytes} bytes")
         return 0
-    res_abort = await job.abort()
+    with _progress(args, f"abort job {job_id}", 1, "jobs") as bar:
+        res_abort = await job.abort()
+        bar.advance(1)
     if getattr(args, "json", False):
         clijson.emit(
             "jobs abort",
@@ -621,10 +675,18 @@ def _inspect_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_subcommands(sub: Any, *, stream_jobs: StreamJobs | None = None) -> None:
+def add_subcommands(
+    sub: Any,
+    *,
+    stream_jobs: StreamJobs | None = None,
+    progress: Progress | None = None,
+    options: Callable[[argparse.ArgumentParser], None] | None = None,
+) -> None:
     """Add ``uploads``, ``jobs`` and ``inspect`` to an argparse subparsers object;
     ``stream_jobs``: the hook ``jobs show|resume|abort`` run for a streaming query's batch
-    job (without it such a job is treated as any other)."""
+    job (without it such a job is treated as any other); ``progress``: the display of
+    ``uploads abort`` and ``jobs resume|abort`` (the ``zerorename`` command's), with
+    ``options`` adding its flags."""
     up = sub.add_parser("uploads", help="list or abort pending multipart uploads under a prefix")
     upsub = up.add_subparsers(dest="uploads_command", metavar="ACTION", required=True)
     for name, text in (("list", "list pending uploads"), ("abort", "abort pending uploads")):
@@ -656,7 +718,9 @@ def add_subcommands(sub: Any, *, stream_jobs: StreamJobs | None = None) -> None:
                 "any job's or writer's, is to be aborted; without it a whole bucket is refused "
                 "(so an unset variable in s3://bucket/$PREFIX never widens to the bucket)",
             )
-            p.set_defaults(func=_runner(_uploads_abort))
+            p.set_defaults(func=_runner(_uploads_abort), progress_hook=progress)
+            if options is not None:
+                options(p)
         _engine_options(p)
 
     jobs = sub.add_parser("jobs", help="jobs under a destination: list, show, resume, abort")
@@ -665,7 +729,9 @@ def add_subcommands(sub: Any, *, stream_jobs: StreamJobs | None = None) -> None:
     jobs.add_argument("job_id", nargs="?", metavar="JOB_ID")
     jobs.add_argument("--json", action="store_true", help="one JSON document (schema: README, CLI)")
     _engine_options(jobs)
-    jobs.set_defaults(func=_runner(_jobs_action), stream_jobs=stream_jobs)
+    if options is not None:
+        options(jobs)
+    jobs.set_defaults(func=_runner(_jobs_action), stream_jobs=stream_jobs, progress_hook=progress)
 
     ins = sub.add_parser(
         "inspect", help="show a _SUCCESS, .pending or .pendingset record (zerorename's or S3A's)"
