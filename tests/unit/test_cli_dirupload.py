@@ -72,7 +72,7 @@ async def test_problems_refuse_before_any_request(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "fifo")
     store = MemoryStore(MemoryState(B))
     lines: list[str] = []
-    with pytest.raises(DirectoryRefused, match="1 entries .* nothing was uploaded"):
+    with pytest.raises(DirectoryRefused, match=r"1 entries .* nothing was uploaded"):
         await upload_directory(store, tmp_path, f"s3://{B}/up", report=lines.append)
     assert lines == ["fifo: a fifo, not a regular file"] and store.log == []
 
