@@ -171,7 +171,7 @@ def _cmd_put(args: argparse.Namespace) -> int:
 
     state = _PutState()
     total = source.stat().st_size if isinstance(source, Path) and source.is_file() else None
-    bar = open_progress(args, f"put s3://{bucket}/{key}", total, "B")
+    bar = open_progress(args, f"put {key.rpartition('/')[2] or key}", total, "B")
 
     def on_event(event: object) -> None:
         state.on_event(event)
