@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import pty
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -79,8 +80,11 @@ def test_many_records_and_jobs_show_progress_on_a_terminal(
         )
         assert out.returncode == 0, out.stderr
         records.append(str(rec))
-    code, shown = run_pty(s3, "complete", *records)
-    assert code == 0 and "complete" in shown and "3/3" in shown, shown
+    code, shown = run_pty(s3, "complete", *records[:2])
+    assert code == 0 and "complete" in shown and "2/2" in shown, shown
+    code, shown = run_pty(s3, "uploads", "abort", f"s3://{s3.bucket}/{s3.prefix}")
+    assert code == 0 and "1 uploads aborted" in shown, shown
+    assert re.search(r"uploads abort(?!ed)", shown), shown  # the bar's label
     tree = tmp_path / "tree"
     tree.mkdir()
     for i in range(5):
