@@ -16,18 +16,23 @@ from pathlib import Path
 from typing import Any
 
 from zerorename import __version__, clijson, logsafe
-from zerorename.cliprogress import Bar, NullBar, open_bar
+from zerorename.cliopts import (
+    add_json_option,
+    add_progress_options,
+    open_progress,
+    part_size_arg,
+)
+from zerorename.cliprogress import Bar, NullBar
 from zerorename.committers import CommitProgress, Destination, Job
 from zerorename.committers import cli as committer_commands
 from zerorename.dirupload import DirResult, Scan, upload_directory
 from zerorename.engine import EngineConfig, PendingUpload, UploadEngine, errors, run
 from zerorename.engine.events import BytesSent, UploadCompleted
-from zerorename.engine.planning import MAX_PART_SIZE, MIN_PART_SIZE
 from zerorename.errors import ZeroRenameError
 from zerorename.perf import cli as perf_commands
 from zerorename.spark_adapter import demo
 from zerorename.spark_adapter.streamjobs import stream_job_action
-from zerorename.units import MiB, format_size, parse_size
+from zerorename.units import MiB
 
 log = logging.getLogger("zerorename.cli")
 
@@ -65,32 +70,6 @@ def parse_s3_url(url: str) -> tuple[str, str]:
     return bucket, key
 
 
-def size_arg(text: str) -> int:
-    """An argparse type for a size option: :func:`zerorename.units.parse_size` (bytes, or a
-    binary suffix), the parser the harness and the Spark options use; a bad value is one
-    usage line (exit 2)."""
-    try:
-        return parse_size(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def part_size_arg(text: str) -> int:
-    """``--part-size``: a size within S3's part limits. Plain digits are bytes, so the
-    old ``--part-size 16`` (MiB) is refused with the suffixed size it most likely meant."""
-    size = size_arg(text)
-    if size < MIN_PART_SIZE and text.strip().isdigit():
-        raise argparse.ArgumentTypeError(
-            f"{text.strip()} is {size} bytes, below S3's 5MiB part minimum: sizes are bytes "
-            f"or take a binary suffix (did you mean {text.strip()}m?)"
-        )
-    if not MIN_PART_SIZE <= size <= MAX_PART_SIZE:
-        raise argparse.ArgumentTypeError(
-            f"{text.strip()} ({format_size(size)}) is outside S3's part sizes (5MiB..5GiB)"
-        )
-    return size
-
-
 def add_engine_options(p: argparse.ArgumentParser) -> None:
     """Options every command that talks to S3 takes (credentials: the AWS chain)."""
     p.add_argument("--endpoint-url", help="S3 endpoint (default: AWS, or $AWS_ENDPOINT_URL)")
@@ -102,36 +81,6 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
         default="auto",
         help="bucket addressing (default: auto)",
     )
-
-
-def add_json_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--json",
-        action="store_true",
-        help="print one JSON document on stdout (schema: README, CLI); errors stay on stderr",
-    )
-
-
-def add_progress_options(p: argparse.ArgumentParser) -> None:
-    """``--quiet`` / ``--progress``: override the default (a live display on stderr when
-    stdout and stderr are terminals, nothing otherwise)."""
-    g = p.add_mutually_exclusive_group()
-    g.add_argument(
-        "--quiet", action="store_true", help="no progress and no summary line (errors still)"
-    )
-    g.add_argument(
-        "--progress",
-        action="store_true",
-        help="show progress even when output is not a terminal (a plain line every 5 s)",
-    )
-
-
-def open_progress(args: argparse.Namespace, label: str, total: int | None, unit: str) -> Bar:
-    """The progress display a command asked for (see :mod:`zerorename.cliprogress`)."""
-    mode = "off" if getattr(args, "quiet", False) else "auto"
-    if getattr(args, "progress", False):
-        mode = "on"
-    return open_bar(mode, label, total, unit)
 
 
 def engine_config(args: argparse.Namespace, **overrides: Any) -> EngineConfig:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zerorename import commands
+from zerorename import cliopts, commands
 from zerorename.engine.planning import MAX_PART_SIZE, MIN_PART_SIZE
 from zerorename.perf.model import size_arg as harness_size
 from zerorename.spark_adapter.errors import OptionError
@@ -35,7 +35,7 @@ size_text = st.one_of(
 
 def _cli(text: str) -> int | None:
     try:
-        return commands.size_arg(text)
+        return cliopts.size_arg(text)
     except argparse.ArgumentTypeError:
         return None
 
@@ -66,7 +66,7 @@ def test_cli_harness_and_spark_read_a_size_alike(text: str) -> None:
 def test_part_size_is_a_size_within_s3_limits_or_a_usage_error(text: str) -> None:
     parsed = _cli(text)
     try:
-        got: int | None = commands.part_size_arg(text)
+        got: int | None = cliopts.part_size_arg(text)
     except argparse.ArgumentTypeError as exc:
         assert "\n" not in str(exc)
         got = None
