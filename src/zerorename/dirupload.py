@@ -54,6 +54,7 @@ from zerorename.units import KiB, MiB
 __all__ = [
     "DirResult",
     "DirectoryRefused",
+    "DirectoryUploadFailed",
     "Entry",
     "Problem",
     "Scan",
@@ -76,6 +77,10 @@ MAX_KEY_BYTES = 1024
 class DirectoryRefused(CommitterError):
     """Entries of the directory cannot be uploaded (each named on its own line before);
     nothing was uploaded."""
+
+
+class DirectoryUploadFailed(CommitterError):
+    """A file of the directory could not be uploaded; the job was aborted."""
 
 
 @dataclass(frozen=True)
@@ -284,8 +289,17 @@ async def upload_directory(
             task += 1
         committing = True
         result = await job.commit(summaries, progress=commit_progress)
-    except BaseException:
-        if not committing:  # nothing is visible yet: leave nothing pending either
+    except Exception as exc:
+        if committing:  # the commit rolled back, or left its journal: its error says which
+            raise
+        with anyio.CancelScope(shield=True):  # nothing is visible yet: leave nothing pending
+            await job.abort()
+        raise DirectoryUploadFailed(
+            f"uploading {root} failed ({exc}); job {job.job_id} was aborted: nothing is "
+            f"visible or pending under {dest.uri}"
+        ) from exc
+    except BaseException:  # Ctrl-C, cancelled
+        if not committing:
             with anyio.CancelScope(shield=True):
                 await job.abort()
         raise

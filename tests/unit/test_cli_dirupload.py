@@ -16,6 +16,7 @@ from zerorename.committers import Destination, new_job_id
 from zerorename.dirupload import (
     FILES_PER_TASK,
     DirectoryRefused,
+    DirectoryUploadFailed,
     Entry,
     Problem,
     name_problem,
@@ -114,3 +115,14 @@ def test_a_key_past_1024_bytes_with_the_job_id() -> None:
     deep = Destination.parse(f"s3://{B}/" + "p" * 200)
     why = name_problem("n" * 850, deep, JOB)
     assert why is not None and "1024-byte limit" in why
+
+
+async def test_a_failed_upload_aborts_the_job(tmp_path: Path) -> None:
+    for i in range(30):
+        (tmp_path / f"f{i}").write_bytes(b"z" * i)
+    store = MemoryStore(MemoryState(B))
+    store.fail_at(20, OSError("connection reset"), op="UploadPart")
+    with pytest.raises(DirectoryUploadFailed, match="was aborted: nothing is visible or pending"):
+        await upload_directory(store, tmp_path, f"s3://{B}/up")
+    assert [o.key async for o in store.list_objects(B, "")] == []
+    assert [u async for u in store.list_uploads(B, "")] == []
