@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from zerorename import cliopts, commands
@@ -54,6 +54,7 @@ def _spark(text: str) -> int | None:
         return None
 
 
+@settings(deadline=None)  # a loaded 2-core machine: no timing in tests
 @given(size_text)
 def test_cli_harness_and_spark_read_a_size_alike(text: str) -> None:
     cli, spark = _cli(text), _spark(text)
@@ -62,6 +63,7 @@ def test_cli_harness_and_spark_read_a_size_alike(text: str) -> None:
     assert harness == (cli if cli else None)
 
 
+@settings(deadline=None)  # a loaded 2-core machine: no timing in tests
 @given(size_text)
 def test_part_size_is_a_size_within_s3_limits_or_a_usage_error(text: str) -> None:
     parsed = _cli(text)
