@@ -114,19 +114,19 @@ def test_readme_documents_the_exit_codes() -> None:
     assert re.findall(r"^\| (\d+) \|", table, re.M) == ["0", "1", "2", "130"]
 
 
-def test_usage_error_exits_2(s3: S3Target) -> None:
-    out = run_sub(s3, "put", "f", "s3://b/k", "--part-size", "tiny", "--json")
+def test_usage_error_exits_2(moto_s3: S3Target) -> None:
+    out = run_sub(moto_s3, "put", "f", "s3://b/k", "--part-size", "tiny", "--json")
     assert (out.returncode, out.stdout) == (2, "") and "not a size" in out.stderr
 
 
-def test_interrupted_exits_130(s3: S3Target) -> None:
+def test_interrupted_exits_130(moto_s3: S3Target) -> None:
     """Ctrl-C while ``put -`` waits on its input: one line, exit 130, no document."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "zerorename.cli", "put", "-", f"s3://{s3.bucket}/k", "--json"],
+        [sys.executable, "-m", "zerorename.cli", "put", "-", f"s3://{moto_s3.bucket}/k", "--json"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=target_env(s3),
+        env=target_env(moto_s3),
         text=True,
     )
     time.sleep(1.0)  # anywhere: an interrupt while it starts is also exit 130
