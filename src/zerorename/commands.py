@@ -15,10 +15,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from zerorename import __version__, logsafe
+from zerorename import __version__, clijson, logsafe
+from zerorename.cliopts import (
+    add_json_option,
+    add_progress_options,
+    open_progress,
+    part_size_arg,
+)
+from zerorename.cliprogress import Bar, NullBar
+from zerorename.committers import CommitProgress, Destination, Job
 from zerorename.committers import cli as committer_commands
+from zerorename.dirupload import DirResult, Scan, upload_directory
 from zerorename.engine import EngineConfig, PendingUpload, UploadEngine, errors, run
-from zerorename.engine.events import UploadCompleted
+from zerorename.engine.events import BytesSent, UploadCompleted
 from zerorename.errors import ZeroRenameError
 from zerorename.perf import cli as perf_commands
 from zerorename.spark_adapter import demo
@@ -92,6 +101,11 @@ def engine_config(args: argparse.Namespace, **overrides: Any) -> EngineConfig:
 
 
 def _cmd_put(args: argparse.Namespace) -> int:
+    if args.source != "-" and Path(args.source).is_dir():
+        return _cmd_put_dir(args)
+    for name in ("conflict", "skip_unsupported", "files"):
+        if getattr(args, name) != _DIR_ONLY[name]:
+            raise CliError(f"--{name.replace('_', '-')} is for a directory; {args.source} is not")
     bucket, key = parse_s3_url(args.dest)
     if not key:
         raise CliError("give the object key: s3://bucket/key")
@@ -99,15 +113,22 @@ def _cmd_put(args: argparse.Namespace) -> int:
     record = _claim_record_path(args.defer) if args.defer is not None else None
     cfg = engine_config(
         args,
-        part_size=args.part_size * MiB,
+        part_size=args.part_size,
         max_concurrency=args.concurrency,
         checksum=args.checksum,
     )
 
     state = _PutState()
+    total = source.stat().st_size if isinstance(source, Path) and source.is_file() else None
+    bar = open_progress(args, f"put {key.rpartition('/')[2] or key}", total, "B")
+
+    def on_event(event: object) -> None:
+        state.on_event(event)
+        if isinstance(event, BytesSent):
+            bar.advance(event.delta)
 
     async def main() -> Any:
-        async with UploadEngine(cfg, on_event=state.on_event) as engine:
+        async with UploadEngine(cfg, on_event=on_event) as engine:
             state.started = True
             result = await engine.upload(bucket, key, source, defer=record is not None)
             if record is not None and isinstance(result, PendingUpload):
@@ -115,7 +136,10 @@ def _cmd_put(args: argparse.Namespace) -> int:
             return result, engine.stats
 
     try:
-        result, stats = run(main())
+        try:
+            result, stats = run(main())
+        finally:
+            bar.close()
     except BaseException as exc:
         if record is not None and record.exists() and record.stat().st_size == 0:
             record.unlink()  # the empty file claimed above; no upload is left behind
@@ -123,17 +147,139 @@ def _cmd_put(args: argparse.Namespace) -> int:
             print(f"zerorename: {state.interrupted(bucket, key, record)}", file=sys.stderr)
             return 130
         raise
+    uri = f"s3://{bucket}/{key}"
+    if args.quiet and not args.json:
+        return 0
     if isinstance(result, PendingUpload):
-        print(
-            f"deferred s3://{bucket}/{key}: {result.length} bytes in {len(result.parts)} "
-            f"parts; record in {args.defer} (complete with: zerorename complete {args.defer})"
+        if args.json:
+            clijson.emit(
+                "put",
+                result="deferred",
+                uri=uri,
+                bytes=result.length,
+                parts=len(result.parts),
+                record=str(args.defer),
+            )
+        else:
+            print(
+                f"deferred {uri}: {result.length} bytes in {len(result.parts)} parts; record "
+                f"in {args.defer} (complete with: zerorename complete {args.defer})"
+            )
+    elif args.json:
+        clijson.emit(
+            "put",
+            result="uploaded",
+            uri=uri,
+            bytes=result.length,
+            parts=result.parts,
+            retries=stats.retries,
+            throttles=stats.throttles,
         )
     else:
         print(
-            f"uploaded s3://{bucket}/{key}: {result.length} bytes in {result.parts} parts "
+            f"uploaded {uri}: {result.length} bytes in {result.parts} parts "
             f"({stats.retries} retries, {stats.throttles} throttled)"
         )
     return 0
+
+
+#: put's directory-only options and their defaults
+_DIR_ONLY: dict[str, Any] = {"conflict": "append", "skip_unsupported": False, "files": 8}
+
+
+def _cmd_put_dir(args: argparse.Namespace) -> int:
+    """``put DIR s3://bucket/prefix/``: the directory as one job (:mod:`zerorename.dirupload`)."""
+    if args.defer is not None:
+        raise CliError("--defer is for one file; a directory is committed as one job")
+    dest = Destination.parse(args.dest)
+    cfg = engine_config(
+        args, part_size=args.part_size, max_concurrency=args.concurrency, checksum=args.checksum
+    )
+    shown = _DirProgress(args)
+    job_seen: list[Job] = []
+
+    def report(line: str) -> None:
+        print(f"zerorename: {line}", file=sys.stderr)
+
+    async def main() -> DirResult:
+        async with UploadEngine(cfg) as engine:
+            return await upload_directory(
+                engine,
+                Path(args.source),
+                dest.uri,
+                conflict=args.conflict,
+                files_at_once=args.files,
+                skip=args.skip_unsupported,
+                report=report,
+                on_scan=shown.on_scan,
+                sent=shown.sent,
+                commit_progress=shown.commit_tick,
+                on_job=job_seen.append,
+            )
+
+    try:
+        try:
+            res = run(main())
+        finally:
+            shown.bar.close()
+    except KeyboardInterrupt:
+        if not job_seen:
+            print(
+                "zerorename: interrupted before the upload started: nothing was written",
+                file=sys.stderr,
+            )
+        elif shown.phase == "upload":
+            print(
+                f"zerorename: interrupted: job {job_seen[0].job_id} was aborted, nothing is "
+                f"visible under {dest.uri} (check with `zerorename jobs list {dest.uri}`)",
+                file=sys.stderr,
+            )
+        else:
+            print(
+                f"zerorename: interrupted during the commit of job {job_seen[0].job_id}: "
+                f"finish it with `zerorename jobs resume {dest.uri} {job_seen[0].job_id}` "
+                "(or `jobs abort`)",
+                file=sys.stderr,
+            )
+        return 130
+    if args.json:
+        clijson.emit(
+            "put",
+            result="committed",
+            uri=dest.uri,
+            jobId=res.job_id,
+            files=res.files,
+            bytes=res.bytes,
+            skipped=list(res.skipped),
+        )
+    elif not args.quiet:
+        print(
+            f"committed {args.source} to {dest.uri} as job {res.job_id}: {res.files} files, "
+            f"{res.bytes} bytes" + (f", {len(res.skipped)} skipped" if res.skipped else "")
+        )
+    return 0
+
+
+class _DirProgress:
+    """The displays of a directory upload: bytes sent, then files committed."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.bar: Bar = NullBar()
+        self.phase = "upload"
+
+    def on_scan(self, found: Scan) -> None:
+        self.bar = open_progress(self.args, f"put {found.files} files", found.bytes, "B")
+
+    def sent(self, n: int) -> None:
+        self.bar.advance(n)
+
+    def commit_tick(self, p: CommitProgress) -> None:
+        if self.phase != "commit":
+            self.phase = "commit"
+            self.bar.close()
+            self.bar = open_progress(self.args, "commit", p.uploads_total, "files")
+        self.bar.update(p.uploads_done, p.uploads_total)
 
 
 class _PutState:
@@ -241,15 +387,20 @@ def _cmd_finish(args: argparse.Namespace) -> int:
     records = _read_records(args.records)
     cfg = engine_config(args)
 
+    bar = open_progress(args, args.command, len(records), "uploads")
+
     async def main() -> Any:
         async with UploadEngine(cfg) as engine:
             if args.command == "complete":
-                return await engine.complete_many(records)
-            return await engine.abort_many(records)
+                return await engine.complete_many(records, on_result=lambda *_: bar.advance(1))
+            return await engine.abort_many(records, on_result=lambda *_: bar.advance(1))
 
     verb = "completed" if args.command == "complete" else "aborted"
     try:
-        result = run(main())
+        try:
+            result = run(main())
+        finally:
+            bar.close()
     except KeyboardInterrupt:
         # a request that went out may have taken effect though its answer never came
         print(
@@ -260,7 +411,19 @@ def _cmd_finish(args: argparse.Namespace) -> int:
         return 130
     for f in result.failures:
         print(f"failed: s3://{f.bucket}/{f.key}: {f.error}", file=sys.stderr)
-    print(f"{verb} {result.succeeded} uploads ({result.bytes} bytes), {result.failed} failed")
+    if args.json:
+        clijson.emit(
+            args.command,
+            succeeded=result.succeeded,
+            failed=result.failed,
+            bytes=result.bytes,
+            failures=[
+                {"uri": f"s3://{f.bucket}/{f.key}", "error": _one_line(f.error)}
+                for f in result.failures
+            ],
+        )
+    elif not args.quiet:
+        print(f"{verb} {result.succeeded} uploads ({result.bytes} bytes), {result.failed} failed")
     return 0 if result.ok else 1
 
 
@@ -273,9 +436,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug details")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    put = sub.add_parser("put", help="upload a file (or - for stdin) as a multipart upload")
-    put.add_argument("source", help="local file path, or - to read standard input")
-    put.add_argument("dest", help="s3://bucket/key")
+    put = sub.add_parser(
+        "put",
+        help="upload a file (or - for stdin) as a multipart upload, or a directory as one job",
+    )
+    put.add_argument("source", help="local file path, - to read standard input, or a directory")
+    put.add_argument("dest", help="s3://bucket/key (a directory: s3://bucket/prefix/)")
     put.add_argument(
         "--defer",
         metavar="RECORD.json",
@@ -283,10 +449,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     put.add_argument(
         "--part-size",
-        type=int,
-        default=16,
-        metavar="MIB",
-        help="part size in MiB (default: 16; 5..5120)",
+        type=part_size_arg,
+        default=16 * MiB,
+        metavar="SIZE",
+        help="part size: bytes, or a binary suffix: 8m = 8MiB, 16MiB, 1g "
+        "(default: 16MiB; 5MiB..5GiB)",
     )
     put.add_argument("--concurrency", type=int, default=16, help="parts in flight (default: 16)")
     put.add_argument(
@@ -295,6 +462,28 @@ def build_parser() -> argparse.ArgumentParser:
         default="CRC32C",
         help="per-part checksum (default: CRC32C)",
     )
+    put.add_argument(
+        "--conflict",
+        choices=["fail", "append", "replace"],
+        default=_DIR_ONLY["conflict"],
+        help="a directory: what its job commit does with what is already under the prefix "
+        "(as the committers; default: append)",
+    )
+    put.add_argument(
+        "--files",
+        type=int,
+        default=_DIR_ONLY["files"],
+        metavar="N",
+        help="a directory: files uploading at once (default: 8)",
+    )
+    put.add_argument(
+        "--skip-unsupported",
+        action="store_true",
+        help="a directory: leave out symlinks, special files and names S3 cannot hold "
+        "(one line each) instead of refusing the upload",
+    )
+    add_json_option(put)
+    add_progress_options(put)
     add_engine_options(put)
     put.set_defaults(func=_cmd_put)
 
@@ -304,10 +493,14 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         p = sub.add_parser(name, help=text)
         p.add_argument("records", nargs="+", metavar="RECORD.json")
+        add_json_option(p)
+        add_progress_options(p)
         add_engine_options(p)
         p.set_defaults(func=_cmd_finish)
 
-    committer_commands.add_subcommands(sub, stream_jobs=stream_job_action)
+    committer_commands.add_subcommands(
+        sub, stream_jobs=stream_job_action, progress=open_progress, options=add_progress_options
+    )
     demo.add_subcommand(sub)
     perf_commands.add_subcommands(sub)
     return parser

@@ -141,7 +141,7 @@ def _put_interrupted_at(
     proxy.add_rule(FaultRule(operation=operation, fault="latency", delay=3.0))
     source = tmp_path / "big"
     source.write_bytes(os.urandom(11 * MiB))
-    argv = ["put", str(source), f"s3://{s3.bucket}/{key}", "--part-size", "5"]
+    argv = ["put", str(source), f"s3://{s3.bucket}/{key}", "--part-size", "5m"]
     argv += ["--endpoint-url", proxy.url, "--addressing-style", "path"]
     proc, err = _interrupt_when(proxy, operation, argv, _env(s3))
     return _one_line(proc, err)
@@ -181,7 +181,7 @@ def test_ctrl_c_during_complete_says_some_may_have_completed(
     source = tmp_path / "big"
     source.write_bytes(os.urandom(6 * MiB))
     env = _env(moto_s3) | {"AWS_ENDPOINT_URL": moto_s3.endpoint_url}
-    argv = ["put", str(source), f"s3://{moto_s3.bucket}/{key}", "--part-size", "5"]
+    argv = ["put", str(source), f"s3://{moto_s3.bucket}/{key}", "--part-size", "5m"]
     deferred = subprocess.run(
         [sys.executable, "-m", "zerorename.cli", *argv, "--defer", str(record)],
         capture_output=True,

@@ -101,7 +101,7 @@ async def test_a_record_that_cannot_be_written_aborts_the_upload(
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(cli.os, "fsync", full)
-    argv = ["put", str(src), f"s3://{s3.bucket}/{key}", "--defer", str(record), "--part-size", "5"]
+    argv = ["put", str(src), f"s3://{s3.bucket}/{key}", "--defer", str(record), "--part-size", "5m"]
     code = await asyncio.to_thread(cli.main, argv)
     err = capsys.readouterr().err
     assert code == 1 and "was aborted" in err and "No space left" in err, err

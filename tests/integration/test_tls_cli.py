@@ -52,12 +52,12 @@ def test_put_list_and_complete_over_https(s3_tls: S3Target, tmp_path: Path) -> N
     record = tmp_path / "r.json"
     key = s3_tls.key("cli over tls.bin")
     uri = f"s3://{s3_tls.bucket}/{key}"
-    out = _run(env, "put", str(src), uri, "--defer", str(record), "--part-size", "5")
+    out = _run(env, "put", str(src), uri, "--defer", str(record), "--part-size", "5m")
     assert out.returncode == 0, out.stderr
     assert object_keys(s3_tls) == [] and pending_keys(s3_tls) == [key]
     out = _run(env, "uploads", "list", f"s3://{s3_tls.bucket}/{s3_tls.prefix}", "--json")
     assert out.returncode == 0, out.stderr
-    assert [json.loads(line)["key"] for line in out.stdout.splitlines()] == [key]
+    assert [u["key"] for u in json.loads(out.stdout)["uploads"]] == [key]
     out = _run(env, "complete", str(record))
     assert out.returncode == 0, out.stderr
     assert get(s3_tls, key) == data and pending_keys(s3_tls) == []

@@ -21,17 +21,19 @@ one line and exit 1.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
 import sys
 import time
 import unicodedata
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
+from zerorename import clijson
 from zerorename.committers.commitlock import CLAIM_VERBS, command_claim
 from zerorename.committers.committer import MagicCommitter
 from zerorename.committers.errors import CommitterError, RecordFormatError
@@ -80,6 +82,45 @@ class StreamJobReply:
 #: the ``zerorename`` command passes the streaming sink's (``spark_adapter.streamjobs``),
 #: which keeps a query's log and its destination consistent (this layer knows no streams)
 StreamJobs = Callable[[UploadEngine, Destination, str, str], Awaitable[StreamJobReply | None]]
+
+
+class Bar(Protocol):
+    """A progress display (the ``zerorename`` command's, :mod:`zerorename.cliprogress`)."""
+
+    def advance(self, n: int) -> None: ...
+
+    def update(self, done: int, total: int | None = None) -> None: ...
+
+    def close(self) -> None: ...
+
+
+#: ``(args, label, total or None, unit) -> Bar``: opens the display a command asked for
+Progress = Callable[[argparse.Namespace, str, "int | None", str], Bar]
+
+
+@contextlib.contextmanager
+def _progress(args: argparse.Namespace, label: str, total: int | None, unit: str) -> Iterator[Bar]:
+    """The command's display (nothing without a ``progress`` hook), closed at the end."""
+    factory: Progress | None = getattr(args, "progress_hook", None)
+    if factory is None:
+        yield _NoBar()
+        return
+    bar = factory(args, label, total, unit)
+    try:
+        yield bar
+    finally:
+        bar.close()
+
+
+class _NoBar:
+    def advance(self, n: int) -> None:
+        pass
+
+    def update(self, done: int, total: int | None = None) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 def parse_age(text: str) -> float:
@@ -200,7 +241,16 @@ def _upload_line(u: UploadInfo) -> str:
     return safe(f"s3://{u.bucket}/{u.key}") + f" {safe(u.upload_id)}"
 
 
+def _upload_json(u: UploadInfo) -> dict[str, Any]:
+    return {"bucket": u.bucket, "key": u.key, "uploadId": u.upload_id, "initiated": u.initiated}
+
+
 async def _uploads_list(eng: UploadEngine, args: argparse.Namespace) -> int:
+    if args.json:  # one document, its list streamed
+        with clijson.JsonList("uploads list", "uploads", prefix=args.prefix) as doc:
+            async for u in _uploads_source(eng, args, destructive=False):
+                doc.add(_upload_json(u))
+        return 0
     count = 0
     async for u in _uploads_source(eng, args, destructive=False):
         count += 1
@@ -227,6 +277,8 @@ async def _uploads_list(eng: UploadEngine, args: argparse.Namespace) -> int:
 
 
 async def _uploads_abort(eng: UploadEngine, args: argparse.Namespace) -> int:
+    if args.json:
+        return await _uploads_abort_json(eng, args)
     verb = "would abort" if args.dry_run else "aborted"
     if args.dry_run:
         count = 0
@@ -234,13 +286,37 @@ async def _uploads_abort(eng: UploadEngine, args: argparse.Namespace) -> int:
             count += 1
             print(f"{verb} {_upload_line(u)}")
     else:
+        with _progress(args, "uploads abort", None, "uploads") as bar:
 
-        def report(u: UploadInfo) -> None:
-            print(f"{verb} {_upload_line(u)}")
+            def report(u: UploadInfo) -> None:
+                print(f"{verb} {_upload_line(u)}")
+                bar.advance(1)
 
-        source = _uploads_source(eng, args, destructive=True)
-        count = await abort_uploads(eng, source, on_abort=report)
+            source = _uploads_source(eng, args, destructive=True)
+            count = await abort_uploads(eng, source, on_abort=report)
     print(f"{count} uploads {verb}", file=sys.stderr)
+    return 0
+
+
+async def _uploads_abort_json(eng: UploadEngine, args: argparse.Namespace) -> int:
+    """``uploads abort --json``: the uploads aborted (or that would be), one document."""
+    field = "wouldAbort" if args.dry_run else "aborted"
+    with clijson.JsonList("uploads abort", field, prefix=args.prefix, dryRun=args.dry_run) as doc:
+        source = _uploads_source(eng, args, destructive=True)
+        if args.dry_run:
+            count = 0
+            async for u in source:
+                count += 1
+                doc.add(_upload_json(u))
+        else:
+            with _progress(args, "uploads abort", None, "uploads") as bar:
+
+                def add(u: UploadInfo) -> None:
+                    doc.add(_upload_json(u))
+                    bar.advance(1)
+
+                count = await abort_uploads(eng, source, on_abort=add)
+        doc.set(count=count)
     return 0
 
 
@@ -259,6 +335,10 @@ async def _jobs_list(eng: UploadEngine, args: argparse.Namespace) -> int:
         created = _when(entry.marker.created) if entry.marker else "?"
         kind = "zerorename/" + (entry.marker.committer if entry.marker else "?")
         rows.append((entry.job_id, kind, entry.state, created))
+    if getattr(args, "json", False):
+        jobs = [dict(zip(("jobId", "kind", "state", "created"), r, strict=True)) for r in rows]
+        clijson.emit("jobs list", dest=dest.uri, jobs=sorted(jobs, key=lambda j: j["jobId"]))
+        return 0
     for job_id, kind, state, created in sorted(rows):
         print(safe(f"{job_id}  {kind:<20}  {state:<40}  created {created}"))
     print(f"{len(rows)} jobs under {safe(dest.uri)}", file=sys.stderr)
@@ -273,10 +353,24 @@ async def _s3a_action(eng: UploadEngine, dest: Destination, args: argparse.Names
         print(safe(line), file=sys.stderr)
 
     if args.action == "show":
-        print(safe_json(await show_s3a_job(eng, dest, job_id)))
+        info = await show_s3a_job(eng, dest, job_id)
+        if getattr(args, "json", False):
+            clijson.emit("jobs show", job=info)
+            return 0
+        print(safe_json(info))
         return 0
     if args.action == "resume":
         res = await resume_s3a_job(eng, dest, job_id, report=say)
+        if getattr(args, "json", False):
+            clijson.emit(
+                "jobs resume",
+                jobId=res.job_id,
+                kind="s3a/magic",
+                files=res.files,
+                bytes=res.bytes,
+                messages=[],
+            )
+            return 0
         wrote = "_SUCCESS written" if res.success_written else "_SUCCESS left as it was"
         print(
             safe(
@@ -289,6 +383,18 @@ async def _s3a_action(eng: UploadEngine, dest: Destination, args: argparse.Names
         return 0
     ab = await abort_s3a_job(eng, dest, job_id, report=say)
     done = f"its directory ({ab.records_deleted} objects) deleted"
+    if getattr(args, "json", False):
+        clijson.emit(
+            "jobs abort",
+            jobId=ab.job_id,
+            kind="s3a/magic",
+            rolledBack=ab.rolled_back,
+            uploadsAborted=ab.uploads_aborted,
+            objectsDeleted=ab.records_deleted,
+            kept=[uri for uri, _ in ab.maybe_completed] + [uri for uri, _ in ab.kept],
+            messages=[] if ab.rolled_back else [NOTHING_ROLLED_BACK],
+        )
+        return 0
     if ab.rolled_back:
         print(safe(f"S3A job {ab.job_id} aborted: {ab.uploads_aborted} uploads aborted, {done}"))
     else:
@@ -345,6 +451,11 @@ async def _job_action(
     streams: StreamJobs | None = getattr(args, "stream_jobs", None)
     stream = await streams(eng, dest, job_id, args.action) if streams is not None else None
     if stream is not None and args.action != "show":
+        if getattr(args, "json", False):
+            clijson.emit(
+                f"jobs {args.action}", jobId=job_id, kind="stream", messages=list(stream.lines)
+            )
+            return 0
         for line in stream.lines:
             print(safe(line))
         return 0
@@ -382,6 +493,9 @@ async def _job_action(
         out["pendingUploads"] = n
         if stream is not None:
             out["stream"] = stream.show
+        if getattr(args, "json", False):
+            clijson.emit("jobs show", job=out)
+            return 0
         print(safe_json(out))
         return 0
     if args.action == "resume":
@@ -393,17 +507,46 @@ async def _job_action(
                 file=sys.stderr,
             )
 
-        res = await job.resume(progress=tick)
+        with _progress(args, f"resume job {job_id}", None, "uploads") as bar:
+            hooked = getattr(args, "progress_hook", None) is not None
+            res = await job.resume(
+                progress=(lambda p: bar.update(p.uploads_done, p.uploads_total)) if hooked else tick
+            )
+        if getattr(args, "json", False):
+            clijson.emit(
+                "jobs resume",
+                jobId=res.job_id,
+                kind=f"zerorename/{job.kind}",
+                files=res.files,
+                bytes=res.bytes,
+                messages=[],
+            )
+            return 0
         print(f"job {res.job_id} committed: {res.files} files, {res.bytes} bytes")
         return 0
     recorded = False  # only its pending uploads left: nothing of it to roll back
     async for _ in eng.list_objects(dest.bucket, job.layout.root):
         recorded = True
         break
-    res_abort = await job.abort()
+    with _progress(args, f"abort job {job_id}", 1, "jobs") as bar:
+        res_abort = await job.abort()
+        bar.advance(1)
+    unrecorded = f"no records of it are left, {UNRECORDED}"
+    if getattr(args, "json", False):
+        clijson.emit(
+            "jobs abort",
+            jobId=res_abort.job_id,
+            kind=f"zerorename/{job.kind}",
+            rolledBack=recorded,
+            uploadsAborted=res_abort.uploads_aborted,
+            objectsDeleted=res_abort.objects_deleted,
+            kept=[],
+            messages=[] if recorded else [unrecorded],
+        )
+        return 0
     if not recorded:
         print(
-            f"job {res_abort.job_id}: no records of it are left, {UNRECORDED}; "
+            f"job {res_abort.job_id}: {unrecorded}; "
             f"{res_abort.uploads_aborted} pending uploads named as its aborted"
         )
         return 0
@@ -550,10 +693,18 @@ def _inspect_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_subcommands(sub: Any, *, stream_jobs: StreamJobs | None = None) -> None:
+def add_subcommands(
+    sub: Any,
+    *,
+    stream_jobs: StreamJobs | None = None,
+    progress: Progress | None = None,
+    options: Callable[[argparse.ArgumentParser], None] | None = None,
+) -> None:
     """Add ``uploads``, ``jobs`` and ``inspect`` to an argparse subparsers object;
     ``stream_jobs``: the hook ``jobs show|resume|abort`` run for a streaming query's batch
-    job (without it such a job is treated as any other)."""
+    job (without it such a job is treated as any other); ``progress``: the display of
+    ``uploads abort`` and ``jobs resume|abort`` (the ``zerorename`` command's), with
+    ``options`` adding its flags."""
     up = sub.add_parser("uploads", help="list or abort pending multipart uploads under a prefix")
     upsub = up.add_subparsers(dest="uploads_command", metavar="ACTION", required=True)
     for name, text in (("list", "list pending uploads"), ("abort", "abort pending uploads")):
@@ -569,10 +720,15 @@ def add_subcommands(sub: Any, *, stream_jobs: StreamJobs | None = None) -> None:
             help="only uploads initiated longer ago (90s, 30m, 2h, 1d)",
         )
         if name == "list":
-            p.add_argument("--json", action="store_true", help="one JSON object per line")
+            p.add_argument(
+                "--json", action="store_true", help="one JSON document (schema: README, CLI)"
+            )
             p.set_defaults(func=_runner(_uploads_list))
         else:
             p.add_argument("--dry-run", action="store_true", help="only print what would go")
+            p.add_argument(
+                "--json", action="store_true", help="one JSON document (schema: README, CLI)"
+            )
             p.add_argument(
                 "--all-of-bucket",
                 action="store_true",
@@ -580,15 +736,20 @@ def add_subcommands(sub: Any, *, stream_jobs: StreamJobs | None = None) -> None:
                 "any job's or writer's, is to be aborted; without it a whole bucket is refused "
                 "(so an unset variable in s3://bucket/$PREFIX never widens to the bucket)",
             )
-            p.set_defaults(func=_runner(_uploads_abort))
+            p.set_defaults(func=_runner(_uploads_abort), progress_hook=progress)
+            if options is not None:
+                options(p)
         _engine_options(p)
 
     jobs = sub.add_parser("jobs", help="jobs under a destination: list, show, resume, abort")
     jobs.add_argument("action", choices=["list", "show", "resume", "abort"])
     jobs.add_argument("dest", help="s3://bucket/destination")
     jobs.add_argument("job_id", nargs="?", metavar="JOB_ID")
+    jobs.add_argument("--json", action="store_true", help="one JSON document (schema: README, CLI)")
     _engine_options(jobs)
-    jobs.set_defaults(func=_runner(_jobs_action), stream_jobs=stream_jobs)
+    if options is not None:
+        options(jobs)
+    jobs.set_defaults(func=_runner(_jobs_action), stream_jobs=stream_jobs, progress_hook=progress)
 
     ins = sub.add_parser(
         "inspect", help="show a _SUCCESS, .pending or .pendingset record (zerorename's or S3A's)"

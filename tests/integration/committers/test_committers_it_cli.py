@@ -46,7 +46,7 @@ async def test_uploads_list_and_abort_stay_in_their_prefix(
             jobs[name] = job
     code, out, _ = await acli(capsys, "uploads", "list", base + "dataset1", "--json", *aws_env)
     assert code == 0
-    rows = [json.loads(line) for line in out.splitlines()]
+    rows = json.loads(out)["uploads"]
     want = f"{s3.prefix}dataset1/f ü-{jobs['dataset1'].job_id}.bin"
     assert [r["key"] for r in rows] == [want]
     code, out, _ = await acli(
@@ -156,7 +156,7 @@ def test_uploads_abort_never_widens_to_the_bucket(
     code, out, _ = cli(capsys, "uploads", "list", f"s3://{b}", "--json", *aws_env)
     assert (
         code == 0
-        and sorted((r["key"], r["uploadId"]) for r in map(json.loads, out.splitlines())) == before
+        and sorted((r["key"], r["uploadId"]) for r in json.loads(out)["uploads"]) == before
     )
     code, out, err = cli(
         capsys, "uploads", "abort", f"s3://{b}", "--all-of-bucket", "--dry-run", *aws_env
