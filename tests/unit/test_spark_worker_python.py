@@ -50,6 +50,8 @@ def test_a_worker_without_zerorename_names_the_fix_when_it_unpickles_a_writer(
     data = cloudpickle.dumps(lambda: writer)  # as Spark ships it: inside the write function
     back = pickle.loads(data)()
     assert type(back) is ZeroRenameWriter and (back.opts, back.job_id) == (writer.opts, "j")
+    plain = pickle.loads(pickle.dumps(writer))  # plain pickle too (the loader by reference)
+    assert (plain.opts, plain.job_id) == (writer.opts, "j")
     # an interpreter that has pyspark (as every worker does) but not zerorename
     path = tmp_path / "path"
     path.mkdir()

@@ -87,36 +87,36 @@ def check_local_workers(spark: Any) -> None:
         raise OptionError(missing_message(python, why))
 
 
-def _make_loader() -> Callable[[bytes], Any]:
-    """A loader function that cloudpickle ships by value (it is local to this call), so a
-    worker runs it before anything of zerorename is imported."""
+def load_zerorename_object(payload: bytes) -> Any:
+    """Rebuild a writer from :func:`guarded_reduce`'s bytes, first checking that zerorename
+    imports here (one line naming the fix when it does not). Shipped by value by cloudpickle
+    (:func:`guarded_reduce` registers this module so), so it runs before anything of
+    zerorename is imported; only stdlib names inside."""
+    import pickle
+    import sys
 
-    def load_zerorename_object(payload: bytes) -> Any:
-        import pickle
-        import sys
-
-        try:
-            import zerorename  # noqa: F401
-        except ImportError as exc:
-            raise ModuleNotFoundError(
-                f"zerorename: Spark's Python worker runs {sys.executable!r}, which cannot "
-                f"import zerorename ({exc}); install zerorename for it, or set "
-                "PYSPARK_PYTHON (spark-submit: --conf spark.pyspark.python=...) to an "
-                "interpreter that has it"
-            ) from None
-        cls, state = pickle.loads(payload)
-        obj = cls.__new__(cls)
-        obj.__dict__.update(state)
-        return obj
-
-    return load_zerorename_object
+    try:
+        import zerorename  # noqa: F401
+    except ImportError as exc:
+        raise ModuleNotFoundError(
+            f"zerorename: Spark's Python worker runs {sys.executable!r}, which cannot "
+            f"import zerorename ({exc}); install zerorename for it, or set "
+            "PYSPARK_PYTHON (spark-submit: --conf spark.pyspark.python=...) to an "
+            "interpreter that has it"
+        ) from None
+    cls, state = pickle.loads(payload)
+    obj = cls.__new__(cls)
+    obj.__dict__.update(state)
+    return obj
 
 
 def guarded_reduce(obj: Any) -> tuple[Callable[[bytes], Any], tuple[bytes]]:
     """``__reduce__`` of the data source's writers: the class and state pickled inside
-    bytes, loaded by :func:`_make_loader`'s function, which first checks that zerorename
-    imports and names the fix when it does not."""
+    bytes, loaded by :func:`load_zerorename_object`, which first checks that zerorename
+    imports and names the fix when it does not. cloudpickle (Spark's pickler) ships that
+    loader by value; plain pickle by reference, as any function."""
     from pyspark import cloudpickle
 
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # type: ignore[no-untyped-call]
     payload = cloudpickle.dumps((type(obj), obj.__dict__))  # type: ignore[no-untyped-call]
-    return _make_loader(), (payload,)
+    return load_zerorename_object, (payload,)
