@@ -65,7 +65,7 @@ for entry in "${entries[@]}"; do
     : >"$log"
     cons="$DIR/$entry.constraints"
     constraints "$entry" >"$cons" || exit 2
-    say "$entry: fresh venv in $venv, constraints: $(tr '\n' ' ' <"$cons")"
+    say "$entry: venv $venv, constraints: $(tr '\n' ' ' <"$cons")"
     reuse=0
     [ "${ZR_MATRIX_REUSE:-0}" = 1 ] && [ -x "$venv/bin/python" ] && reuse=1
     if [ $reuse = 0 ]; then
