@@ -2,7 +2,9 @@
 # Set up a fresh machine (Debian 12, Python 3.11, Java 17) and run the main job:
 # `zerorename demo` starts an embedded S3 server (moto), a local Spark session, writes a
 # generated dataset partitioned as Parquet through the magic committer, reads it back,
-# verifies rows and checksums and prints a summary.
+# verifies rows and checksums and prints a summary. Its write time is bound by Spark generating
+# the rows (SHA-256 payloads) and Parquet on local cores, next to moto: not an upload speed;
+# `zerorename perf` measures zerorename's uploads and commits against a store.
 #   bash scripts/demo.sh [zerorename demo options...]     e.g. --size 50MB, --endpoint-url URL
 set -euo pipefail
 cd "$(dirname "$0")/.."

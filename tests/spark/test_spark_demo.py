@@ -44,3 +44,28 @@ def test_demo_runs_and_verifies(tmp_path: object) -> None:
     assert summary["bytes"] > 0 and summary["commit_seconds"] > 0
     assert summary["success_uri"].endswith("/_SUCCESS")
     assert summary["committer"] == "magic"
+    assert "moto" in summary["write_bound"] and "not an upload speed" in summary["write_bound"]
+
+
+def test_demo_text_says_what_bounds_its_write_and_points_at_perf() -> None:
+    from zerorename.spark_adapter.demo import DemoSummary, write_bound
+
+    bound = write_bound("local[2]", 8, None)
+    assert "Spark generating rows" in bound and "moto" in bound and "not an upload speed" in bound
+    assert "--endpoint-url" in write_bound("local[4]", 8, "https://s3.example")
+    text = DemoSummary(
+        "s3://b/p",
+        "magic",
+        10,
+        2,
+        20_000_000,
+        4.0,
+        0.5,
+        6.0,
+        "s3://b/p/_SUCCESS",
+        True,
+        "embedded moto",
+        write_bound=bound,
+    ).text()
+    assert "MB/s" not in text  # no rate that reads as the product's upload speed
+    assert bound in text and "zerorename perf" in text

@@ -211,6 +211,7 @@ def test_advice_in_each_users_terms() -> None:
     }
     text = "\n".join(adv.lines())
     assert "job commit: 20 completes in flight" in text
+    assert '.option("commitConcurrency", "20")' in text  # what a Spark user sets
     assert "memory: 128MiB per process" in text
 
 

@@ -430,7 +430,8 @@ class Advice:
             f"  Python:  {self.engine_config()}",
             f"  PySpark: {spark}  (per Python worker; an executor with {n} cores runs {n} "
             f"workers: {n * self.spark_pool} connections, {format_size(n * s.memory())})",
-            f"  job commit: {self.commit_completes} completes in flight",
+            f"  job commit: {self.commit_completes} completes in flight  (PySpark: "
+            f'.option("commitConcurrency", "{self.commit_completes}"))',
             f"  memory: {format_size(s.memory())} per process for streamed sources "
             f"(({s.concurrency} parts in flight + 2) x {format_size(s.part_size)})",
         ]

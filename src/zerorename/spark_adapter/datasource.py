@@ -49,6 +49,7 @@ from zerorename.spark_adapter.jobs import (
 )
 from zerorename.spark_adapter.options import SESSION_OVERWRITE_KEY, WriteOptions
 from zerorename.spark_adapter.streaming import ZeroRenameStreamWriter, check_stream_options
+from zerorename.spark_adapter.workerpython import check_local_workers, guarded_reduce
 
 log = logging.getLogger("zerorename.spark")
 
@@ -96,6 +97,10 @@ class ZeroRenameWriter(DataSourceArrowWriter):  # type: ignore[misc]
         self.opts = opts
         self.job_id = job_id
         self.created = time.time()
+
+    def __reduce__(self) -> Any:
+        """Unpickled through a loader that names the fix when a worker lacks zerorename."""
+        return guarded_reduce(self)
 
     def checkpoint(self, stage: str, partition: int, attempt: int) -> None:
         """A hook for subclasses (fault tests, the harness's timing): called at "batch" (after
@@ -198,7 +203,9 @@ class ZeroRenameDataSource(DataSource):  # type: ignore[misc]
 
 
 def register(spark: Any) -> None:
-    """Register the ``zerorename`` data source with a SparkSession."""
+    """Register the ``zerorename`` data source with a SparkSession; in local mode, first
+    check that Spark's Python workers can import zerorename (OptionError naming the fix)."""
+    check_local_workers(spark)
     spark.dataSource.register(ZeroRenameDataSource)
 
 

@@ -28,7 +28,6 @@ from typing import Any
 import pyarrow as pa
 
 from zerorename.committers import (
-    CommitOptions,
     CommitProgress,
     Committer,
     CommitterError,
@@ -102,7 +101,7 @@ def committer_for(opts: WriteOptions, scope: ConflictScope | None = None) -> Com
         engine_for(opts),
         opts.path,
         conflict=opts.conflict,
-        options=CommitOptions(),
+        options=opts.commit.commit_options(),
         scope=scope or opts.setup_scope,
     )
 

@@ -16,6 +16,7 @@ from typing import Literal
 from zerorename.committers import ConflictScope
 from zerorename.engine import EngineConfig
 from zerorename.engine.errors import ConfigError as EngineConfigError
+from zerorename.spark_adapter.commitopts import COMMIT_OPTION_DOCS, CommitSettings
 from zerorename.spark_adapter.errors import CommitMessageError, OptionError
 from zerorename.units import MiB
 from zerorename.units import parse_size as _parse_size
@@ -98,6 +99,7 @@ FORMAT_OPTION_DOCS: dict[str, tuple[str, str]] = {
     "encoding": ("UTF-8", "csv/json: UTF-8, UTF-16, UTF-16BE, UTF-16LE, ISO-8859-1, US-ASCII"),
 }
 OPTION_DOCS.update(FORMAT_OPTION_DOCS)
+OPTION_DOCS.update(COMMIT_OPTION_DOCS)  # the commit's options (commitopts.py)
 
 #: lower-cased options each format's writer takes (Spark's names; aliases mapped).
 FORMAT_OPTIONS: dict[str, frozenset[str]] = {
@@ -331,6 +333,8 @@ class WriteOptions:
     format_options: tuple[tuple[str, str], ...] = ()
     #: the partitionOverwriteMode option (None: not given, the session's setting decides).
     partition_overwrite: PartitionOverwrite | None = None
+    #: the commit's options (commitConcurrency, stagingDir, ...): see commitopts.py.
+    commit: CommitSettings = field(default_factory=CommitSettings)
     #: options this version does not know (kept so a typo can be reported, not acted on).
     unknown: tuple[str, ...] = field(default=())
 
@@ -403,6 +407,7 @@ class WriteOptions:
             csv_sep=sep,
             format_options=fmt_opts,
             partition_overwrite=PartitionOverwrite.parse(pom) if pom is not None else None,
+            commit=CommitSettings.parse(opts),
             unknown=tuple(sorted(k for k in opts if k not in _KNOWN)),
         )
         try:

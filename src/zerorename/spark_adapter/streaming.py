@@ -32,6 +32,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
 from zerorename.spark_adapter.bridge import get_bridge
+from zerorename.spark_adapter.commitopts import refuse_for_stream
 from zerorename.spark_adapter.errors import CommitMessageError, OptionError
 from zerorename.spark_adapter.jobs import TaskResult, TaskWriter
 from zerorename.spark_adapter.options import WriteOptions
@@ -52,6 +53,7 @@ def check_stream_options(opts: WriteOptions, overwrite: bool) -> None:
             "zerorename streams support outputMode('append') only; "
             "complete/update would rewrite the destination every batch"
         )
+    refuse_for_stream(opts.commit)
     if opts.conflict != "append":
         raise OptionError(
             f"conflict={opts.conflict!r} is not for streams: every batch appends "
@@ -132,6 +134,12 @@ class ZeroRenameStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
     def __init__(self, opts: WriteOptions) -> None:
         self.opts = opts
         self.token = str(uuid.uuid4())
+
+    def __reduce__(self) -> Any:
+        """Unpickled through a loader that names the fix when a worker lacks zerorename."""
+        from zerorename.spark_adapter.workerpython import guarded_reduce
+
+        return guarded_reduce(self)
 
     def checkpoint(self, stage: str, batch_id: int, partition: int, attempt: int) -> None:
         """A hook for fault tests: "committed" (a task's attempt) and "batch_committed"

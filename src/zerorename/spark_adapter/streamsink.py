@@ -92,7 +92,8 @@ def stream_committer(opts: WriteOptions) -> Committer:
     from zerorename.spark_adapter.jobs import engine_for  # pyarrow: see TYPE_CHECKING above
 
     cls = committer_class(opts.committer)
-    return cls(engine_for(opts), opts.path, conflict="append", options=STREAM_COMMIT)
+    stream_opts = opts.commit.stream_commit_options()  # STREAM_COMMIT's fixed fields kept
+    return cls(engine_for(opts), opts.path, conflict="append", options=stream_opts)
 
 
 async def note_job(committer: Committer, query_id: str, job_id: str, batch_id: int) -> None:
