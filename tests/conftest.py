@@ -167,7 +167,12 @@ def _needs_rgw(item: pytest.Item) -> bool:
 #: Spark test modules whose tests start Spark in a child process of their own and never use
 #: the run's session (the ``spark`` fixture): under xdist they run on any worker, beside the
 #: one that holds the session (collection refuses a test here that asks for the session)
-OWN_SPARK_MODULES = ("tests/spark/test_perf_spark.py", "tests/spark/test_spark_demo.py")
+OWN_SPARK_MODULES = (
+    "tests/spark/test_perf_spark.py",
+    "tests/spark/test_spark_demo.py",
+    "tests/spark/test_spark_connect.py",
+    "tests/spark/test_spark_worker_python.py",
+)
 
 
 def _on_the_spark_worker(nodeid: str) -> bool:

@@ -158,14 +158,14 @@ class SparkTarget:
         opts.update({k: str(v) for k, v in extra.items()})
         return opts
 
-    def reader_options(self) -> dict[str, str]:
+    def reader_options(self) -> dict[str, str | None]:
         """The keyword arguments of the adapter's readers (read_success, committed_files,
         read_stream_log) that reach this target."""
         o = self.options()
         return {
             "endpoint": o["endpoint"],
             "region": o["region"],
-            "profile": o["profile"],
+            "profile": o["profile"] or None,  # "": the standard chain
             "addressing_style": o["addressingStyle"],
         }
 
@@ -246,6 +246,24 @@ class SparkTarget:
 def zr(moto_s3: S3Target, spark: Any) -> SparkTarget:
     """A moto target for Spark writes."""
     return SparkTarget(moto_s3, _add_profile("moto", moto_s3))
+
+
+@pytest.fixture
+def zr_own(moto_s3: S3Target) -> tuple[SparkTarget, dict[str, str]]:
+    """A moto target for a test that starts Spark in a process of its own (never the run's
+    session, so it runs on any xdist worker), and that process's environment: the
+    target's keys in the standard AWS variables, this interpreter for Spark's workers."""
+    env = {
+        **os.environ,
+        "AWS_ACCESS_KEY_ID": moto_s3.access_key or "",
+        "AWS_SECRET_ACCESS_KEY": moto_s3.secret_key or "",
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+    }
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SHARED_CREDENTIALS_FILE"):
+        env.pop(name, None)
+    return SparkTarget(moto_s3, ""), env
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ do not mix in one process."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -22,7 +21,10 @@ pytestmark = pytest.mark.spark
 DRIVER = Path(__file__).with_name("connect_driver.py")
 
 
-def test_connect_session_writes_a_batch_and_a_stream(zr: Any, tmp_path: Path) -> None:
+def test_connect_session_writes_a_batch_and_a_stream(
+    zr_own: tuple[Any, dict[str, str]], tmp_path: Path
+) -> None:
+    zr, env = zr_own
     (tmp_path / "src").mkdir()
     args = {
         "options": zr.options(),
@@ -34,7 +36,7 @@ def test_connect_session_writes_a_batch_and_a_stream(zr: Any, tmp_path: Path) ->
     }
     done = subprocess.run(
         [sys.executable, str(DRIVER), json.dumps(args)],
-        env=dict(os.environ),  # the spark fixture's credentials file and PYSPARK_PYTHON
+        env=env,
         cwd=tmp_path,
         capture_output=True,
         text=True,
