@@ -78,12 +78,14 @@ def split_batch(
     if bounds["min"] == bounds["max"]:
         groups: list[pa.RecordBatch] = [batch]
     else:
+        # each group gets its own buffers (a take per group, not slices of one sorted
+        # copy): a group held in a Parquet row group or the spill buffer must not keep the
+        # whole batch alive, or the task's memory bound counts a fraction of what it holds
         order = pc.sort_indices(key)
-        batch = batch.take(order)
         runs = pc.run_end_encode(key.take(order))
         ends = runs.run_ends.to_pylist()
         starts = [0, *ends[:-1]]
-        groups = [batch.slice(s, e - s) for s, e in zip(starts, ends, strict=True)]
+        groups = [batch.take(order.slice(s, e - s)) for s, e in zip(starts, ends, strict=True)]
     for group in groups:
         values: list[str | None] = []
         for name in columns:

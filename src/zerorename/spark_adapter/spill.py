@@ -32,6 +32,9 @@ import pyarrow as pa
 #: the environment variable Spark sets for Python workers: the executor's local dirs
 LOCAL_DIRS_ENV = "SPARK_LOCAL_DIRS"
 
+#: spill runs a task keeps open for reading at once when it writes its spilled partitions
+OPEN_RUNS = 128
+
 K = TypeVar("K", bound=Hashable)
 
 
@@ -127,6 +130,9 @@ class TaskSpill:
         self._buffered = 0
         #: per run: (its file, partition -> batch indices in it)
         self._runs: list[tuple[Path, dict[Hashable, list[int]]]] = []
+        self._readers: dict[Path, tuple[Any, Any]] = {}
+        #: runs written (kept after close)
+        self.runs = 0
         self.rows = 0
         self.disk_bytes = 0
         self.closed = False
@@ -135,10 +141,6 @@ class TaskSpill:
     def buffered(self) -> int:
         """Arrow bytes of spilled rows held in memory."""
         return self._buffered
-
-    @property
-    def runs(self) -> int:
-        return len(self._runs)
 
     def add(self, key: Hashable, rows: pa.RecordBatch) -> None:
         if self.closed:
@@ -153,7 +155,7 @@ class TaskSpill:
         if self.directory is None:
             Path(self._base).mkdir(parents=True, exist_ok=True)
             self.directory = Path(tempfile.mkdtemp(prefix=self._prefix, dir=self._base))
-        return self.directory / f"run-{len(self._runs):05d}.arrow"
+        return self.directory / f"run-{self.runs:05d}.arrow"
 
     def flush(self) -> None:
         """Write what is buffered to disk as one run (each partition's rows as one batch)."""
@@ -173,6 +175,7 @@ class TaskSpill:
                     n += 1
         self.disk_bytes += path.stat().st_size
         self._runs.append((path, index))
+        self.runs += 1
         self._buffer.clear()
         self._buffered = 0
 
@@ -182,11 +185,23 @@ class TaskSpill:
             positions = index.get(key)
             if not positions:
                 continue
-            with pa.OSFile(str(path), "rb") as source:
-                reader = pa.ipc.open_file(source)
-                for i in positions:
-                    yield reader.get_batch(i)
+            reader = self._reader(path)
+            for i in positions:
+                yield reader.get_batch(i)
         yield from self._buffer.get(key, [])
+
+    def _reader(self, path: Path) -> Any:
+        """An open reader of run ``path`` (kept: every spilled partition reads every run;
+        at most ``OPEN_RUNS`` stay open)."""
+        entry = self._readers.pop(path, None)
+        if entry is None:
+            source = pa.OSFile(str(path), "rb")
+            entry = (source, pa.ipc.open_file(source))
+        self._readers[path] = entry
+        while len(self._readers) > OPEN_RUNS:
+            old = next(iter(self._readers))
+            self._readers.pop(old)[0].close()
+        return entry[1]
 
     def close(self) -> None:
         """Delete the spill files and forget the buffer (idempotent; never raises)."""
@@ -194,6 +209,9 @@ class TaskSpill:
         self._buffer.clear()
         self._buffered = 0
         self._runs.clear()
+        for source, _ in self._readers.values():
+            source.close()
+        self._readers.clear()
         if self.directory is not None:
             shutil.rmtree(self.directory, ignore_errors=True)
             self.directory = None
