@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -226,21 +228,52 @@ class BatchRouter:
 
     def close(self) -> list[FileStats]:
         """Finish every open file, then write each spilled partition as one file, one
-        open at a time (their uploads become pending); the files written. The spill is
-        deleted whatever happens."""
+        being written at a time (their uploads become pending); the files written. Files
+        are finished in the background, at most ``max_open_files`` at once (a finish
+        waits on the store: the last part, the record), so the memory bound holds. The
+        spill is deleted whatever happens."""
+        closing: deque[tuple[_Open, Future[None]]] = deque()
+        errors: list[BaseException] = []
+        limit = self._opts.max_open_files
+
+        def settle(entry: _Open, done: Future[None]) -> None:
+            try:
+                done.result()
+                self.finished.append(FileStats(entry.rel, entry.writer.rows, entry.writer.bytes))
+            except BaseException as exc:
+                errors.append(exc)
+
+        pool = ThreadPoolExecutor(max_workers=limit, thread_name_prefix="zerorename-close")
         try:
+
+            def finish(directory: str) -> None:
+                entry = self._open.pop(directory)
+                self._rows_in_file.pop(directory, None)
+                # encoded here: a file being finished holds at most its last part
+                entry.writer.flush()
+                while len(closing) >= limit:
+                    settle(*closing.popleft())
+                if errors:
+                    raise errors[0]
+                closing.append((entry, pool.submit(_finish_file, entry)))
+
             for directory in list(self._open):
-                self._close_dir(directory)
+                finish(directory)
             spill = self._spill
             if spill is not None:
                 for spilled in self._placement.spilled:
                     for rows in spill.read(spilled):
                         self._write_file(spilled, rows)
                     if spilled in self._open:
-                        self._close_dir(spilled)
+                        finish(spilled)
         finally:
+            while closing:
+                settle(*closing.popleft())
+            pool.shutdown(wait=True)
             if self._spill is not None:
                 self._spill.close()
+        if errors:
+            raise errors[0]
         return self.finished
 
     def abort(self) -> None:
@@ -252,6 +285,12 @@ class BatchRouter:
         self._rows_in_file.clear()
         if self._spill is not None:
             self._spill.close()
+
+
+def _finish_file(entry: _Open) -> None:
+    """End the file's encoding and the file (for a background thread)."""
+    entry.writer.close()
+    entry.out.close()
 
 
 def _abort(out: OutputFile) -> None:
