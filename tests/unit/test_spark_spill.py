@@ -334,3 +334,43 @@ def test_abort_and_a_failed_close_delete_the_spill(tmp_path: Path) -> None:
     with pytest.raises(OSError, match="disk full"):
         r.close()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_files_are_finished_concurrently_but_at_most_max_open_files_at_once(
+    tmp_path: Path,
+) -> None:
+    import threading
+    import time
+
+    lock = threading.Lock()
+    now = peak = 0
+
+    class Slow(_Mem):
+        def close(self) -> None:
+            nonlocal now, peak
+            with lock:
+                now += 1
+                peak = max(peak, now)
+            time.sleep(0.02)  # a store round trip
+            with lock:
+                now -= 1
+            super().close()
+
+    from zerorename.spark_adapter.router import BatchRouter
+
+    store: dict[str, bytes] = {}
+    batches = _random_batches(3000, 30, seed=6)
+    r = BatchRouter(
+        WriteOptions.parse({"path": "s3://b/p", "partitionby": "p", "maxopenfiles": "3"}),
+        batches[0].schema,
+        3,
+        JOB,
+        lambda rel: Slow(store, rel),
+        spill_dir=str(tmp_path),
+    )
+    for b in batches:
+        r.write(b)
+    files = r.close()
+    assert 1 < peak <= 3
+    assert len(files) == 30 and max(_per_dir(store).values()) == 1
+    assert sorted(i for f in files for i in _ids("parquet", store[f.rel])) == list(range(3000))
