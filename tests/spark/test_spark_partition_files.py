@@ -21,6 +21,21 @@ pytestmark = pytest.mark.spark
 ROWS = 20_000
 TASKS = 2
 VALUES = 50
+#: rows per Arrow batch Spark hands a task: several batches per task, so a partition comes
+#: back after others (with one batch per task, any writer makes one file per partition)
+BATCH_ROWS = 1_000
+
+
+@pytest.fixture(autouse=True)
+def small_batches(spark: Any) -> Any:
+    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    old = spark.conf.get(key, None)
+    spark.conf.set(key, str(BATCH_ROWS))
+    yield
+    if old is None:
+        spark.conf.unset(key)
+    else:
+        spark.conf.set(key, old)
 
 
 def _frame(spark: Any) -> Any:
