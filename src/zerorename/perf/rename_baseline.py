@@ -101,6 +101,9 @@ class CommitTiming:
     bytes: int
     rows: int
     tasks: int
+    #: the largest peak RSS (MB) of the Python workers at the end of their tasks (0: not
+    #: measured)
+    task_peak_rss_mb: float = 0.0
 
     def save(self, path: str) -> None:
         tmp = f"{path}.tmp-{os.getpid()}"
@@ -129,6 +132,8 @@ class TimedCommitMessage(ZeroRenameCommitMessage):
     """The zerorename message plus the attempt's task commit seconds."""
 
     task_commit_s: float = 0.0
+    #: the worker's peak RSS in MB when the task ended
+    peak_rss_mb: float = 0.0
 
 
 class TimedZeroRenameWriter(ZeroRenameWriter):
@@ -146,8 +151,11 @@ class TimedZeroRenameWriter(ZeroRenameWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TimedCommitMessage:
         self._task_commit_s = 0.0
+        import resource
+
         msg = super().write(iterator)
-        return TimedCommitMessage(msg.result, self._task_commit_s)
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e6  # KiB on Linux
+        return TimedCommitMessage(msg.result, self._task_commit_s, peak)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         t0 = time.perf_counter()
@@ -163,6 +171,9 @@ class TimedZeroRenameWriter(ZeroRenameWriter):
                 bytes=sum(r.bytes for r in results),
                 rows=sum(r.rows for r in results),
                 tasks=len(results),
+                task_peak_rss_mb=max(
+                    (getattr(m, "peak_rss_mb", 0.0) for m in messages), default=0.0
+                ),
             ).save(self.timing_file)
 
 

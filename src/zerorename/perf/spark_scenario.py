@@ -8,7 +8,16 @@ prefix through one client:
 - ``magic`` / ``directory``: the ``zerorename`` data source with that committer (through
   ``zerorename_timed``: the same writer, with its commits timed);
 - ``rename``: :mod:`zerorename.perf.rename_baseline`, Hadoop FileOutputCommitter v1 on S3
-  (copy + delete renames at task and job commit), writing the same files.
+  (copy + delete renames at task and job commit), writing the same files;
+- ``spark``: Spark's own Parquet writer to the local disk (``partitionBy``, no S3), the
+  reference for how many files a partitioned write makes (it sorts each task's rows by
+  the partition columns).
+
+``--order random`` gives the partition column its values in random order (``rand(3)``)
+instead of sorted by ``id``: with more values than ``maxOpenFiles`` the zerorename writer
+spills the rows of partitions it has no open file for and still writes one file per
+partition per task. ``peak_rss_mb``: the peak RSS of the processes that ran the tasks (the
+Python workers for zerorename, the JVM for Spark's writer).
 
 Metrics: ``commit_s`` (the whole driver-side ``DataSourceWriter.commit``), ``write_s``
 (wall time of ``save()``, commit included), ``task_commit_s`` (task commits summed over
@@ -39,7 +48,10 @@ HELP = (
     "Spark DataFrame writes: job commit time vs output size, zerorename magic/directory "
     "vs a rename-based (FileOutputCommitter v1) baseline"
 )
-CLIENTS = ("magic", "directory", "rename")
+CLIENTS = ("magic", "directory", "rename", "spark")
+#: the clients run unless --clients says otherwise
+DEFAULT_CLIENTS = ("magic", "directory", "rename")
+ORDERS = ("sorted", "random")
 FUNC = "zerorename.perf.spark_scenario:measure"
 #: Parquet bytes per generated row (snappy), to size the output
 PARQUET_ROW_BYTES = 77
@@ -57,8 +69,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--clients",
-        default=",".join(CLIENTS),
-        help=f"clients to compare (default: {','.join(CLIENTS)})",
+        default=",".join(DEFAULT_CLIENTS),
+        help=f"clients to compare, among {','.join(CLIENTS)} (spark: Spark's own Parquet "
+        f"writer to local disk) (default: {','.join(DEFAULT_CLIENTS)})",
+    )
+    parser.add_argument(
+        "--order",
+        choices=ORDERS,
+        default="sorted",
+        help="rows in partition-column order (sorted, by id) or in random order (default: sorted)",
+    )
+    parser.add_argument(
+        "--max-open-files",
+        type=int,
+        default=16,
+        help="the zerorename writers' maxOpenFiles (default: 16)",
     )
     parser.add_argument(
         "--partitions", type=int, default=8, help="Spark partitions (tasks) writing (default: 8)"
@@ -127,6 +152,8 @@ def plan(args: argparse.Namespace, target: Target) -> list[Run]:
                 "copy_threshold": args.copy_threshold,
                 "copy_part_size": args.copy_part_size,
                 "spark_memory": args.spark_memory,
+                "order": args.order,
+                "max_open_files": args.max_open_files,
             }
             runs.append(Run(client=client, func=FUNC, params=params, group=f"{size}MB"))
     return runs
@@ -186,6 +213,8 @@ def _writer_options(target: Target, params: dict[str, Any], timing_file: str) ->
         opts["endpoint"] = target.endpoint_url
     if params.get("partition_by"):
         opts["partitionBy"] = str(params["partition_by"])
+    if params.get("max_open_files"):
+        opts["maxOpenFiles"] = str(params["max_open_files"])
     if params["client"] == "rename":
         opts["renameConcurrency"] = str(params.get("rename_concurrency", 16))
         opts["copyThreshold"] = str(params.get("copy_threshold", "128m"))
@@ -195,17 +224,80 @@ def _writer_options(target: Target, params: dict[str, Any], timing_file: str) ->
     return opts
 
 
+def _dataset(spark: Any, rows: int, partitions: int, days: int, order: str) -> Any:
+    """The demo's rows; ``order`` random: the day column in random order (``rand(3)``)."""
+    from zerorename.spark_adapter.demo import DAY0, dataset
+
+    df = dataset(spark, rows, partitions, days)
+    if order == "random":
+        day = f"CAST(date_add(DATE'{DAY0.isoformat()}', CAST(rand(3) * {days} AS INT)) AS STRING)"
+        df = df.selectExpr("id", "key", "value", "payload", f"{day} AS day")
+    return df
+
+
+def _peak_rss_mb(pid: int) -> float:
+    """The peak RSS (VmHWM) of process ``pid`` in MB (0 where /proc has none)."""
+    try:
+        for line in open(f"/proc/{pid}/status").read().splitlines():  # noqa: SIM115
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024 / 1e6
+    except OSError:
+        pass
+    return 0.0
+
+
+def measure_spark_local(params: dict[str, Any]) -> dict[str, float]:
+    """Spark's own Parquet writer, partitioned the same way, to a local directory."""
+    import pyarrow.dataset as ds
+
+    rows = rows_for(float(params["size_mb"]))
+    partitions = int(params.get("partitions", 8))
+    days = int(params.get("days", 8))
+    order = str(params.get("order", "sorted"))
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    with tempfile.TemporaryDirectory(prefix="zr-perf-spark-local-") as tmp:
+        out = os.path.join(tmp, "out")
+        spark = _spark(str(params.get("spark_memory", "2g")))
+        try:
+            pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+            writer = _dataset(spark, rows, partitions, days, order).write.mode("append")
+            if params.get("partition_by"):
+                writer = writer.partitionBy(str(params["partition_by"]))
+            t0 = time.perf_counter()
+            writer.parquet(out)
+            write_s = time.perf_counter() - t0
+            peak = _peak_rss_mb(pid)
+        finally:
+            spark.stop()
+        paths = [
+            os.path.join(d, f) for d, _, fs in os.walk(out) for f in fs if f.endswith(".parquet")
+        ]
+        table = ds.dataset(paths, format="parquet").to_table(columns=["id"])
+        ids = table.column("id")
+        ok = len(ids) == rows and sum(ids.to_pylist()) == rows * (rows - 1) // 2
+        return {
+            "write_s": write_s,
+            "output_mb": sum(os.path.getsize(p) for p in paths) / 1e6,
+            "files": float(len(paths)),
+            "peak_rss_mb": peak,
+            "verified": 1.0 if ok else 0.0,
+        }
+
+
 def measure(target: Target, params: dict[str, Any]) -> dict[str, float]:
     """One write of ``params["size_mb"]`` MB through ``params["client"]``; metrics."""
     from zerorename.perf import rename_baseline
-    from zerorename.spark_adapter.demo import dataset
 
     client = str(params["client"])
     if client not in CLIENTS:
         raise ValueError(f"unknown client {client!r}")
+    if client == "spark":
+        return measure_spark_local(params)
     rows = rows_for(float(params["size_mb"]))
     partitions = int(params.get("partitions", 8))
     days = int(params.get("days", 8))
+    order = str(params.get("order", "sorted"))
     run_id = str(params.get("run_id") or f"{client}-{params['size_mb']}MB-{uuid.uuid4().hex[:8]}")
     prefix = target.key("spark", run_id)
     uri = f"s3://{target.bucket}/{prefix}"
@@ -221,7 +313,7 @@ def measure(target: Target, params: dict[str, Any]) -> dict[str, float]:
             spark = _spark(str(params.get("spark_memory", "2g")))
             try:
                 rename_baseline.register(spark)
-                df = dataset(spark, rows, partitions, days)
+                df = _dataset(spark, rows, partitions, days, order)
                 writer = (
                     df.write.format(fmt)
                     .mode("append")
@@ -245,6 +337,7 @@ def measure(target: Target, params: dict[str, Any]) -> dict[str, float]:
         "task_commit_s": timing.task_commit_s,
         "output_mb": check["bytes"] / 1e6,
         "files": float(check["files"]),
+        "peak_rss_mb": timing.task_peak_rss_mb,
         "verified": 0.0 if check["problems"] else 1.0,
     }
 
@@ -340,14 +433,55 @@ def _order(clients: Any) -> list[str]:
     return sorted(clients, key=lambda c: (CLIENTS.index(c) if c in CLIENTS else 99, c))
 
 
+def _layout_notes(samples: list[Sample], args: argparse.Namespace) -> list[str]:
+    """Files written, whole-write seconds and peak task RSS per client and size, and the
+    bound Spark's writer holds: at most one file per partition value per task."""
+    files = _by_client_size(samples, "files")
+    if not files:
+        return []
+    write = _by_client_size(samples, "write_s")
+    peak = _by_client_size(samples, "peak_rss_mb")
+    tasks = int(getattr(args, "partitions", 0) or 0)
+    days = int(getattr(args, "days", 0) or 0)
+    order = str(getattr(args, "order", "sorted"))
+    lines = [f"files, write seconds and peak task RSS ({order} order), medians:"]
+    for c in _order(files):
+        for z in sorted(files[c]):
+            n = statistics.median(files[c][z])
+            cell = f"  {c:<9} {z} MB: {n:.0f} files"
+            if write.get(c, {}).get(z):
+                cell += f", write {statistics.median(write[c][z]):.2f} s"
+            if peak.get(c, {}).get(z):
+                cell += f", peak RSS {statistics.median(peak[c][z]):.0f} MB"
+            if tasks and days:
+                cell += f" (bound {tasks} tasks x {days} values = {tasks * days})"
+            lines.append(cell)
+    if "spark" in files:
+        for c in (x for x in _order(files) if x not in ("spark", "rename")):
+            for z in sorted(set(files[c]) & set(files["spark"])):
+                ours, theirs = statistics.median(files[c][z]), statistics.median(files["spark"][z])
+                w = write.get(c, {}).get(z)
+                ws = write.get("spark", {}).get(z)
+                ratio = (
+                    f", write time x{statistics.median(w) / statistics.median(ws):.2f}"
+                    if w and ws
+                    else ""
+                )
+                lines.append(
+                    f"{c} / Spark's own writer at {z} MB: files {ours:.0f} / {theirs:.0f}{ratio}"
+                )
+    return lines
+
+
 def notes(samples: list[Sample], args: argparse.Namespace) -> list[str]:
     """Flatness (commit time at the largest size over the smallest) and the speed-up of
     each zerorename committer over the rename baseline at each size."""
+    lines = _layout_notes(samples, args)
     commit = _by_client_size(samples, "commit_s")
     if not commit:
-        return []
+        return lines
     med = {c: {z: statistics.median(v) for z, v in by.items()} for c, by in commit.items()}
-    lines = ["job commit, median seconds by output size:"]
+    lines.append("job commit, median seconds by output size:")
     for c in _order(med):
         sizes = sorted(med[c])
         cells = ", ".join(f"{z} MB {med[c][z]:.3f} s" for z in sizes)

@@ -64,6 +64,8 @@ class TaskResult:
     #: Spark's spark.sql.sources.partitionOverwriteMode as the task got it from the
     #: session ("": not set; None: not read, as in the RDD API and streams).
     session_overwrite: str | None = None
+    #: rows that went through the task's local spill (partitions past maxOpenFiles)
+    spilled_rows: int = 0
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), ensure_ascii=False)
@@ -210,6 +212,7 @@ class TaskWriter:
             sum(f.bytes for f in files),
             summary,
             self.session_overwrite,
+            self._router.spilled_rows if self._router is not None else 0,
         )
 
     def abort(self) -> None:
@@ -286,7 +289,11 @@ def commit_job(
         job.commit(
             summaries,
             progress=_log_progress,
-            extra_metrics={"rows": rows, "tasks": len(accepted)},
+            extra_metrics={
+                "rows": rows,
+                "tasks": len(accepted),
+                "spilled_rows": sum(r.spilled_rows for r in accepted),
+            },
             hooks=hooks,
         )
     )

@@ -63,7 +63,11 @@ OPTION_DOCS: dict[str, tuple[str, str]] = {
     "region": ("(AWS chain)", "S3 region"),
     "profile": ("(default chain)", "AWS profile name from the shared config files"),
     "addressingStyle": ("auto", "auto | path | virtual"),
-    "maxOpenFiles": ("16", "partition files one task keeps open at once (memory bound)"),
+    "maxOpenFiles": (
+        "16",
+        "partition files one task keeps open at once (memory bound); rows of further "
+        "partitions spill to local disk and are written at task end, one file each",
+    ),
     "maxRecordsPerFile": ("0", "start a new file after this many rows (0: no limit)"),
     "header": ("false", "csv: write a header line"),
     "sep": (",", "csv: field delimiter (one character)"),

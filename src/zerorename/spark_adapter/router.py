@@ -2,15 +2,20 @@
 
 Rows are split by the partition columns (vectorised: dictionary-encode, sort, cut runs),
 the partition columns are dropped from the data (as Spark does) and each partition
-directory gets a file named ``part-<task>-<jobid>-c<n><ext>``. At most
-``max_open_files`` files are open at once (the least recently used one is closed and a
-later batch for it starts a new file), and ``max_records_per_file`` rolls files over.
+directory gets a file named ``part-<task>-<jobid>-c<n><ext>``. One task writes at most one
+file per partition, whatever the order of its rows (``max_records_per_file`` rolls files
+over): the first ``max_open_files`` partitions stream into open files, the rows of the
+others are spilled to local disk and each is written as one file when the task closes
+(:mod:`zerorename.spark_adapter.spill`).
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
+import os
+import tempfile
+from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -20,6 +25,7 @@ import pyarrow.compute as pc
 from zerorename.spark_adapter.formats import TASK_BUFFER_BYTES, FormatWriter, open_format_writer
 from zerorename.spark_adapter.options import WriteOptions
 from zerorename.spark_adapter.partitioning import partition_dir, value_text
+from zerorename.spark_adapter.spill import Placement, Route, TaskSpill, flush_order, pick_spill_dir
 
 
 class OutputFile(Protocol):
@@ -74,12 +80,14 @@ def split_batch(
     if bounds["min"] == bounds["max"]:
         groups: list[pa.RecordBatch] = [batch]
     else:
+        # each group gets its own buffers (a take per group, not slices of one sorted
+        # copy): a group held in a Parquet row group or the spill buffer must not keep the
+        # whole batch alive, or the task's memory bound counts a fraction of what it holds
         order = pc.sort_indices(key)
-        batch = batch.take(order)
         runs = pc.run_end_encode(key.take(order))
         ends = runs.run_ends.to_pylist()
         starts = [0, *ends[:-1]]
-        groups = [batch.slice(s, e - s) for s, e in zip(starts, ends, strict=True)]
+        groups = [batch.take(order.slice(s, e - s)) for s, e in zip(starts, ends, strict=True)]
     for group in groups:
         values: list[str | None] = []
         for name in columns:
@@ -90,8 +98,16 @@ def split_batch(
         yield tuple(values), group.select(data_cols)
 
 
+#: the key of the spill buffer among the buffers _bound_buffers weighs (no directory has it)
+_SPILL = "\0spill"
+
+
 class BatchRouter:
-    """Writes one task's batches into files opened through ``opener(rel)``."""
+    """Writes one task's batches into files opened through ``opener(rel)``: at most one
+    file per partition (``max_records_per_file`` aside), at most ``max_open_files`` open
+    while batches come, the rest spilled under ``spill_dir`` (default: Spark's local dirs,
+    else the system temporary directory) and written at :meth:`close`; ``buffer_bytes``:
+    the bound on buffered Arrow data (default ``TASK_BUFFER_BYTES``)."""
 
     def __init__(
         self,
@@ -100,6 +116,9 @@ class BatchRouter:
         task_index: int,
         job_id: str,
         opener: Opener,
+        *,
+        spill_dir: str | None = None,
+        buffer_bytes: int | None = None,
     ) -> None:
         from zerorename.committers.paths import output_name
 
@@ -109,11 +128,31 @@ class BatchRouter:
         self._job = job_id
         self._opener = opener
         self._name = output_name
-        self._open: OrderedDict[str, _Open] = OrderedDict()
+        self._open: dict[str, _Open] = {}
         self._file_index = 0
         self._rows_in_file: dict[str, int] = {}
+        self._placement: Placement[str] = Placement(opts.max_open_files)
+        self._spill_dir = spill_dir
+        self._spill: TaskSpill | None = None
+        self._buffer_bytes = TASK_BUFFER_BYTES if buffer_bytes is None else buffer_bytes
         self.finished: list[FileStats] = []
         self.rows = 0
+
+    @property
+    def spilled_rows(self) -> int:
+        """Rows that went through the local spill."""
+        return self._spill.rows if self._spill is not None else 0
+
+    @property
+    def spill_runs(self) -> int:
+        """Runs (local files) the spill wrote."""
+        return self._spill.runs if self._spill is not None else 0
+
+    def _spill_for(self) -> TaskSpill:
+        if self._spill is None:
+            base = self._spill_dir or pick_spill_dir(os.environ, self._task, tempfile.gettempdir())
+            self._spill = TaskSpill(base, self._schema, prefix=f"zerorename-spill-{self._job}-")
+        return self._spill
 
     def _new_file(self, directory: str) -> _Open:
         name = self._name(self._task, self._job, self._opts.extension, file_index=self._file_index)
@@ -128,9 +167,6 @@ class BatchRouter:
         entry = _Open(rel, out, writer)
         self._open[directory] = entry
         self._rows_in_file[directory] = 0
-        while len(self._open) > self._opts.max_open_files:
-            old_dir, _ = next(iter(self._open.items()))
-            self._close_dir(old_dir)
         return entry
 
     def _close_dir(self, directory: str) -> None:
@@ -140,24 +176,27 @@ class BatchRouter:
         entry.out.close()
         self.finished.append(FileStats(entry.rel, entry.writer.rows, entry.writer.bytes))
 
-    def _write_group(self, directory: str, rows: pa.RecordBatch) -> None:
+    def _write_file(self, directory: str, rows: pa.RecordBatch) -> None:
+        """Into the directory's file (opened when it has none; rolled over at the limit)."""
         limit = self._opts.max_records_per_file
         while rows.num_rows:
-            entry = self._open.get(directory)
-            if entry is None:
-                entry = self._new_file(directory)
-            else:
-                self._open.move_to_end(directory)
+            entry = self._open.get(directory) or self._new_file(directory)
             take = rows.num_rows
             if limit:
                 room = limit - self._rows_in_file[directory]
                 take = min(take, room)
             entry.writer.write(rows.slice(0, take) if take < rows.num_rows else rows)
             self._rows_in_file[directory] += take
-            self.rows += take
             rows = rows.slice(take)
             if limit and self._rows_in_file[directory] >= limit:
                 self._close_dir(directory)
+
+    def _write_group(self, directory: str, rows: pa.RecordBatch) -> None:
+        if self._placement.route(directory) is Route.SPILL:
+            self._spill_for().add(directory, rows)
+        else:
+            self._write_file(directory, rows)
+        self.rows += rows.num_rows
 
     def write(self, batch: pa.RecordBatch) -> None:
         cols = self._opts.partition_by
@@ -167,33 +206,91 @@ class BatchRouter:
         self._bound_buffers()
 
     def _bound_buffers(self) -> None:
-        """Keep the task's buffered (not yet encoded) data under TASK_BUFFER_BYTES."""
-        if len(self._open) < 2:
+        """Keep the task's buffered (not yet encoded or spilled) data under the buffer
+        bound: Parquet row groups of the open files and the spill buffer together."""
+        sizes = {d: e.writer.buffered for d, e in self._open.items()}
+        if self._spill is not None:
+            sizes[_SPILL] = self._spill.buffered
+        if len(sizes) < 2:
             return
-        total = sum(e.writer.buffered for e in self._open.values())
-        while total > TASK_BUFFER_BYTES:
-            biggest = max(self._open.values(), key=lambda e: e.writer.buffered)
-            total -= biggest.writer.buffered
-            biggest.writer.flush()
+        for key in flush_order(sizes, self._buffer_bytes):
+            if key == _SPILL:
+                self._spill_for().flush()
+            else:
+                self._open[key].writer.flush()
 
     def open_empty(self) -> None:
         """Open the unpartitioned file with no rows: Spark's partition 0 writes one even
         when empty (a Parquet schema, a CSV header), so an empty result can be read."""
         if "" not in self._open:
+            self._placement.route("")
             self._new_file("")
 
     def close(self) -> list[FileStats]:
-        """Finish every open file (their uploads become pending); the files written."""
-        for directory in list(self._open):
-            self._close_dir(directory)
+        """Finish every open file, then write each spilled partition as one file, one
+        being written at a time (their uploads become pending); the files written. Files
+        are finished in the background, at most ``max_open_files`` at once (a finish
+        waits on the store: the last part, the record), so the memory bound holds. The
+        spill is deleted whatever happens."""
+        closing: deque[tuple[_Open, Future[None]]] = deque()
+        errors: list[BaseException] = []
+        limit = self._opts.max_open_files
+
+        def settle(entry: _Open, done: Future[None]) -> None:
+            try:
+                done.result()
+                self.finished.append(FileStats(entry.rel, entry.writer.rows, entry.writer.bytes))
+            except BaseException as exc:
+                errors.append(exc)
+
+        pool = ThreadPoolExecutor(max_workers=limit, thread_name_prefix="zerorename-close")
+        try:
+
+            def finish(directory: str) -> None:
+                entry = self._open.pop(directory)
+                self._rows_in_file.pop(directory, None)
+                # encoded here: a file being finished holds at most its last part
+                entry.writer.flush()
+                while len(closing) >= limit:
+                    settle(*closing.popleft())
+                if errors:
+                    raise errors[0]
+                closing.append((entry, pool.submit(_finish_file, entry)))
+
+            for directory in list(self._open):
+                finish(directory)
+            spill = self._spill
+            if spill is not None:
+                for spilled in self._placement.spilled:
+                    for rows in spill.read(spilled):
+                        self._write_file(spilled, rows)
+                    if spilled in self._open:
+                        finish(spilled)
+        finally:
+            while closing:
+                settle(*closing.popleft())
+            pool.shutdown(wait=True)
+            if self._spill is not None:
+                self._spill.close()
+        if errors:
+            raise errors[0]
         return self.finished
 
     def abort(self) -> None:
-        """Abort every open file; finished files are left to the task attempt's abort."""
+        """Abort every open file and delete the spill; finished files are left to the
+        task attempt's abort."""
         while self._open:
             _, entry = self._open.popitem()
             _abort(entry.out)
         self._rows_in_file.clear()
+        if self._spill is not None:
+            self._spill.close()
+
+
+def _finish_file(entry: _Open) -> None:
+    """End the file's encoding and the file (for a background thread)."""
+    entry.writer.close()
+    entry.out.close()
 
 
 def _abort(out: OutputFile) -> None:
