@@ -57,6 +57,20 @@ def _add_profile(name: str, target: S3Target) -> str:
     return profile
 
 
+#: per-test timeout of a test that uses the run's Spark session or the standalone cluster:
+#: the first such test in a worker also starts the session (or the cluster's three JVMs),
+#: which on a loaded machine took most of the default 300 s; a fixture that times out in
+#: setup fails every later test of the session, so the margin is wide
+SESSION_TEST_TIMEOUT = 900
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        if ("spark" in names or "cluster" in names) and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(SESSION_TEST_TIMEOUT))
+
+
 @pytest.fixture(scope="session")
 def spark_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """Environment the Spark JVM and its Python workers inherit (set before start)."""
