@@ -316,6 +316,22 @@ def test_s3a_87_an_abort_keeps_and_names_what_an_s3a_job_may_have_completed() ->
     assert run_schedule(s).violations == []
 
 
+def test_s3a_1309_an_abort_run_again_finishes_the_rollback_an_earlier_one_began() -> None:
+    # the S3A job dies after its first complete; `jobs abort` aborts the other two uploads
+    # but one answer is lost, so it refuses ("run the command again"); the final abort
+    # then found one upload completed and two gone, none pending, and said "nothing was
+    # rolled back (it may have committed)" of a job whose commit never finished (resume
+    # had just said abort rolls it back): it must say the job was rolled back
+    s = Schedule(
+        1309,
+        (ActorSpec(Kind.S3A, tasks=3), ActorSpec(Kind.ABORT)),
+        (FaultSpec(0, 11, FaultKind.CRASH_AFTER), FaultSpec(1, 10, FaultKind.LOST)),
+        picks=(),
+        profile="s3a",
+    )
+    assert run_schedule(s).violations == []
+
+
 def test_checker_an_abort_may_keep_only_what_it_named() -> None:
     a = told("a", 0, "append", Outcome.CRASHED, Outcome.ABORTED)
     first = next(iter(a.files))

@@ -128,12 +128,24 @@ def all_completed(states: Sequence[UploadState]) -> bool:
     return bool(states) and all(st is UploadState.COMPLETED for st in states)
 
 
-def rolled_back(states: Sequence[UploadState]) -> bool:
-    """Whether an abort rolls a job back: it had no committed task, or an upload of one is
-    pending (its commit never finished). Committed tasks with none pending are a job that
-    may have committed (its output since replaced or deleted) or whose uploads another
-    command aborted: there is nothing to roll back, only records to delete (pure)."""
-    return not states or any(st is UploadState.PENDING for st in states)
+def rolled_back(states: Sequence[UploadState], infos: Sequence[ObjectInfo | None]) -> bool:
+    """Whether an abort rolls a job back (pure; ``infos``: the object at each upload's key,
+    None where there is none): it had no committed task, or an upload of one is pending
+    (its commit never finished), or some of its committed uploads are completed objects
+    and others are gone, with nothing at their keys. A commit that finished completed every
+    upload, and nothing removes part of a committed job (a replace removes all of it, and
+    refuses while the job's directory is there), so that mix is a commit that never
+    finished whose other uploads were aborted (an earlier abort cut short, ``uploads
+    abort``, a lifecycle rule): this abort finishes rolling it back. Committed tasks with
+    none pending and none of that mix are a job that may have committed (its output since
+    replaced or rewritten) or whose every upload was aborted: there is nothing to roll
+    back, only records to delete."""
+    if not states or any(st is UploadState.PENDING for st in states):
+        return True
+    gone = any(
+        st is UploadState.MISSING and info is None for st, info in zip(states, infos, strict=True)
+    )
+    return gone and any(st is UploadState.COMPLETED for st in states)
 
 
 def newer_success(success: float | None, completed: Sequence[float]) -> bool:
@@ -521,7 +533,7 @@ async def abort_s3a_job(
         tuple(maybe.values()),
         tuple(kept.values()),
         len(index - named),
-        rolled_back(states),
+        rolled_back(states, infos),
     )
 
 

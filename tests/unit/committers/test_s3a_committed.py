@@ -21,6 +21,7 @@ from zerorename.committers.paths import Destination
 from zerorename.committers.s3ajobs import abort_s3a_job, resume_s3a_job, rolled_back
 from zerorename.committers.s3aread import UploadState
 from zerorename.committers.successdata import SuccessData
+from zerorename.engine.records import ObjectInfo
 from zerorename.testing.memstate import MemoryState
 from zerorename.testing.memstore import MemoryStore
 from zerorename.testing.s3acrash import lay_out_on
@@ -79,10 +80,19 @@ async def test_abort_of_a_committed_job_whose_output_was_replaced_is_no_rollback
     assert not state.objects(B, ROOT) and f"part-00000-{Y}-c000.csv" in str(outputs(state))
 
 
-def test_an_abort_rolls_back_only_a_job_with_a_pending_committed_upload() -> None:
+def test_an_abort_rolls_back_only_a_job_whose_commit_never_finished() -> None:
     s = UploadState
-    assert rolled_back([]) and rolled_back([s.COMPLETED, s.PENDING])
-    assert not rolled_back([s.MISSING, s.COMPLETED]) and not rolled_back([s.MISSING])
+    other = ObjectInfo(B, "k", 3, '"0123"', 0.0)  # another writer's object at the key
+    assert rolled_back([], []) and rolled_back([s.COMPLETED, s.PENDING], [other, None])
+    # one completed, one gone with nothing at its key: an earlier abort (cut short)
+    # aborted the rest of a commit that never finished (simulation s3a 1309)
+    assert rolled_back([s.COMPLETED, s.MISSING], [other, None])
+    # every upload gone (a replace removed a committed job's output), or the missing
+    # one's key holding another object (rewritten): it may have committed
+    assert not rolled_back([s.MISSING], [None]) and not rolled_back(
+        [s.MISSING, s.MISSING], [None, None]
+    )
+    assert not rolled_back([s.MISSING, s.COMPLETED], [other, other])
 
 
 async def test_resume_of_it_finishes_the_cleanup_and_keeps_the_newer_success() -> None:
