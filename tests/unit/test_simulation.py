@@ -284,6 +284,33 @@ def test_default_385_713_an_abort_that_finds_only_uploads_rolls_nothing_back() -
         assert run_schedule(s).violations == []
 
 
+def test_default_1057_spark_aborts_a_batch_whose_commit_the_lock_refused() -> None:
+    # the lifecycle rule aborts query 1's upload, so its batch's commit fails with
+    # NoSuchUpload and its job keeps the destination's lock (left for resume/abort);
+    # every run of query 0 then writes its intent with its journal, is refused by the
+    # lock (which deletes the journal, not the intent), and Spark aborts the batch. The
+    # abort saw its job named by the log's intent and kept it: the last run's uploads were
+    # left pending. An intent whose job has no journal proves nothing (streamlog.recover):
+    # the abort now drops it from the log and aborts the job.
+    s = Schedule(
+        1057,
+        (
+            ActorSpec(Kind.STREAM, tasks=3, batches=1),
+            ActorSpec(Kind.STREAM, tasks=1, batches=1),
+            ActorSpec(Kind.LIFECYCLE),
+            ActorSpec(Kind.JOB, conflict="replace", tasks=3),
+            ActorSpec(Kind.JOB, conflict="replace", tasks=2),
+        ),
+        (),
+        picks=_picks(
+            "3,3,1,1,3,1,1,1,1,1,3,1,0,0,0,0,1,0,0,0,1,3,0,3,3,3,3,4,4,1,0,3,3,3,0,4,1,1,0,4,"
+            "4,4,0,3,3,3,4,0,4,0,4,4,1,1,4,4,0,2,1,0,4,0,1,2,0,4,2,0,1,1,0,1,0,0,0,0,1,0,1,4,"
+            "0,0,1"
+        ),
+    )
+    assert run_schedule(s).violations == []
+
+
 # -- the streams profile's seeds 0..999 (shrunk) ----------------------------------------
 def test_streams_695_the_operator_runs_the_zerorename_command_with_its_stream_hook() -> None:
     # a batch's driver dies holding the lock with the batch's intent in the log; the

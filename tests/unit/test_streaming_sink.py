@@ -6,6 +6,7 @@ batch's files exactly once, no pending upload and no job record. No server, no S
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections import Counter
 from typing import Any
@@ -14,7 +15,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zerorename.committers import JobCommitError, JobNotActive, MagicCommitter
+from zerorename.committers import (
+    DestinationLocked,
+    JobCommitError,
+    JobNotActive,
+    MagicCommitter,
+)
 from zerorename.engine.errors import RetriesExhausted
 from zerorename.spark_adapter.errors import StreamLogError
 from zerorename.spark_adapter.jobs import TaskResult, task_id_for
@@ -30,6 +36,8 @@ DEST = "out"
 URI = f"s3://{B}/{DEST}"
 Q = "11111111-2222-4333-8444-555555555555"
 TASKS = 2
+#: the sink's options without waiting for a held lock (no wall-clock waits)
+NO_WAIT = dataclasses.replace(STREAM_COMMIT, lock_wait=0.0)
 
 
 def sink(store: MemoryStore, query: str = Q) -> StreamSink:
@@ -381,6 +389,32 @@ async def test_a_journal_stored_without_its_intent(spark_aborts: bool) -> None:
     await commit_batch(store.reopen(), 2, "t2")
     assert data_of(state) == expected(range(3))
     check_clean(state)
+
+
+async def test_spark_aborts_a_batch_whose_commit_the_lock_refused() -> None:
+    """Another query's batch job holds the destination's lock (a lifecycle rule aborted
+    its upload: its commit failed, left for resume/abort). This query's commit writes its
+    intent with its journal, then the lock refuses it and deletes the journal; Spark's
+    abort of the batch drops the intent and aborts the job: no upload of it is left
+    pending (the simulation's seed 1057; before, the abort kept a job the log named)."""
+    state = MemoryState(B)
+    store = MemoryStore(state)
+    other = "99999999-2222-4333-8444-555555555555"
+    held, results = await run_tasks(store, 0, "h", query=other)
+    state.uploads.clear()  # the lifecycle rule
+    with pytest.raises(JobCommitError, match="NoSuchUpload"):
+        await sink(store, other).commit(0, held, results)
+    committer = MagicCommitter(store, URI, conflict="append", options=NO_WAIT)
+    no_wait = StreamSink(WriteOptions(path=URI), Q, committer)
+    job_id, results = await run_tasks(store, 0, "t0")
+    with pytest.raises(DestinationLocked):
+        await no_wait.commit(0, job_id, results)
+    assert job_id in json.dumps(log_of(state)["pending"])  # the refusal left the intent
+    assert len(state.pending(B)) == TASKS
+    await no_wait.abort(0, job_id)
+    assert log_of(state)["pending"] is None
+    assert state.pending(B) == []
+    assert not any(job_id in k for k in state.objects(B))
 
 
 async def test_a_bad_pendingset_changes_nothing() -> None:

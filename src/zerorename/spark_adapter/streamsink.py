@@ -301,12 +301,20 @@ class StreamSink:
 
     async def abort(self, batch_id: int, job_id: str) -> None:
         """Abort this run's job of the batch, unless the log says it is (being) committed:
-        Spark also aborts after a commit that raised, which the batch's next run settles."""
+        Spark also aborts after a commit that raised, which the batch's next run settles.
+        An intent naming the job proves that only with the job's journal (:func:`recover`):
+        a commit refused before completing anything (another job holds the destination's
+        lock) deletes its journal but leaves its intent. Then the log stops naming the job
+        before its uploads and records go, as the batch's next commit would do it."""
         current = await self.read_log()
         p = current.pending
-        if (p is not None and p.job_id == job_id) or any(
-            e.job_id == job_id for e in current.recent
-        ):
+        committing = any(e.job_id == job_id for e in current.recent)
+        if not committing and p is not None and p.job_id == job_id:
+            status = await self.committer.job(job_id).status()
+            committing = recover(p, journal=status.journal is not None) is Recovery.RESUME
+            if not committing:
+                await self.write_log(current.without_intent())
+        if committing:
             log.warning(
                 "zerorename stream %s: batch %d's job %s is in the log; not aborting it",
                 self.query_id,
