@@ -497,3 +497,37 @@ async def test_a_batch_the_operator_resumed_during_the_rerun_commit_lands_once()
     lg = log_of(state)
     assert lg["last_batch"] == 1 and lg["recent"][-1]["job_id"] == job_id
     check_clean(state)
+
+
+async def test_a_rerun_commit_refuses_when_another_run_took_the_batch_meanwhile() -> None:
+    """As above, but meanwhile the operator aborts the dead run's job and another driver of
+    the query stores its own intent of the batch: the commit reads the log again, finds
+    that other run's intent and refuses in one line, changing nothing of it."""
+    from zerorename.spark_adapter.streamjobs import stream_job_action
+    from zerorename.spark_adapter.streamlog import Intent
+
+    state = MemoryState(B)
+    store = MemoryStore(state)
+    await commit_batch(store, 0, "t0")
+    job_id, results = await run_tasks(store, 1, "t1")
+    store.crash_at(1, op="CompleteMultipartUpload", after=True)
+    await crashing(sink(store).commit(1, job_id, results))
+    rerun = store.reopen()
+    marker = f"{DEST}/__magic_job-{job_id}/job.json"
+    other = stream_job_id(Q, "another driver", 1)
+    done: list[bool] = []
+
+    async def abort_then_other_intent(op: str, bucket: str, key: str) -> None:
+        if op == "GetObject" and key == marker and not done:
+            done.append(True)
+            op_store = store.reopen()
+            assert await stream_job_action(op_store, sink(op_store).dest, job_id, "abort")
+            s = sink(op_store)
+            await s.write_log((await s.read_log()).with_intent(Intent(1, other, (), 2, 2, 9)))
+        return None
+
+    rerun.gate = abort_then_other_intent
+    with pytest.raises(StreamLogError, match=f"job {other} is committing it now"):
+        await commit_batch(rerun, 1, "rerun")
+    assert done and log_of(state)["pending"]["job_id"] == other
+    assert data_of(state) == expected(range(1))
