@@ -327,6 +327,25 @@ def test_streams_695_the_operator_runs_the_zerorename_command_with_its_stream_ho
     assert run_schedule(s).violations == []
 
 
+def test_streams_1443_a_restarted_query_sees_a_batch_the_operator_resumed_meanwhile() -> None:
+    # a batch's driver dies after its complete (intent and journal stored); the restarted
+    # query reads the log (the intent) while the operator's `jobs resume` of that job
+    # records the batch and deletes its journal; the query's commit then found no journal,
+    # took the intent for a dead commit, wrote its stale log back (dropping the resume's
+    # record) and wrote the batch a second time. It must read the log again first.
+    s = Schedule(
+        1443,
+        (ActorSpec(Kind.RESUME), ActorSpec(Kind.STREAM, tasks=1, batches=1)),
+        (FaultSpec(1, 23, FaultKind.CRASH_AFTER),),
+        picks=_picks(
+            "1,1,1,1,1,1,0,0,0,1,1,0,1,1,0,0,0,0,1,1,1,0,1,1,0,0,0,1,1,0,1,0,0,0,0,0,1,1,1,0,"
+            "0,0,1,0,1,1,0,1,0,0,0,1,1,1,0,1,0,1,0,0,0,1,1,1,0,0,1,1,0,1,0,1,1"
+        ),
+        profile="streams",
+    )
+    assert run_schedule(s).violations == []
+
+
 # -- the s3a profile's seeds 0..999 (shrunk) --------------------------------------------
 def test_s3a_87_an_abort_keeps_and_names_what_an_s3a_job_may_have_completed() -> None:
     # the S3A job's first complete took effect but its answer was lost; `jobs abort` then

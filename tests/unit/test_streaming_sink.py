@@ -494,3 +494,74 @@ async def test_a_recovery_that_settles_this_very_job_reads_it_again() -> None:
     assert await commit_batch(store.reopen(), 1, "rerun") == "committed"
     assert data_of(state) == expected(range(2))
     check_clean(state)
+
+
+async def test_a_batch_the_operator_resumed_during_the_rerun_commit_lands_once() -> None:
+    """Batch 1's driver dies after its complete (intent and journal stored). The restarted
+    query's commit reads the log (the intent); then, before it reads that job's status,
+    the operator's `zerorename jobs resume` of the job finishes: it records batch 1 and
+    deletes the journal. The commit must read the log again, find batch 1 committed and
+    land nothing twice (it took the missing journal for a dead commit, wrote its first
+    read of the log back and wrote the batch again: simulation streams seed 1443)."""
+    from zerorename.spark_adapter.streamjobs import stream_job_action
+
+    state = MemoryState(B)
+    store = MemoryStore(state)
+    await commit_batch(store, 0, "t0")
+    job_id, results = await run_tasks(store, 1, "t1")
+    store.crash_at(1, op="CompleteMultipartUpload", after=True)
+    await crashing(sink(store).commit(1, job_id, results))
+    assert log_of(state)["pending"]["job_id"] == job_id
+    rerun = store.reopen()
+    marker = f"{DEST}/__magic_job-{job_id}/job.json"
+    resumed: list[str] = []
+
+    async def operator_resumes(op: str, bucket: str, key: str) -> None:
+        if op == "GetObject" and key == marker and not resumed:
+            op_store = store.reopen()
+            reply = await stream_job_action(op_store, sink(op_store).dest, job_id, "resume")
+            assert reply is not None
+            resumed.extend(reply.lines)
+        return None
+
+    rerun.gate = operator_resumes
+    assert await commit_batch(rerun, 1, "rerun") == "duplicate"
+    assert resumed and "committed" in resumed[0]
+    assert data_of(state) == expected(range(2))
+    lg = log_of(state)
+    assert lg["last_batch"] == 1 and lg["recent"][-1]["job_id"] == job_id
+    check_clean(state)
+
+
+async def test_a_rerun_commit_refuses_when_another_run_took_the_batch_meanwhile() -> None:
+    """As above, but meanwhile the operator aborts the dead run's job and another driver of
+    the query stores its own intent of the batch: the commit reads the log again, finds
+    that other run's intent and refuses in one line, changing nothing of it."""
+    from zerorename.spark_adapter.streamjobs import stream_job_action
+    from zerorename.spark_adapter.streamlog import Intent
+
+    state = MemoryState(B)
+    store = MemoryStore(state)
+    await commit_batch(store, 0, "t0")
+    job_id, results = await run_tasks(store, 1, "t1")
+    store.crash_at(1, op="CompleteMultipartUpload", after=True)
+    await crashing(sink(store).commit(1, job_id, results))
+    rerun = store.reopen()
+    marker = f"{DEST}/__magic_job-{job_id}/job.json"
+    other = stream_job_id(Q, "another driver", 1)
+    done: list[bool] = []
+
+    async def abort_then_other_intent(op: str, bucket: str, key: str) -> None:
+        if op == "GetObject" and key == marker and not done:
+            done.append(True)
+            op_store = store.reopen()
+            assert await stream_job_action(op_store, sink(op_store).dest, job_id, "abort")
+            s = sink(op_store)
+            await s.write_log((await s.read_log()).with_intent(Intent(1, other, (), 2, 2, 9)))
+        return None
+
+    rerun.gate = abort_then_other_intent
+    with pytest.raises(StreamLogError, match=f"job {other} is committing it now"):
+        await commit_batch(rerun, 1, "rerun")
+    assert done and log_of(state)["pending"]["job_id"] == other
+    assert data_of(state) == expected(range(1))

@@ -11,7 +11,8 @@ The commit of batch B by job J (:mod:`streamlog` decides, this module does the I
 3. another run's intent of B (a driver died in its commit): resume that job (its journal
    proves what it completed) and record B as its, or discard it (no journal: nothing
    proves it committed) and commit J; a discarded job leaves the log before its records
-   go;
+   go; before discarding, the log is read again (an operator's ``jobs resume`` of that
+   job records B before it deletes the journal: B is then a duplicate);
 4. commit J: the intent (job and counts: its size does not grow with the tasks) stored
    with J's journal and plan, all answered before the first complete; B stored as
    committed with the journal's ``succeeded`` (every complete answered); J's note
@@ -46,6 +47,7 @@ from zerorename.committers import (
 from zerorename.committers.jobresult import CommitHooks, CommitProgress, JobCommitResult
 from zerorename.committers.store import gather
 from zerorename.spark_adapter.bridge import get_bridge
+from zerorename.spark_adapter.errors import StreamLogError
 from zerorename.spark_adapter.options import WriteOptions
 from zerorename.spark_adapter.streamlog import (
     BatchEntry,
@@ -183,10 +185,30 @@ class StreamSink:
                 log.warning("zerorename stream: %s; discarding the job", exc)
                 fate = Recovery.DISCARD
         if fate is Recovery.DISCARD:
-            bare = log_.without_intent()
+            # read the log again: K's journal goes only after the batch is recorded, so an
+            # operator's `jobs resume` of K that finished since this commit's first read
+            # left the batch recorded (writing that read back would drop the record, and
+            # the batch would be written twice)
+            now = await self.read_log()
+            if now.committed(intent.batch):
+                log.warning(
+                    "zerorename stream %s: batch %d was recorded meanwhile (job %s resumed)",
+                    self.query_id,
+                    intent.batch,
+                    intent.job_id,
+                )
+                return now, None
+            if now.pending is not None and now.pending.job_id != intent.job_id:
+                raise StreamLogError(
+                    f"the stream log of query {self.query_id} changed during the commit of "
+                    f"batch {intent.batch} (job {now.pending.job_id} is committing it now): "
+                    "is another driver running this query? Not committing"
+                )
+            bare = now.without_intent()
             if intent.job_id != job_id:
-                # the log stops naming the job before its records go
-                await self.write_log(bare)
+                if now.pending is not None:
+                    # the log stops naming the job before its records go
+                    await self.write_log(bare)
                 await self.discard(intent.job_id)
             return bare, None
         return log_.with_commit(entry), entry
@@ -230,6 +252,9 @@ class StreamSink:
                     await self.write_log(current)
                     await gather(self.forget(adopted.job_id), self.discard(job_id))
                     return outcome("adopted", adopted.files, adopted.rows, adopted.bytes)
+                if current.committed(batch_id):  # recorded meanwhile: nothing twice
+                    await self.discard(job_id)
+                    return outcome("duplicate", 0, 0, 0)
             files, n_bytes = sum(s.files for s in summaries), sum(s.bytes for s in summaries)
             # bounded: no pendingset list (the journal and plan have it; see Intent)
             intent = current.with_intent(Intent(batch_id, job_id, (), files, rows, n_bytes))
