@@ -17,20 +17,9 @@ from typing import Any
 
 import pytest
 
+from cli_helpers import target_env
 from zerorename import cli
 from zerorename.testing.targets import S3Target
-
-
-def _env(s3: S3Target) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        AWS_ACCESS_KEY_ID=s3.access_key or "",
-        AWS_SECRET_ACCESS_KEY=s3.secret_key or "",
-        AWS_DEFAULT_REGION=s3.region,
-        AWS_ENDPOINT_URL=str(s3.endpoint_url),
-    )
-    env.pop("AWS_PROFILE", None)
-    return env
 
 
 def run_cli(
@@ -41,7 +30,7 @@ def run_cli(
         input=stdin.decode() if stdin is not None else None,
         capture_output=True,
         text=True,
-        env=env or _env(s3),
+        env=env or target_env(s3),
         timeout=120,
         check=False,
     )
@@ -94,7 +83,7 @@ async def test_a_record_that_cannot_be_written_aborts_the_upload(
     src.write_bytes(os.urandom(6 * 1024 * 1024))
     record = tmp_path / "r.json"
     key = s3.key("full-disk.bin")
-    for name, value in _env(s3).items():
+    for name, value in target_env(s3).items():
         monkeypatch.setenv(name, value)
 
     def full(fd: int) -> None:
@@ -126,7 +115,7 @@ def test_put_from_a_fifo_streams(s3: S3Target, tmp_path: Path) -> None:
     data = os.urandom(200_000)
     proc = subprocess.Popen(
         [sys.executable, "-m", "zerorename.cli", "put", str(fifo), f"s3://{s3.bucket}/{key}"],
-        env=_env(s3),
+        env=target_env(s3),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -188,7 +177,7 @@ def test_bad_connection_options_are_one_line(
 
 
 def test_unknown_aws_profile_in_the_environment_is_one_line(moto_s3: S3Target) -> None:
-    env = _env(moto_s3)
+    env = target_env(moto_s3)
     env["AWS_PROFILE"] = "no-such-profile-zr"
     out = run_cli(moto_s3, "uploads", "list", f"s3://{moto_s3.bucket}/x", env=env)
     assert "no-such-profile-zr" in one_error_line(out)
