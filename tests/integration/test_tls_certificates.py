@@ -139,7 +139,19 @@ def test_no_cli_or_spark_option_turns_verification_off() -> None:
     from zerorename import cli
     from zerorename.spark_adapter.options import OPTION_DOCS
 
-    words = ("verify", "insecure", "unverified", "no-ssl", "nossl", "no-tls", "no-cert", "skip")
+    words = (
+        "verify",
+        "insecure",
+        "unverified",
+        "no-ssl",
+        "nossl",
+        "no-tls",
+        "no-cert",
+        "skip-ssl",
+        "skip-tls",
+        "skip-cert",
+        "skip-verif",
+    )
 
     def options(parser: argparse.ArgumentParser) -> set[str]:
         found: set[str] = set()
