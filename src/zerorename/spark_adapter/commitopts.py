@@ -88,17 +88,19 @@ def spark_local_dir(env: Mapping[str, str], tempdir: str, pick: int = 0) -> Path
     return Path(tempdir)
 
 
-def _int(opts: Mapping[str, str], key: str, name: str) -> int | None:
-    if key not in opts:
-        return None
-    text = opts[key]
+def int_option(text: str, what: str, minimum: int) -> int:
+    """An integer writer option of at least ``minimum`` (every integer option's parser)."""
     try:
         value = int(text)
     except ValueError:
-        raise OptionError(f"{name} must be an integer, got {text!r}") from None
-    if value < 1:
-        raise OptionError(f"{name} must be >= 1, got {value}")
+        raise OptionError(f"{what} must be an integer, got {text!r}") from None
+    if value < minimum:
+        raise OptionError(f"{what} must be >= {minimum}, got {value}")
     return value
+
+
+def _int(opts: Mapping[str, str], key: str, name: str) -> int | None:
+    return int_option(opts[key], name, 1) if key in opts else None
 
 
 def _seconds(opts: Mapping[str, str], key: str, name: str, *, zero: bool) -> float | None:

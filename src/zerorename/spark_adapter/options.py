@@ -16,7 +16,7 @@ from typing import Literal
 from zerorename.committers import ConflictScope
 from zerorename.engine import EngineConfig
 from zerorename.engine.errors import ConfigError as EngineConfigError
-from zerorename.spark_adapter.commitopts import COMMIT_OPTION_DOCS, CommitSettings
+from zerorename.spark_adapter.commitopts import COMMIT_OPTION_DOCS, CommitSettings, int_option
 from zerorename.spark_adapter.errors import CommitMessageError, OptionError
 from zerorename.units import MiB
 from zerorename.units import parse_size as _parse_size
@@ -285,14 +285,7 @@ def parse_size(text: str, what: str = "size") -> int:
         raise OptionError(str(exc)) from None
 
 
-def _int(text: str, what: str, minimum: int) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise OptionError(f"{what} must be an integer, got {text!r}") from None
-    if value < minimum:
-        raise OptionError(f"{what} must be >= {minimum}, got {value}")
-    return value
+_int = int_option
 
 
 def _bool(text: str, what: str) -> bool:
