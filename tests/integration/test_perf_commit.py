@@ -71,15 +71,15 @@ def check_client(s3: S3Target, client: str) -> None:
     assert listing(s3) == ([], 0)
 
 
-def test_a_commit_of_1500_uploads_in_30_pendingsets_stays_small(moto_s3: S3Target) -> None:
+def test_a_commit_of_600_uploads_in_12_pendingsets_stays_small(moto_s3: S3Target) -> None:
     """The job commit runs in a fresh process (the scenario's measured child) whose peak
     RSS stays far under the product goal of 200 MiB, reports its progress, and leaves no
     object or multipart upload behind once the run cleans up."""
     target = perf_target(moto_s3)
-    args = parse("--uploads", "1500", "--pendingsets", "30", "--clients", "zerorename")
+    args = parse("--uploads", "600", "--pendingsets", "12", "--clients", "zerorename")
     (run,) = cs.plan(args, target)
     m = run_in_child(run.func, target, run.params)
-    assert m["verified"] == 1.0 and m["uploads"] == 1500
+    assert m["verified"] == 1.0 and m["uploads"] == 600
     assert m["peak_rss_mib"] < 200
     assert m["progress_reports"] >= 1 and m["max_progress_gap_s"] > 0
     assert listing(moto_s3) == ([], 0)
