@@ -59,6 +59,15 @@ from zerorename.testing.servers import (
 from zerorename.testing.targets import S3Target, purge, unique_bucket_name, unique_prefix
 from zerorename.testing.tls import TLS_DIR_ENV, TlsFiles, session_tls
 
+#: the JVMs the tests start (every Spark driver through spark-submit: the run's sessions, the
+#: perf/demo/Connect children; the standalone cluster's master and workers) compile with C1
+#: only and collect with the serial GC: a JVM that lives for seconds to minutes spends half its
+#: CPU in C2 compiles and GC threads (tests/spark/test_spark_write.py: the driver's CPU 69 s ->
+#: 35 s). What Spark computes does not change; a value already set by the caller is kept.
+TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+for _var in ("SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS"):
+    os.environ.setdefault(_var, TEST_JVM_OPTIONS)
+
 #: the run's directory (shared RGW state, the TLS set) and the pid of the process that owns it
 RUN_DIR_ENV = "ZR_TEST_RUN_DIR"
 RUN_OWNER_ENV = "ZR_TEST_RUN_OWNER"
@@ -175,8 +184,24 @@ OWN_SPARK_MODULES = (
 )
 
 
-def _on_the_spark_worker(nodeid: str) -> bool:
-    return nodeid.startswith("tests/spark/") and not nodeid.startswith(OWN_SPARK_MODULES)
+#: the modules whose tests share the second Spark session (the rest of tests/spark/, but
+#: OWN_SPARK_MODULES, share the first): two chains of about equal length (~12 minutes each
+#: on a loaded machine, 83 tests in all), the standalone cluster's users in one of them
+SECOND_SPARK_SESSION = (
+    "tests/spark/test_spark_write.py",
+    "tests/spark/test_spark_workers.py",
+    "tests/spark/test_spark_speculation.py",
+    "tests/spark/test_spark_partition_files.py",
+    "tests/spark/test_spark_formats_as_spark.py",
+)
+
+
+def _spark_session_of(nodeid: str) -> str | None:
+    """Which of the run's two Spark sessions the test uses ("spark-1", "spark-2"), or None
+    (not a user of the session)."""
+    if not nodeid.startswith("tests/spark/") or nodeid.startswith(OWN_SPARK_MODULES):
+        return None
+    return "spark-2" if nodeid.startswith(SECOND_SPARK_SESSION) else "spark-1"
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -195,20 +220,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """Under xdist, every test of the run's Spark session (tests/spark/ but for
-    OWN_SPARK_MODULES: the only users of the ``spark`` fixture) runs in one worker, as one
-    unit that starts first (the largest), beside the workers that run everything else one
-    test at a time: four local Spark sessions starting at once on two cores starved each
-    other past the per-test timeout (>300 s in register, seen with 4 workers on a loaded
-    machine). A scheduler, not ``xdist_group`` marks: with pytest 9, xdist 3.8's loadgroup
-    no longer groups (it renames ``item._nodeid``, which pytest 9 no longer reads)."""
+    """Under xdist, the users of the ``spark`` fixture (tests/spark/ but for
+    OWN_SPARK_MODULES) run in two units, one per Spark session (SECOND_SPARK_SESSION says
+    which), each in one worker and started first (the largest), beside the workers that run
+    everything else one test at a time. Not one session per worker: four local Spark
+    sessions starting at once on two cores starved each other past the per-test timeout
+    (>300 s in register, seen with 4 workers on a loaded machine); one session made its 83
+    tests the run's longest chain. A scheduler, not ``xdist_group`` marks: with pytest 9,
+    xdist 3.8's loadgroup no longer groups (it renames ``item._nodeid``, which pytest 9 no
+    longer reads)."""
     from xdist.scheduler import LoadScopeScheduling
 
-    class SparkInOneWorker(LoadScopeScheduling):  # type: ignore[misc]
+    class SparkSessionsInTwoWorkers(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
-            return "spark" if _on_the_spark_worker(nodeid) else nodeid
+            return _spark_session_of(nodeid) or nodeid
 
-    return SparkInOneWorker(config, log)
+    return SparkSessionsInTwoWorkers(config, log)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
