@@ -58,7 +58,10 @@ def pending(s3: S3Target, prefix: str) -> list[str]:
 
 
 def test_a_directory_is_one_job(s3: S3Target, tmp_path: Path) -> None:
-    files = make_tree(tmp_path / "tree", 200, 2)
+    # 48 small files: every directory of make_tree's (7 x 3 and the top), six times the
+    # files uploading at once (--files 8); and two files of two parts
+    files = make_tree(tmp_path / "tree", 48, 2)
+    assert len({rel.rpartition("/")[0] for rel in files}) == 7 * 3 + 2
     prefix = s3.prefix + "dir"
     dest = f"s3://{s3.bucket}/{prefix}/"
     out = run_sub(s3, "put", str(tmp_path / "tree"), dest, "--part-size", "5m", "--json")

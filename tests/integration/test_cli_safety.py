@@ -1,9 +1,12 @@
 """The `zerorename` command refuses bad input in one line, before it acts, and never strands
 an upload: `put --defer` record paths, record files, pipes, options (issue 10 items 9-11).
 
-Commands run as a user runs them (a subprocess, so a traceback on stderr would be seen),
-except where a local failure has to be provoked inside the process (`os.fsync` failing
-as on a full disk)."""
+Each kind of refusal runs at least once as a user runs it (a subprocess: its exit code, and
+everything it prints up to its exit, as a shell sees them) and a pipe on standard input is
+a subprocess's; the variants of a kind run in this process (``run_here``: the same
+``main``, the exit code it returns or an argparse ``SystemExit``'s, its stderr), as does a
+local failure that has to be provoked inside the process (`os.fsync` failing as on a full
+disk)."""
 
 from __future__ import annotations
 
@@ -12,12 +15,13 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cli_helpers import target_env
+from cli_helpers import target_env, use_target
 from zerorename import cli
 from zerorename.testing.targets import S3Target
 
@@ -36,6 +40,19 @@ def run_cli(
     )
     assert "Traceback" not in out.stderr, out.stderr[-2000:]
     return out
+
+
+def run_here(capsys: Any, *argv: str) -> subprocess.CompletedProcess[str]:
+    """``zerorename argv`` in this process, as :func:`run_cli` reports a subprocess: the
+    code ``main`` returns (or an argparse refusal's ``SystemExit`` code), its stdout and its
+    stderr. (What an interpreter prints as it exits, a subprocess of each kind shows.)"""
+    try:
+        code = cli.main(list(argv))
+    except SystemExit as exc:  # argparse: usage and error printed, exit code 2
+        code = exc.code if isinstance(exc.code, int) else 1
+    got = capsys.readouterr()
+    assert "Traceback" not in got.err, got.err[-2000:]
+    return subprocess.CompletedProcess(list(argv), code, got.out, got.err)
 
 
 def one_error_line(out: subprocess.CompletedProcess[str]) -> str:
@@ -61,13 +78,16 @@ def test_defer_to_an_unwritable_record_path_uploads_nothing(s3: S3Target, tmp_pa
     assert pending(s3, key) == []
 
 
-def test_defer_refuses_to_overwrite_an_existing_record(s3: S3Target, tmp_path: Path) -> None:
+def test_defer_refuses_to_overwrite_an_existing_record(
+    s3: S3Target, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
     src = tmp_path / "data.bin"
     src.write_bytes(b"x" * 100)
     record = tmp_path / "r.json"
     record.write_text('{"the": "only record of another upload"}')
     key = s3.key("deferred.bin")
-    out = run_cli(s3, "put", str(src), f"s3://{s3.bucket}/{key}", "--defer", str(record))
+    use_target(s3, monkeypatch)  # the unwritable record above is this refusal in a shell
+    out = run_here(capsys, "put", str(src), f"s3://{s3.bucket}/{key}", "--defer", str(record))
     assert "already exists" in one_error_line(out)
     assert record.read_text() == '{"the": "only record of another upload"}'
     assert pending(s3, key) == []
@@ -108,22 +128,28 @@ def test_put_from_a_pipe_streams(s3: S3Target) -> None:
     assert got == data
 
 
-def test_put_from_a_fifo_streams(s3: S3Target, tmp_path: Path) -> None:
+def test_put_from_a_fifo_streams(
+    s3: S3Target, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """The command reads a named pipe that another process's writer (here a thread) fills;
+    in this process (the pipe on standard input above is the subprocess)."""
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     key = s3.key("from-fifo.txt")
     data = os.urandom(200_000)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "zerorename.cli", "put", str(fifo), f"s3://{s3.bucket}/{key}"],
-        env=target_env(s3),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    with open(fifo, "wb") as w:
-        w.write(data)
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 0 and "Traceback" not in err, err
+
+    def writer() -> None:
+        with open(fifo, "wb") as w:  # blocks until the command opens the fifo
+            w.write(data)
+
+    feed = threading.Thread(target=writer, daemon=True)
+    feed.start()
+    use_target(s3, monkeypatch)
+    out = run_here(capsys, "put", str(fifo), f"s3://{s3.bucket}/{key}")
+    if feed.is_alive():  # the command never opened it: free the writer, then fail
+        os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+    feed.join(timeout=60)
+    assert out.returncode == 0, out.stderr
     got = s3.boto3_client().get_object(Bucket=s3.bucket, Key=key)["Body"].read()
     assert got == data
 
@@ -146,11 +172,18 @@ def test_put_from_a_fifo_streams(s3: S3Target, tmp_path: Path) -> None:
 )
 @pytest.mark.parametrize("command", ["complete", "abort"])
 def test_bad_record_files_are_one_line(
-    moto_s3: S3Target, tmp_path: Path, content: bytes, command: str
+    moto_s3: S3Target,
+    tmp_path: Path,
+    content: bytes,
+    command: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: Any,
 ) -> None:
+    """In this process (a record that is a JSON list is this refusal in a shell, below)."""
     record = tmp_path / "r.json"
     record.write_bytes(content)
-    out = run_cli(moto_s3, command, str(record))
+    use_target(moto_s3, monkeypatch)
+    out = run_here(capsys, command, str(record))
     line = one_error_line(out)
     assert line.startswith("zerorename: error:") and str(record) in line, line
     assert "unexpected" not in line, line
@@ -168,9 +201,16 @@ def test_bad_record_files_are_one_line(
     ids=["profile", "region", "not-url", "scheme", "port"],
 )
 def test_bad_connection_options_are_one_line(
-    moto_s3: S3Target, argv: list[str], expect: str
+    moto_s3: S3Target,
+    argv: list[str],
+    expect: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: Any,
 ) -> None:
-    out = run_cli(moto_s3, "uploads", "list", f"s3://{moto_s3.bucket}/x", *argv)
+    """In this process (an unknown profile in the environment is this refusal in a shell,
+    below)."""
+    use_target(moto_s3, monkeypatch)
+    out = run_here(capsys, "uploads", "list", f"s3://{moto_s3.bucket}/x", *argv)
     line = one_error_line(out)
     assert line.startswith("zerorename: error:") and expect in line.lower(), line
     assert "unexpected" not in line, line
@@ -197,10 +237,22 @@ def test_unknown_aws_profile_in_the_environment_is_one_line(moto_s3: S3Target) -
     ],
     ids=["size-abc", "size-neg", "size-inf", "pools", "reps-0", "count-0", "json", "plot"],
 )
-def test_bad_perf_options_are_one_line_before_any_run(moto_s3: S3Target, argv: list[str]) -> None:
+def test_bad_perf_options_are_one_line_before_any_run(
+    moto_s3: S3Target, argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
     """Checked before the target starts or any run is measured (an hour of runs must not
-    end in 'cannot write --json')."""
-    out = run_cli(moto_s3, "perf", argv[0], "--target", "sink", "--reps", "1", "--quiet", *argv[1:])
+    end in 'cannot write --json'). In this process (the next test is one in a shell)."""
+    use_target(moto_s3, monkeypatch)
+    perf = ["perf", argv[0], "--target", "sink", "--reps", "1", "--quiet", *argv[1:]]
+    _refused_before_any_run(run_here(capsys, *perf))
+
+
+def test_a_bad_perf_option_is_refused_before_any_run_in_a_shell(moto_s3: S3Target) -> None:
+    perf = ["perf", "upload", "--target", "sink", "--reps", "1", "--quiet"]
+    _refused_before_any_run(run_cli(moto_s3, *perf, "--json", "/nonexistent/dir/out.json"))
+
+
+def _refused_before_any_run(out: subprocess.CompletedProcess[str]) -> None:
     assert out.returncode == 2, out.stderr
     last = [ln for ln in out.stderr.splitlines() if ln.strip()][-1]
     assert "error" in last or "choose another path" in last, out.stderr
@@ -208,6 +260,7 @@ def test_bad_perf_options_are_one_line_before_any_run(moto_s3: S3Target, argv: l
 
 
 def test_json_lists_are_not_records(moto_s3: S3Target, tmp_path: Path) -> None:
+    """In a shell (a subprocess), as a user meets it."""
     record = tmp_path / "r.json"
     record.write_text(json.dumps([1, 2, 3]))
     out = run_cli(moto_s3, "abort", str(record))
