@@ -11,11 +11,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from cli_helpers import check_document, run, run_sub, target_env, use_target
+from zerorename.testing.faultproxy import FaultProxy, FaultRule
 from zerorename.testing.targets import S3Target
 from zerorename.units import MiB
 
@@ -171,14 +174,21 @@ def test_killed_at_a_random_point_then_resumed_or_aborted(s3: S3Target, tmp_path
     assert pending(s3, prefix + "/") == [], seed
 
 
-def test_ctrl_c_leaves_nothing(moto_s3: S3Target, tmp_path: Path) -> None:
+def test_ctrl_c_leaves_nothing(
+    moto_s3: S3Target, fault_proxy: Callable[..., Any], tmp_path: Path
+) -> None:
     """Ctrl-C while the files go up: the job is aborted (nothing visible, nothing
-    pending), one line, exit 130."""
+    pending), one line, exit 130. Every part takes 2 s through the proxy, so the upload
+    is still going when the first progress line comes (at 61 small files it could end
+    before that line on a loaded machine: the job committed and the exit was 0)."""
     s3 = moto_s3
+    proxy: FaultProxy = fault_proxy(s3.endpoint_url)
+    proxy.add_rule(FaultRule(operation="UploadPart", fault="latency", delay=2.0))
     make_tree(tmp_path / "tree", 60, 1)
     prefix = s3.prefix + "interrupted"
     argv = ["put", str(tmp_path / "tree"), f"s3://{s3.bucket}/{prefix}/", "--progress"]
     argv += ["--part-size", "5m", "--files", "2"]
+    argv += ["--endpoint-url", proxy.url, "--addressing-style", "path"]
     proc = subprocess.Popen(
         [sys.executable, "-m", "zerorename.cli", *argv],
         env=target_env(s3),
