@@ -11,7 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cli_helpers import run_sub, target_env
+import pytest
+
+from cli_helpers import run, run_sub, target_env, use_target
 from zerorename.testing.targets import S3Target
 from zerorename.units import MiB
 
@@ -67,18 +69,22 @@ def test_put_shows_progress_on_a_terminal_only(moto_s3: S3Target, tmp_path: Path
 
 
 def test_many_records_and_jobs_show_progress_on_a_terminal(
-    moto_s3: S3Target, tmp_path: Path
+    moto_s3: S3Target,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     s3 = moto_s3
     src = tmp_path / "small.txt"
     src.write_bytes(b"x" * 100)
     records = []
-    for i in range(3):
+    use_target(s3, monkeypatch)
+    for i in range(3):  # the records, made in this process (their progress is not the test's)
         rec = tmp_path / f"r{i}.json"
-        out = run_sub(
-            s3, "put", str(src), f"s3://{s3.bucket}/{s3.key(f'r{i}')}", "--defer", str(rec)
+        code, _, err = run(
+            capsys, "put", str(src), f"s3://{s3.bucket}/{s3.key(f'r{i}')}", "--defer", str(rec)
         )
-        assert out.returncode == 0, out.stderr
+        assert code == 0, err
         records.append(str(rec))
     code, shown = run_pty(s3, "complete", *records[:2])
     assert code == 0 and "complete" in shown and "2/2" in shown, shown

@@ -20,13 +20,15 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from zerorename.engine import EngineConfig
 from zerorename.logsafe import redact_url
 from zerorename.perf.errors import ChildFailed as ChildFailed  # re-exported
-from zerorename.testing.targets import endpoint_engine_config
 from zerorename.units import parse_size
+
+if TYPE_CHECKING:  # the engine (aiobotocore, aiohttp) is imported by the runs that use it:
+    # a baseline's child never pays its ~0.5-0.8 s of imports nor carries it in its RSS
+    from zerorename.engine import EngineConfig
 
 #: the bucket the harness creates on embedded targets
 DEFAULT_BUCKET = "zerorename-bench"
@@ -71,6 +73,8 @@ class Target:
 
     def engine_config(self, **overrides: Any) -> EngineConfig:
         """An EngineConfig for this target; keyword arguments override any field."""
+        from zerorename.testing.targets import endpoint_engine_config
+
         return endpoint_engine_config(self, **overrides)
 
     def boto3_client(self, **config: Any) -> Any:
