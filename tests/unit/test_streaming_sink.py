@@ -327,20 +327,23 @@ async def test_a_driver_dying_in_the_release_leaves_the_note_for_the_sweep(rerun
     check_clean(state)
 
 
-async def recovery_requests(first: int) -> int:
-    """How many requests the clean recovery of batch 1 sends after a run died before the
-    ``first``-th PutObject of its commit."""
+async def second_run_ready(
+    first: int, after1: bool, op: str | None = None
+) -> tuple[MemoryState, str, list[TaskResult]]:
+    """Batch 0 committed, a first run of batch 1 died at request ``first`` of its commit
+    (of ``op`` if given; ``after1``: once it took effect), and a second run's tasks wrote
+    and committed: the state, that run's job and its task results, ready for its commit.
+    Deterministic: but for the uploads' random ids and the time stamps, the same objects
+    and uploads every time (a test copies this state rather than running it again)."""
     state = MemoryState(B)
     store = MemoryStore(state)
     await commit_batch(store, 0, "t0")
-    job_id, results = await run_tasks(store, 1, "dead")
-    store.crash_at(first, op="PutObject")
-    await crashing(sink(store).commit(1, job_id, results))
     s = store.reopen()
-    job_id, results = await run_tasks(s, 1, "recovers")
-    n = s.requests
-    await sink(s).commit(1, job_id, results)
-    return s.requests - n
+    job_id, results = await run_tasks(s, 1, "crash0")
+    s.crash_at(first, op=op, after=after1)
+    await crashing(sink(s).commit(1, job_id, results))
+    job_id, results = await run_tasks(store.reopen(), 1, "crash1")
+    return state, job_id, results
 
 
 @pytest.mark.parametrize("first", [2, 3])
@@ -348,24 +351,24 @@ async def test_a_recovery_that_dies_at_any_request_then_a_rerun(first: int) -> N
     """A run dies with its intent stored but not its journal (``first`` 2) or not its
     plan (3); the next run, settling it (discard), dies at any request; a third run and the
     next batch: batch 1 exactly once, nothing pending, no record (the log stops naming the
-    discarded job before its records go; otherwise the third run adopted it, files lost)."""
-    total = await recovery_requests(first)
+    discarded job before its records go; otherwise the third run adopted it, files lost).
+    Every scenario starts from a copy of what the first run and the second run's tasks
+    left (see :func:`second_run_ready`)."""
+    ready, job_id, results = await second_run_ready(first, False, op="PutObject")
+    pending = log_of(ready)["pending"]
+    assert pending is not None and pending["job_id"] == stream_job_id(Q, "crash0", 1)
+    clean_run = MemoryStore(ready.copy())
+    await sink(clean_run).commit(1, job_id, results)
+    total = clean_run.requests  # the clean recovery's requests
     assert total > 10
     for n in range(1, total + 1):
         for after in (False, True):
-            state = MemoryState(B)
-            store = MemoryStore(state)
-            await commit_batch(store, 0, "t0")
-            for i, crash in enumerate([(first, "PutObject", False), (n, None, after)]):
-                s = store.reopen()
-                job_id, results = await run_tasks(s, 1, f"crash{i}")
-                s.crash_at(crash[0], op=crash[1], after=crash[2])
-                await crashing(sink(s).commit(1, job_id, results))
-                if i == 0:
-                    pending = log_of(state)["pending"]
-                    assert pending is not None and pending["job_id"] == job_id
-            await commit_batch(store.reopen(), 1, "rerun")
-            await commit_batch(store.reopen(), 2, "t2")
+            state = ready.copy()
+            s = MemoryStore(state)
+            s.crash_at(n, after=after)
+            await crashing(sink(s).commit(1, job_id, results))
+            await commit_batch(MemoryStore(state), 1, "rerun")
+            await commit_batch(MemoryStore(state), 2, "t2")
             assert data_of(state) == expected(range(3)), (n, after)
             check_clean(state)
 
@@ -443,29 +446,27 @@ async def test_any_two_crashed_runs_then_a_rerun_land_the_batch_once(first: int)
     """Two runs of batch 1 die, the first at request ``first`` and the second at any of the
     requests a recovery sends (before or after each), then a run and the next batch succeed:
     every batch lands once and nothing is left. (The matrix found 76 lost or unclean cases
-    in the sink before the recovery dropped a discarded job's intent first.)"""
+    in the sink before the recovery dropped a discarded job's intent first.) Every
+    scenario of one first crash starts from a copy of the same state: what batch 0, the
+    first run and the second run's tasks left (deterministic: running them again for each
+    second crash point, as this test did, stored the same objects and uploads)."""
     bad = []
     uncrashed = 0
     for after1 in (False, True):
+        ready, job_id, results = await second_run_ready(first, after1)
         for after2 in (False, True):
             for second in range(1, 100):
-                state = MemoryState(B)
-                store = MemoryStore(state)
-                await commit_batch(store, 0, "t0")
-                handles = []
-                for i, (n, after) in enumerate([(first, after1), (second, after2)]):
-                    s = store.reopen()
-                    handles.append(s)
-                    job_id, results = await run_tasks(s, 1, f"crash{i}")
-                    s.crash_at(n, after=after)
-                    await crashing(sink(s).commit(1, job_id, results))
-                await commit_batch(store.reopen(), 1, "rerun")
-                await commit_batch(store.reopen(), 2, "t2")
+                state = ready.copy()
+                s = MemoryStore(state)
+                s.crash_at(second, after=after2)
+                await crashing(sink(s).commit(1, job_id, results))
+                await commit_batch(MemoryStore(state), 1, "rerun")
+                await commit_batch(MemoryStore(state), 2, "t2")
                 if data_of(state) != expected(range(3)):
                     bad.append((after1, second, after2, "rows"))
                 elif not clean(state):
                     bad.append((after1, second, after2, "left over"))
-                if not handles[1].crashed:
+                if not s.crashed:
                     # the second run sent fewer than ``second`` requests: it finished, and so
                     # would every later crash point (the in-memory store is deterministic)
                     uncrashed += 1
