@@ -346,6 +346,21 @@ async def second_run_ready(
     return state, job_id, results
 
 
+async def crash_copy_then_rerun(
+    ready: MemoryState, job_id: str, results: list[TaskResult], n: int, after: bool
+) -> tuple[MemoryState, bool]:
+    """On a copy of ``ready``: the second run's commit dies at request ``n`` (before or
+    ``after`` it took effect), then a rerun of batch 1 and batch 2 commit. Returns the
+    copy and whether the crash came (False: the commit sent fewer than ``n`` requests)."""
+    state = ready.copy()
+    s = MemoryStore(state)
+    s.crash_at(n, after=after)
+    await crashing(sink(s).commit(1, job_id, results))
+    await commit_batch(MemoryStore(state), 1, "rerun")
+    await commit_batch(MemoryStore(state), 2, "t2")
+    return state, s.crashed
+
+
 @pytest.mark.parametrize("first", [2, 3])
 async def test_a_recovery_that_dies_at_any_request_then_a_rerun(first: int) -> None:
     """A run dies with its intent stored but not its journal (``first`` 2) or not its
@@ -363,12 +378,7 @@ async def test_a_recovery_that_dies_at_any_request_then_a_rerun(first: int) -> N
     assert total > 10
     for n in range(1, total + 1):
         for after in (False, True):
-            state = ready.copy()
-            s = MemoryStore(state)
-            s.crash_at(n, after=after)
-            await crashing(sink(s).commit(1, job_id, results))
-            await commit_batch(MemoryStore(state), 1, "rerun")
-            await commit_batch(MemoryStore(state), 2, "t2")
+            state, _ = await crash_copy_then_rerun(ready, job_id, results, n, after)
             assert data_of(state) == expected(range(3)), (n, after)
             check_clean(state)
 
@@ -456,17 +466,12 @@ async def test_any_two_crashed_runs_then_a_rerun_land_the_batch_once(first: int)
         ready, job_id, results = await second_run_ready(first, after1)
         for after2 in (False, True):
             for second in range(1, 100):
-                state = ready.copy()
-                s = MemoryStore(state)
-                s.crash_at(second, after=after2)
-                await crashing(sink(s).commit(1, job_id, results))
-                await commit_batch(MemoryStore(state), 1, "rerun")
-                await commit_batch(MemoryStore(state), 2, "t2")
+                state, crashed = await crash_copy_then_rerun(ready, job_id, results, second, after2)
                 if data_of(state) != expected(range(3)):
                     bad.append((after1, second, after2, "rows"))
                 elif not clean(state):
                     bad.append((after1, second, after2, "left over"))
-                if not s.crashed:
+                if not crashed:
                     # the second run sent fewer than ``second`` requests: it finished, and so
                     # would every later crash point (the in-memory store is deterministic)
                     uncrashed += 1
