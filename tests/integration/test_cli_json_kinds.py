@@ -1,0 +1,198 @@
+"""``jobs list|show|resume|abort --json`` of the jobs that are not zerorename's own committers':
+a Hadoop S3A magic job (``__magic_job-<id>/``: crashed with uploads pending, and committed
+with its cleanup undone) and a streaming query's batch job left by a driver that died in
+its commit. Each document is checked against the README's ``json cli-schema`` block, a
+refusal is one line on stderr with nothing on stdout (issue 25, item 3). In-process, on
+moto; the jobs are laid out by the records writers the S3A and stream tests use (no
+Hadoop, no Spark)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from cli_helpers import check_document, run, use_target
+from zerorename.committers import Destination, JobCommitError, MagicCommitter, TaskCommitSummary
+from zerorename.committers.jobresult import CommitHooks
+from zerorename.engine import UploadEngine
+from zerorename.spark_adapter.jobs import TaskResult, task_id_for
+from zerorename.spark_adapter.options import WriteOptions
+from zerorename.spark_adapter.streamlog import Intent, stream_job_id
+from zerorename.spark_adapter.streamsink import STREAM_COMMIT, StreamSink, ensure_job
+from zerorename.testing.s3acrash import lay_out_on
+from zerorename.testing.targets import S3Target
+
+S3A_JOB = "3f2a9c1e-6c0b-4d57-9a59-0123456789ab"
+QUERY = "11111111-2222-4333-8444-555555555555"
+
+Cli = Any  # (*argv) -> (code, stdout, stderr)
+
+
+@pytest.fixture
+def cli(
+    moto_s3: S3Target, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> Cli:
+    use_target(moto_s3, monkeypatch)
+
+    def go(*argv: str) -> tuple[int, str, str]:
+        return run(capsys, *argv, "--json")
+
+    return go
+
+
+def refused(got: tuple[int, str, str]) -> str:
+    code, out, err = got
+    assert (code, out) == (1, "") and err.count("\n") == 1, got
+    return err
+
+
+# -- S3A -------------------------------------------------------------------------------
+
+
+async def crashed_s3a(s3: S3Target, uri: str, *, committed: bool = False) -> None:
+    """S3A's job commit died after completing task 0's uploads (task 1's pending, task 2
+    never committed); ``committed``: it died after completing every committed task's
+    upload, before deleting its directory."""
+    async with UploadEngine(s3.engine_config()) as eng:
+        _, pendingsets = await lay_out_on(eng, uri, S3A_JOB)
+    if not committed:
+        return
+    c = s3.boto3_client()
+    for name, data in pendingsets.items():
+        if name.startswith("task_202601010000_0000_m_000000"):
+            continue  # task 0's: completed by the crashed commit
+        for rec in json.loads(data)["commits"]:
+            parts = [{"ETag": e, "PartNumber": i + 1} for i, e in enumerate(rec["etags"])]
+            c.complete_multipart_upload(
+                Bucket=rec["bucket"],
+                Key=rec["destinationKey"],
+                UploadId=rec["uploadId"],
+                MultipartUpload={"Parts": parts},
+            )
+
+
+def test_s3a_job_crashed_pending(moto_s3: S3Target, cli: Cli) -> None:
+    uri = f"s3://{moto_s3.bucket}/{moto_s3.prefix}s3a"
+    asyncio.run(crashed_s3a(moto_s3, uri))
+    code, out, err = cli("jobs", "list", uri)
+    assert code == 0, err
+    doc = check_document(out)
+    assert [(j["jobId"], j["kind"]) for j in doc["jobs"]] == [(S3A_JOB, "s3a/magic")]
+    code, out, err = cli("jobs", "show", uri, S3A_JOB)
+    assert code == 0, err
+    job = check_document(out)["job"]
+    assert (job["jobId"], job["committed"], job["uploads"]["pending"]) == (S3A_JOB, False, 2)
+    code, out, err = cli("jobs", "abort", uri, S3A_JOB)
+    assert code == 0, err
+    doc = check_document(out)
+    assert (doc["jobId"], doc["kind"], doc["rolledBack"]) == (S3A_JOB, "s3a/magic", True)
+    assert doc["uploadsAborted"] == 4 and len(doc["kept"]) == 2  # task 0's two objects
+    assert doc["objectsDeleted"] > 0
+    # gone: resume and abort refuse in one line
+    refused(cli("jobs", "resume", uri, S3A_JOB))
+    refused(cli("jobs", "abort", uri, S3A_JOB))
+    assert check_document(cli("jobs", "list", uri)[1])["jobs"] == []
+
+
+def test_s3a_job_resumed(moto_s3: S3Target, cli: Cli) -> None:
+    uri = f"s3://{moto_s3.bucket}/{moto_s3.prefix}s3a"
+    asyncio.run(crashed_s3a(moto_s3, uri))
+    code, out, err = cli("jobs", "resume", uri, S3A_JOB)
+    assert code == 0, err
+    doc = check_document(out)
+    assert (doc["jobId"], doc["kind"], doc["files"]) == (S3A_JOB, "s3a/magic", 4)
+    assert doc["bytes"] == sum(len(f"task {t}, file {n}\n") for t in range(2) for n in range(2))
+
+
+def test_s3a_job_committed_cleanup_undone(moto_s3: S3Target, cli: Cli) -> None:
+    uri = f"s3://{moto_s3.bucket}/{moto_s3.prefix}s3a"
+    asyncio.run(crashed_s3a(moto_s3, uri, committed=True))
+    code, out, err = cli("jobs", "list", uri)
+    assert code == 0, err
+    assert [j["jobId"] for j in check_document(out)["jobs"]] == [S3A_JOB]
+    code, out, err = cli("jobs", "show", uri, S3A_JOB)
+    assert code == 0, err
+    job = check_document(out)["job"]
+    assert (job["committed"], job["uploads"]["completed"]) == (True, 4)
+    assert "committed" in refused(cli("jobs", "abort", uri, S3A_JOB))
+    code, out, err = cli("jobs", "resume", uri, S3A_JOB)
+    assert code == 0, err
+    doc = check_document(out)
+    assert (doc["jobId"], doc["kind"], doc["files"]) == (S3A_JOB, "s3a/magic", 4)
+
+
+# -- a streaming query's batch job -------------------------------------------------------
+
+
+class DriverDied(Exception):
+    """The driver's process ends here (raised from the sink's hook)."""
+
+
+async def crashed_batch(s3: S3Target, uri: str, when: str) -> str:
+    """Batch 0 of the query, one task; its driver died in the commit with its intent
+    stored: before any complete (``when="intent"``) or after every one (``"completes"``)."""
+    async with UploadEngine(s3.engine_config()) as eng:
+        committer = MagicCommitter(eng, uri, conflict="append", options=STREAM_COMMIT)
+        job_id = stream_job_id(QUERY, "t0", 0)
+        await ensure_job(committer, job_id, QUERY, 0)
+        ta = committer.job(job_id).task_attempt(task_id_for(0, 0), 0)
+        await ta.setup()
+        async with ta.open("part-00000.csv") as out:
+            await out.write(b"batch 0\n")
+        summary = await ta.commit()
+        result = TaskResult(0, 0, 0, 1, 1, 8, summary.to_json())
+        sink = StreamSink(WriteOptions(path=uri), QUERY, committer)
+        summaries = [TaskCommitSummary.from_json(result.summary)]
+        sets = tuple(Destination.parse(s.pendingset).prefix for s in summaries)
+        intent = (await sink.read_log()).with_intent(Intent(0, job_id, sets, 1, 1, 8))
+
+        async def with_journal() -> None:
+            await sink.write_log(intent)
+            if when == "intent":
+                raise DriverDied("after the intent")
+
+        async def with_succeeded(_: Any) -> None:
+            raise DriverDied("after every complete")
+
+        with pytest.raises(JobCommitError, match="after"):
+            await committer.job(job_id).commit(
+                summaries,
+                hooks=CommitHooks(with_journal=with_journal, with_succeeded=with_succeeded),
+            )
+        return job_id
+
+
+def test_stream_batch_job_aborted(moto_s3: S3Target, cli: Cli) -> None:
+    uri = f"s3://{moto_s3.bucket}/{moto_s3.prefix}stream"
+    job_id = asyncio.run(crashed_batch(moto_s3, uri, "intent"))
+    code, out, err = cli("jobs", "list", uri)
+    assert code == 0, err
+    assert [j["jobId"] for j in check_document(out)["jobs"]] == [job_id]
+    code, out, err = cli("jobs", "show", uri, job_id)
+    assert code == 0, err
+    job = check_document(out)["job"]
+    assert (job["jobId"], job["stream"]["query"], job["stream"]["inLog"]) == (
+        job_id,
+        QUERY,
+        "intent",
+    )
+    code, out, err = cli("jobs", "abort", uri, job_id)
+    assert code == 0, err
+    doc = check_document(out)
+    assert (doc["jobId"], doc["kind"]) == (job_id, "stream")
+    assert any("writes it again" in m for m in doc["messages"]), doc
+
+
+def test_stream_batch_job_resumed(moto_s3: S3Target, cli: Cli) -> None:
+    uri = f"s3://{moto_s3.bucket}/{moto_s3.prefix}stream"
+    job_id = asyncio.run(crashed_batch(moto_s3, uri, "completes"))
+    code, out, err = cli("jobs", "resume", uri, job_id)
+    assert code == 0, err
+    doc = check_document(out)
+    assert (doc["jobId"], doc["kind"]) == (job_id, "stream")
+    assert any("no _SUCCESS" in m for m in doc["messages"]), doc
+    # committed by this job: abort is refused, in one line
+    assert "committed" in refused(cli("jobs", "abort", uri, job_id))
