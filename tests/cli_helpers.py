@@ -111,5 +111,10 @@ def check_document(text: str) -> dict[str, Any]:
     name = doc["command"]
     if name == "put":
         name = f"put {doc['result']}"
+    elif name == "jobs show":  # by kind: zerorename/<committer>, stream or s3a/magic
+        assert "kind" in doc, f"jobs show: no kind in {sorted(doc)}"
+        name = "jobs show " + (
+            "zerorename" if doc["kind"].startswith("zerorename/") else doc["kind"]
+        )
     _check(doc, schema()[name], name)
     return doc

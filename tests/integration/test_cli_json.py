@@ -102,6 +102,7 @@ async def test_jobs_json(
     code, out, err = await asyncio.to_thread(cli, "jobs", "show", dest, job_id, "--json")
     doc = check_document(out)
     assert code == 0 and doc["job"]["jobId"] == job_id and doc["job"]["pendingUploads"] == 1
+    assert doc["kind"] == "zerorename/magic"
     code, out, err = await asyncio.to_thread(cli, "jobs", "abort", dest, job_id, "--json")
     doc = check_document(out)
     assert code == 0 and doc["jobId"] == job_id and doc["uploadsAborted"] == 1, err

@@ -83,8 +83,10 @@ def test_s3a_job_crashed_pending(moto_s3: S3Target, cli: Cli) -> None:
     assert [(j["jobId"], j["kind"]) for j in doc["jobs"]] == [(S3A_JOB, "s3a/magic")]
     code, out, err = cli("jobs", "show", uri, S3A_JOB)
     assert code == 0, err
-    job = check_document(out)["job"]
-    assert (job["jobId"], job["committed"], job["uploads"]["pending"]) == (S3A_JOB, False, 2)
+    doc = check_document(out)
+    job = doc["job"]
+    assert (doc["kind"], job["jobId"], job["committed"]) == ("s3a/magic", S3A_JOB, False)
+    assert job["uploads"] == {"pending": 2, "completed": 2, "missing": 0}
     code, out, err = cli("jobs", "abort", uri, S3A_JOB)
     assert code == 0, err
     doc = check_document(out)
@@ -115,8 +117,9 @@ def test_s3a_job_committed_cleanup_undone(moto_s3: S3Target, cli: Cli) -> None:
     assert [j["jobId"] for j in check_document(out)["jobs"]] == [S3A_JOB]
     code, out, err = cli("jobs", "show", uri, S3A_JOB)
     assert code == 0, err
-    job = check_document(out)["job"]
-    assert (job["committed"], job["uploads"]["completed"]) == (True, 4)
+    doc = check_document(out)
+    job = doc["job"]
+    assert (doc["kind"], job["committed"], job["uploads"]["completed"]) == ("s3a/magic", True, 4)
     assert "committed" in refused(cli("jobs", "abort", uri, S3A_JOB))
     code, out, err = cli("jobs", "resume", uri, S3A_JOB)
     assert code == 0, err
@@ -173,12 +176,10 @@ def test_stream_batch_job_aborted(moto_s3: S3Target, cli: Cli) -> None:
     assert [j["jobId"] for j in check_document(out)["jobs"]] == [job_id]
     code, out, err = cli("jobs", "show", uri, job_id)
     assert code == 0, err
-    job = check_document(out)["job"]
-    assert (job["jobId"], job["stream"]["query"], job["stream"]["inLog"]) == (
-        job_id,
-        QUERY,
-        "intent",
-    )
+    doc = check_document(out)
+    job, stream = doc["job"], doc["job"]["stream"]
+    assert (doc["kind"], job["jobId"], job["commit"]["state"]) == ("stream", job_id, "completing")
+    assert (stream["query"], stream["batch"], stream["inLog"]) == (QUERY, 0, "intent")
     code, out, err = cli("jobs", "abort", uri, job_id)
     assert code == 0, err
     doc = check_document(out)

@@ -355,7 +355,7 @@ async def _s3a_action(eng: UploadEngine, dest: Destination, args: argparse.Names
     if args.action == "show":
         info = await show_s3a_job(eng, dest, job_id)
         if getattr(args, "json", False):
-            clijson.emit("jobs show", job=info)
+            clijson.emit("jobs show", kind="s3a/magic", job=info)
             return 0
         print(safe_json(info))
         return 0
@@ -494,7 +494,8 @@ async def _job_action(
         if stream is not None:
             out["stream"] = stream.show
         if getattr(args, "json", False):
-            clijson.emit("jobs show", job=out)
+            kind = "stream" if stream is not None else f"zerorename/{job.kind}"
+            clijson.emit("jobs show", kind=kind, job=out)
             return 0
         print(safe_json(out))
         return 0
