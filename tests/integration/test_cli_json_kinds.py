@@ -77,6 +77,8 @@ async def crashed_s3a(s3: S3Target, uri: str, *, committed: bool = False) -> Non
 def test_s3a_job_crashed_pending(moto_s3: S3Target, cli: Cli) -> None:
     uri = f"s3://{moto_s3.bucket}/{moto_s3.prefix}s3a"
     asyncio.run(crashed_s3a(moto_s3, uri))
+    stray = f"{moto_s3.prefix}s3a/another-writers.csv"  # no record of the job names it
+    moto_s3.boto3_client().create_multipart_upload(Bucket=moto_s3.bucket, Key=stray)
     code, out, err = cli("jobs", "list", uri)
     assert code == 0, err
     doc = check_document(out)
@@ -92,7 +94,7 @@ def test_s3a_job_crashed_pending(moto_s3: S3Target, cli: Cli) -> None:
     doc = check_document(out)
     assert (doc["jobId"], doc["kind"], doc["rolledBack"]) == (S3A_JOB, "s3a/magic", True)
     assert doc["uploadsAborted"] == 4 and len(doc["kept"]) == 2  # task 0's two objects
-    assert doc["objectsDeleted"] > 0
+    assert doc["objectsDeleted"] > 0 and doc["otherPendingUploads"] == 1  # the stray, left
     # gone: resume and abort refuse in one line
     refused(cli("jobs", "resume", uri, S3A_JOB))
     refused(cli("jobs", "abort", uri, S3A_JOB))
@@ -107,6 +109,10 @@ def test_s3a_job_resumed(moto_s3: S3Target, cli: Cli) -> None:
     doc = check_document(out)
     assert (doc["jobId"], doc["kind"], doc["files"]) == (S3A_JOB, "s3a/magic", 4)
     assert doc["bytes"] == sum(len(f"task {t}, file {n}\n") for t in range(2) for n in range(2))
+    # what its line says: task 1's completed now, task 0's before; task 2's aborted
+    counts = ("completedNow", "alreadyCompleted", "uploadsAborted", "successWritten")
+    assert [doc[k] for k in counts] == [2, 2, 2, True]
+    assert doc["objectsDeleted"] > 0
 
 
 def test_s3a_job_committed_cleanup_undone(moto_s3: S3Target, cli: Cli) -> None:
@@ -125,6 +131,7 @@ def test_s3a_job_committed_cleanup_undone(moto_s3: S3Target, cli: Cli) -> None:
     assert code == 0, err
     doc = check_document(out)
     assert (doc["jobId"], doc["kind"], doc["files"]) == (S3A_JOB, "s3a/magic", 4)
+    assert (doc["completedNow"], doc["alreadyCompleted"], doc["uploadsAborted"]) == (0, 4, 2)
 
 
 # -- a streaming query's batch job -------------------------------------------------------

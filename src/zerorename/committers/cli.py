@@ -368,6 +368,11 @@ async def _s3a_action(eng: UploadEngine, dest: Destination, args: argparse.Names
                 kind="s3a/magic",
                 files=res.files,
                 bytes=res.bytes,
+                completedNow=res.completed_now,
+                alreadyCompleted=res.already_completed,
+                uploadsAborted=res.open_uploads_aborted,
+                objectsDeleted=res.records_deleted,
+                successWritten=res.success_written,
                 messages=[],
             )
             return 0
@@ -392,6 +397,7 @@ async def _s3a_action(eng: UploadEngine, dest: Destination, args: argparse.Names
             uploadsAborted=ab.uploads_aborted,
             objectsDeleted=ab.records_deleted,
             kept=[uri for uri, _ in ab.maybe_completed] + [uri for uri, _ in ab.kept],
+            otherPendingUploads=ab.other_pending,
             messages=[] if ab.rolled_back else [NOTHING_ROLLED_BACK],
         )
         return 0
