@@ -14,12 +14,10 @@ import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-import anyio
-import anyio.to_thread
-
 from zerorename.engine.errors import RetriesExhausted
 from zerorename.sim.model import FaultKind, FaultSpec, Request
 from zerorename.testing.memfaults import Fault
+from zerorename.testing.rounds import settle
 
 
 @dataclass
@@ -103,26 +101,10 @@ class Scheduler:
             if w in self.waiting:
                 self.waiting.remove(w)
 
-    async def _settle(self) -> None:
-        """Wait until every task is parked: nothing ready on the loop, no thread busy."""
-        loop = asyncio.get_running_loop()
-        limiter = anyio.to_thread.current_default_thread_limiter()
-        quiet = 0
-        while quiet < 3:
-            await asyncio.sleep(0)
-            ready = len(getattr(loop, "_ready", ()))
-            if limiter.borrowed_tokens:
-                quiet = 0
-                await asyncio.sleep(0.0002)
-            elif ready:
-                quiet = 0
-            else:
-                quiet += 1
-
     async def drive(self) -> None:
         """Release parked requests one at a time until every actor has finished."""
         while True:
-            await self._settle()
+            await settle()
             if not self.waiting:
                 if self.live == 0:
                     return

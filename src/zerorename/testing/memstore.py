@@ -127,6 +127,8 @@ class MemoryStore(UploadSide):
         #: body bytes get_object handed over (a read past a cap counts the cap + 1)
         self.bytes_read = 0
         self.gate: Gate | None = None
+        #: when set, awaited in place of the latency (:mod:`~zerorename.testing.rounds`)
+        self.delay: Callable[[], Awaitable[None]] | None = None
         self._count = 0
         self._faults = Faults()
 
@@ -197,7 +199,9 @@ class MemoryStore(UploadSide):
         start = self.clock()
         error: str | None = None
         try:
-            if self.latency > 0:
+            if self.delay is not None:
+                await self.delay()
+            elif self.latency > 0:
                 await anyio.sleep(self.latency)
             else:
                 await anyio.lowlevel.checkpoint()

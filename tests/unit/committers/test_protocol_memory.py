@@ -30,6 +30,7 @@ from zerorename.engine.errors import RetriesExhausted
 from zerorename.testing.memfaults import ProcessCrashed
 from zerorename.testing.memstore import MemoryState, MemoryStore
 from zerorename.testing.requestlog import describe, sequential_requests
+from zerorename.testing.rounds import rounds
 
 B = "bkt"
 DEST = "out"
@@ -458,23 +459,19 @@ async def test_abort_refused_once_success_is_written_even_if_the_journal_lags(
     check_committed(p, p.state, data_of(clean))
 
 
-async def sequential_commit(p: Prepared, latency: float) -> tuple[int, str]:
-    """The commit's requests with ``latency`` seconds each: (sequential count, summary)."""
+async def sequential_commit(p: Prepared) -> tuple[int, str]:
+    """The commit's requests, each taking one virtual round (:mod:`zerorename.testing.rounds`:
+    no clock is read, so a loaded machine counts what a quiet one does): (sequential
+    count, summary)."""
     store = p.store()
     job = await p.committer(store).open_job(p.job_id)
-    store.latency = latency
     start = len(store.log)
-    await job.commit(p.summaries)
+    async with rounds(store):
+        await job.commit(p.summaries)
     log = store.log[start:]
     return sequential_requests(log), describe(log)
 
 
-#: 500 ms per request: requests sent together overlap by far more than the loop's jitter,
-#: also on a loaded CI machine (at 50 ms a 64-task replace once chained 9 under load; at
-#: 200 ms a 64-task append chained 7 at load 20 with parallel workers: the marker's HEAD
-#: ended before the 64 pendingset GETs of its round had all started). A count by rounds
-#: that does not read the clock (the simulation's parked-actors gate) would end this.
-LATENCY = 0.5
 #: sequential requests of a commit (issue 12's goal: <= 6 for append and <= 8 for replace
 #: up to the commit concurrency, 64): read everything > write journal and plan >
 #: complete > [_SUCCESS, journal, listings] > [delete records, abort leftovers] > delete
@@ -493,7 +490,7 @@ REPLACE_BOUND = 9
 @pytest.mark.parametrize("tasks", list(APPEND_BOUND))
 async def test_sequential_requests_of_an_append_commit(tasks: int, tmp_path: Path) -> None:
     p = await prepare("magic", "append", tmp_path, tasks=tasks, files=1, pending_records=False)
-    count, line = await sequential_commit(p, LATENCY)
+    count, line = await sequential_commit(p)
     print(f"\nmagic append, {tasks} tasks: {line}")
     assert count <= APPEND_BOUND[tasks]
 
@@ -501,7 +498,7 @@ async def test_sequential_requests_of_an_append_commit(tasks: int, tmp_path: Pat
 @pytest.mark.parametrize("tasks", [12, 64])
 async def test_sequential_requests_of_a_replace_commit(tasks: int, tmp_path: Path) -> None:
     p = await prepare("staging", "replace", tmp_path, tasks=tasks, files=1)
-    count, line = await sequential_commit(p, LATENCY)
+    count, line = await sequential_commit(p)
     print(f"\nstaging replace, {tasks} tasks: {line}")
     assert count <= REPLACE_BOUND
 
@@ -519,6 +516,6 @@ async def test_sequential_requests_of_the_other_modes(
     a replace by partition then looks for S3A jobs under the destination (their commits
     take no lock): two rounds more (its directories, then each one's layout at once)."""
     p = await prepare(kind, conflict, tmp_path, tasks=12, files=1, old=conflict != "fail")
-    count, line = await sequential_commit(p, LATENCY)
+    count, line = await sequential_commit(p)
     print(f"\n{kind} {conflict}, 12 tasks: {line}")
     assert count <= bound
