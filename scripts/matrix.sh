@@ -7,7 +7,8 @@
 # selection of the suite (engine, committers and Spark parts; moto only, no RGW), niced:
 #   floors       every direct dependency (pyproject's [project] dependencies and the spark
 #                extra) pinned to its declared minimum: 'pkg==min'
-#   pyspark-4.N  pyspark==4.N.* with everything else at its newest
+#   pyspark-4.N  pyspark==4.N.* with everything else at its newest (not run, and said so,
+#                when 4.N is below the spark extra's declared pyspark floor)
 # The result (date, python, each entry's installed versions of the direct dependencies,
 # pass/fail and pytest's summary line) goes to docs/matrix.md, one row per entry (rows of
 # entries not run this time are kept): commit it. Logs stay in
@@ -72,6 +73,14 @@ for entry in "${entries[@]}"; do
     for t in "${tests[@]}"; do # a renamed test file: say so before building anything
         [[ $t == -* || -e ${t%%::*} ]] || { say "no test file $t: fix the selection in $0"; exit 2; }
     done
+    if [[ $entry == pyspark-* ]]; then # below the declared floor: pip would refuse it
+        floor=$(grep -o 'pyspark\[connect\]>=[0-9.]*' pyproject.toml | head -1 | cut -d= -f2)
+        if [ "$(printf '%s\n' "${entry#pyspark-}" "$floor" | sort -V | head -1)" != "$floor" ]; then
+            rows+=("| $entry | $(date -u +%F) | - | not run: below the declared floor pyspark>=$floor (pyproject.toml) | below floor |")
+            say "$entry: below the declared floor pyspark>=$floor: not run"
+            continue
+        fi
+    fi
     reuse=0
     [ "${ZR_MATRIX_REUSE:-0}" = 1 ] && [ -x "$venv/bin/python" ] && reuse=1
     if [ $reuse = 0 ]; then
