@@ -7,7 +7,8 @@
 # selection of the suite (engine, committers and Spark parts; moto only, no RGW), niced:
 #   floors       every direct dependency (pyproject's [project] dependencies and the spark
 #                extra) pinned to its declared minimum: 'pkg==min'
-#   pyspark-4.N  pyspark==4.N.* with everything else at its newest
+#   pyspark-4.N  pyspark==4.N.* with everything else at its newest (not run, and said so,
+#                when 4.N is below the spark extra's declared pyspark floor)
 # The result (date, python, each entry's installed versions of the direct dependencies,
 # pass/fail and pytest's summary line) goes to docs/matrix.md, one row per entry (rows of
 # entries not run this time are kept): commit it. Logs stay in
@@ -28,7 +29,7 @@ entries=("$@")
 ENGINE_TESTS=(tests/unit/test_engine_planning.py tests/unit/test_engine_retry.py
     tests/unit/test_engine_records.py tests/unit/committers/test_round_trips.py
     tests/integration/test_engine_uploads.py tests/integration/committers/test_committers_it_basic.py)
-SPARK_TESTS=(tests/unit/test_spark_pure.py tests/unit/test_spark_commit_options.py
+SPARK_TESTS=(tests/unit/test_spark_pure.py tests/unit/test_commit_options_parsing.py
     tests/spark/test_spark_write.py tests/spark/test_spark_streaming.py
     tests/spark/test_spark_connect.py)
 
@@ -66,15 +67,26 @@ for entry in "${entries[@]}"; do
     cons="$DIR/$entry.constraints"
     constraints "$entry" >"$cons" || exit 2
     say "$entry: venv $venv, constraints: $(tr '\n' ' ' <"$cons")"
+    tests=("${ENGINE_TESTS[@]}" "${SPARK_TESTS[@]}")
+    [ "$entry" = floors ] || tests=("${SPARK_TESTS[@]}")
+    if [ -n "${ZR_MATRIX_TESTS:-}" ]; then read -ra tests <<<"$ZR_MATRIX_TESTS"; fi
+    for t in "${tests[@]}"; do # a renamed test file: say so before building anything
+        [[ $t == -* || -e ${t%%::*} ]] || { say "no test file $t: fix the selection in $0"; exit 2; }
+    done
+    if [[ $entry == pyspark-* ]]; then # below the declared floor: pip would refuse it
+        floor=$(grep -o 'pyspark\[connect\]>=[0-9.]*' pyproject.toml | head -1 | cut -d= -f2)
+        if [ "$(printf '%s\n' "${entry#pyspark-}" "$floor" | sort -V | head -1)" != "$floor" ]; then
+            rows+=("| $entry | $(date -u +%F) | - | not run: below the declared floor pyspark>=$floor (pyproject.toml) | below floor |")
+            say "$entry: below the declared floor pyspark>=$floor: not run"
+            continue
+        fi
+    fi
     reuse=0
     [ "${ZR_MATRIX_REUSE:-0}" = 1 ] && [ -x "$venv/bin/python" ] && reuse=1
     if [ $reuse = 0 ]; then
         rm -rf "$venv"
-        "$PY" -m venv "$venv"
+        nice -n 19 "$PY" -m venv "$venv"
     fi
-    tests=("${ENGINE_TESTS[@]}" "${SPARK_TESTS[@]}")
-    [ "$entry" = floors ] || tests=("${SPARK_TESTS[@]}")
-    if [ -n "${ZR_MATRIX_TESTS:-}" ]; then read -ra tests <<<"$ZR_MATRIX_TESTS"; fi
     pip=(nice -n 19 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
     if [ $reuse = 1 ]; then
         say "$entry: reusing the environment in $venv (ZR_MATRIX_REUSE=1)"
@@ -123,6 +135,11 @@ fi
     echo "| entry | date | installed | pytest | result |"
     echo "| --- | --- | --- | --- | --- |"
     printf '%s\n' "${kept[@]}" "${rows[@]}" | grep . | sort -t'|' -k2,2
+    missing=()
+    for e in floors pyspark-4.0 pyspark-4.1 pyspark-4.2 pyspark-4.3; do
+        printf '%s\n' "${kept[@]}" "${rows[@]}" | grep -q "^| $e |" || missing+=("$e")
+    done
+    [ ${#missing[@]} = 0 ] || (IFS=,; printf '\nNot run yet: %s.\n' "${missing[*]}" | sed 's/,/, /g')
 } >"$OUT"
 say "wrote $OUT"
 grep -q '| FAIL |' "$OUT" && exit 1

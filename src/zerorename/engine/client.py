@@ -167,12 +167,18 @@ def _keepalive_socket(addr_info: Any) -> socket.socket:
     return sock
 
 
-def _default_verify_context() -> ssl.SSLContext:
+def _default_verify_context(verify: Any = True) -> ssl.SSLContext:
+    """What aiobotocore's session verifies with (``verify``: its ``_verify``, True, False or
+    a CA bundle's path), for sessions before 3.9 (no ``_build_verify_context``)."""
     from botocore.httpsession import create_urllib3_context, get_cert_path
 
     context: ssl.SSLContext = create_urllib3_context()
+    if not verify:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        return context
     context.check_hostname = True
-    context.load_verify_locations(get_cert_path(True))
+    context.load_verify_locations(get_cert_path(verify))
     return context
 
 
@@ -298,7 +304,7 @@ class FastClient:
         if callable(build):
             context: ssl.SSLContext = build()
             return context
-        return _default_verify_context()
+        return _default_verify_context(getattr(http, "_verify", True))
 
     # -- where a bucket's requests go ----------------------------------------------------
     async def _target(self, bucket: Any) -> Target | None:

@@ -108,7 +108,8 @@ class ObjectOps:
 
         async def call(attempt: int) -> bytes:
             resp = await self._client.get_object(Bucket=bucket, Key=key)
-            async with resp["Body"] as body:
+            body = resp["Body"]  # not `as body`: before 3.8, aiobotocore gives aiohttp's
+            async with body:  # response there, which has no read(n)
                 claimed = resp.get("ContentLength")
                 if isinstance(claimed, int) and claimed > cap:
                     raise too_large(bucket, key, cap, f"is {claimed} bytes, more")
@@ -152,7 +153,8 @@ class ObjectOps:
             etag = etag or resp.get("ETag")
             waited = 0.0
             try:
-                async with resp["Body"] as body:
+                body = resp["Body"]  # the StreamingBody (see get_object)
+                async with body:
                     while True:
                         began = time.monotonic()
                         chunk: bytes = await deadline(

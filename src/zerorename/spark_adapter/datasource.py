@@ -27,6 +27,7 @@ Streams append only: the setting does not concern them.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
 from collections.abc import Iterator
@@ -78,8 +79,12 @@ def _arrow_schema(schema: StructType) -> pa.Schema | None:
     cannot convert it (then no empty-output file is written)."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
+    # pyspark 4.1 says timestamp_utc=True, later ones timezone="UTC"
+    utc: dict[str, Any] = {"timezone": "UTC"}
+    if "timezone" not in inspect.signature(to_arrow_schema).parameters:
+        utc = {"timestamp_utc": True}
     try:
-        return to_arrow_schema(schema, timezone="UTC")
+        return to_arrow_schema(schema, **utc)
     except Exception:
         log.warning("zerorename: no Arrow schema for %s; an empty write leaves no file", schema)
         return None
