@@ -47,6 +47,7 @@ from typing import Any
 
 import pytest
 
+import jvm_archive
 from zerorename.testing.faultproxy import FaultProxy
 from zerorename.testing.servers import (
     RGW_PACKAGES,
@@ -59,12 +60,7 @@ from zerorename.testing.servers import (
 from zerorename.testing.targets import S3Target, purge, unique_bucket_name, unique_prefix
 from zerorename.testing.tls import TLS_DIR_ENV, TlsFiles, session_tls
 
-#: the JVMs the tests start (every Spark driver through spark-submit: the run's sessions, the
-#: perf/demo/Connect children; the standalone cluster's master and workers) compile with C1
-#: only and collect with the serial GC: a JVM that lives for seconds to minutes spends half its
-#: CPU in C2 compiles and GC threads (tests/spark/test_spark_write.py: the driver's CPU 69 s ->
-#: 35 s). What Spark computes does not change; a value already set by the caller is kept.
-TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+TEST_JVM_OPTIONS = jvm_archive.TEST_JVM_OPTIONS
 for _var in ("SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS"):
     os.environ.setdefault(_var, TEST_JVM_OPTIONS)
 
@@ -136,6 +132,10 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[RUN_DIR_ENV] = run_dir
         os.environ[RUN_OWNER_ENV] = str(os.getpid())
         os.environ[TLS_DIR_ENV] = os.path.join(run_dir, "tls")
+    run_dir = os.environ.get(RUN_DIR_ENV, "")
+    for var in ("SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS"):
+        if run_dir and os.environ.get(var) == TEST_JVM_OPTIONS:  # ours, not the caller's
+            os.environ[var] = jvm_archive.jvm_options(TEST_JVM_OPTIONS, run_dir)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -144,6 +144,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if _is_worker(config) or not run_dir or os.environ.get(RUN_OWNER_ENV) != str(os.getpid()):
         return
     try:
+        jvm_archive.stop_archive(run_dir)
         stop_shared_rgw(run_dir)
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)

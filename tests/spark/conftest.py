@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+import jvm_archive
 from needs import need_module
 
 pyspark = need_module("pyspark", "pip install -e '.[spark]'")
@@ -69,6 +70,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         names = getattr(item, "fixturenames", ())
         if ("spark" in names or "cluster" in names) and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(SESSION_TEST_TIMEOUT))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def jvm_class_archive() -> None:
+    """The first Spark test of the run starts the build of the JVMs' class archive
+    (tests/jvm_archive.py); later JVMs start faster once it is there."""
+    run_dir = os.environ.get("ZR_TEST_RUN_DIR")
+    if run_dir and "SharedArchiveFile" in os.environ.get("SPARK_SUBMIT_OPTS", ""):
+        jvm_archive.start_archive(run_dir, jvm_archive.TEST_JVM_OPTIONS)
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,122 @@
+"""A class-data-sharing archive of Spark's classes for the run's later JVMs.
+
+A Spark driver JVM that lives for seconds spends much of its CPU loading and verifying
+the same ~10,000 classes from Spark's jars; a JVM started with a dynamic CDS archive of
+them maps them instead (a local session's write and read: 24 -> 11-16 CPU-s measured
+here). The first Spark test of a run starts this script in the background: it runs a
+small session whose JVM writes the archive when it exits (-XX:ArchiveClassesAtExit), and
+moves it to its place only once whole. Every JVM the tests start through spark-submit (or
+as the standalone cluster's daemons) names that place in SPARK_SUBMIT_OPTS /
+SPARK_DAEMON_JAVA_OPTS (:func:`jvm_options`): a JVM started before the archive exists, or
+one whose class path differs from the archive's, runs as it would without it (its CDS
+warnings are switched off). What Spark computes does not change.
+
+    python jvm_archive.py ARCHIVE      (run by :func:`start_archive`, not by hand)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+#: the JVMs the tests start (every Spark driver through spark-submit: the run's sessions, the
+#: perf/demo/Connect children; the standalone cluster's master and workers) compile with C1
+#: only and collect with the serial GC: a JVM that lives for seconds to minutes spends half its
+#: CPU in C2 compiles and GC threads (tests/spark/test_spark_write.py: the driver's CPU 69 s ->
+#: 35 s). What Spark computes does not change; a value already set by the caller is kept.
+TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+ARCHIVE = "spark-classes.jsa"
+#: silence the JVM's CDS warnings (an archive built from another class path: not used)
+QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+
+
+def jvm_options(base: str, run_dir: str) -> str:
+    """``base`` plus the run's archive (used once it exists)."""
+    return f"{base} -XX:SharedArchiveFile={os.path.join(run_dir, ARCHIVE)} {QUIET}"
+
+
+def start_archive(run_dir: str, base: str) -> None:
+    """Start the archive's build once per run (the first caller wins, by an exclusive
+    create of its pid file); it runs beside the tests."""
+    pid_file = os.path.join(run_dir, ARCHIVE + ".pid")
+    try:
+        fd = os.open(pid_file, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return
+    env = dict(os.environ)
+    tmp = os.path.join(run_dir, ARCHIVE + ".tmp")
+    env["SPARK_SUBMIT_OPTS"] = f"{base} -XX:ArchiveClassesAtExit={tmp} {QUIET}"
+    with open(os.path.join(run_dir, ARCHIVE + ".log"), "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, __file__, os.path.join(run_dir, ARCHIVE)],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    os.write(fd, str(proc.pid).encode())
+    os.close(fd)
+
+
+def stop_archive(run_dir: str) -> None:
+    """At the run's end: stop a build still running (a short run), with its JVM."""
+    try:
+        pid = int(Path(run_dir, ARCHIVE + ".pid").read_text() or "0")
+    except (OSError, ValueError):
+        return
+    if pid:
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)
+
+
+def _build(archive: str) -> None:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.datasource import DataSource, DataSourceWriter, WriterCommitMessage
+
+    class Nowhere(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "zr_archive_nowhere"
+
+        def writer(self, schema: object, overwrite: bool) -> DataSourceWriter:
+            return Discard()
+
+    class Discard(DataSourceWriter):
+        def write(self, iterator: object) -> WriterCommitMessage:
+            return WriterCommitMessage()
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .getOrCreate()
+    )
+    out = archive + ".parquet"
+    df = spark.range(0, 1000, 1, 2).selectExpr("id", "CAST(id % 3 AS STRING) AS day")
+    df.write.mode("overwrite").partitionBy("day").parquet(out)
+    spark.read.parquet(out).groupBy("day").count().collect()
+    spark.dataSource.register(Nowhere)
+    df.write.format("zr_archive_nowhere").mode("append").save()
+    gateway = spark.sparkContext._gateway
+    spark.stop()
+    jvm = getattr(gateway, "proc", None)
+    gateway.shutdown()
+    if jvm is not None:  # the JVM writes the archive as it exits
+        jvm.stdin.close()
+        jvm.wait(timeout=300)
+    tmp = archive + ".tmp"
+    if os.path.getsize(tmp) > 0:
+        os.replace(tmp, archive)
+    Path(archive + ".pid").write_text("")  # done: nothing for stop_archive to stop
+
+
+if __name__ == "__main__":
+    _build(sys.argv[1])
