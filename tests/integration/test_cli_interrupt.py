@@ -164,12 +164,18 @@ def test_ctrl_c_before_any_part_is_honest_and_leaves_nothing_pending(
     key = moto_s3.key("creating")
     line = _put_interrupted_at(moto_s3, proxy, tmp_path, "CreateMultipartUpload", key)
     assert line.startswith("zerorename: interrupted"), line
+    # the held create reaches the store whether or not the CLI still waits for it: look
+    # only once the proxy has served it (else an upload it creates later goes unseen)
+    log = proxy.timed_log(timeout=120)
+    ops = [r.op for r in log]
+    assert ops.count("CreateMultipartUpload") == 1 and proxy.stats.requests() == len(log), log
     client = moto_s3.boto3_client()
     listed = client.list_objects_v2(Bucket=moto_s3.bucket, Prefix=key).get("Contents", [])
     assert listed == []  # not written ...
     assert "exists" not in line.replace("may exist", ""), line  # ... and never claimed to be
     pending = client.list_multipart_uploads(Bucket=moto_s3.bucket, Prefix=key)
-    assert pending.get("Uploads", []) == [], pending  # the engine aborted what it created
+    assert pending.get("Uploads", []) == [], (line, log)  # the engine aborted what it created
+    assert ops.count("AbortMultipartUpload") == 1, log
 
 
 def test_ctrl_c_during_complete_says_some_may_have_completed(
