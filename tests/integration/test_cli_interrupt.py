@@ -8,6 +8,7 @@ wall-clock assert: the waits are for events, with a generous deadline against ha
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -20,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from zerorename.engine import EngineConfig, RetryConfig, UploadEngine
 from zerorename.testing.faultproxy import FaultProxy, FaultRule
 from zerorename.testing.targets import S3Target
 
@@ -203,3 +205,28 @@ def test_ctrl_c_during_complete_says_some_may_have_completed(
     proc, err = _interrupt_when(proxy, "CompleteMultipartUpload", argv, _env(moto_s3))
     line = _one_line(proc, err)
     assert "may have been completed" in line, line
+
+
+async def test_ctrl_c_during_a_create_that_then_fails_is_still_an_interrupt(
+    moto_s3: S3Target, fault_proxy: Callable[..., Any]
+) -> None:
+    """Ctrl-C as asyncio.Runner delivers it (``Task.cancel()`` of the main task) while the
+    create is held; the create then fails (the proxy stops: its connection closes
+    unanswered, no retry): the upload ends as cancelled, so the CLI says "interrupted",
+    not the create's error. In process: no subprocess needed for the engine's part."""
+    proxy: FaultProxy = fault_proxy(moto_s3.endpoint_url)
+    proxy.add_rule(FaultRule(operation="CreateMultipartUpload", fault="stall", delay=600.0))
+    cfg: EngineConfig = moto_s3.with_endpoint(proxy.url).engine_config(
+        part_size=5 * MiB, retry=RetryConfig(max_attempts=1)
+    )
+    async with UploadEngine(cfg) as engine:
+        task = asyncio.ensure_future(
+            engine.upload(moto_s3.bucket, moto_s3.key("c"), bytes(11 * MiB))
+        )
+        while proxy.stats.requests("CreateMultipartUpload") == 0:  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+        task.cancel()
+        await asyncio.to_thread(proxy.stop)  # after the cancel: the create fails only now
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert proxy.stats.requests() == proxy.stats.requests("CreateMultipartUpload") == 1

@@ -378,12 +378,10 @@ class UploadEngine(CompletionOps, ObjectOps):
         with anyio.CancelScope(shield=True):
             while not create.done():
                 try:
-                    await asyncio.shield(create)
+                    await asyncio.wait((create,))  # neither cancels it nor raises its error
                 except asyncio.CancelledError as exc:
-                    if create.cancelled():
-                        raise
                     cancelled = cancelled or exc
-        if cancelled is not None and create.exception() is not None:
+        if cancelled is not None and (create.cancelled() or create.exception() is not None):
             raise cancelled  # the interrupt, not the failure it cut short, is what ended it
         up.upload_id = create.result()  # a failed create raises here
         if cancelled is not None:
