@@ -8,6 +8,7 @@ wall-clock assert: the waits are for events, with a generous deadline against ha
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -20,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from zerorename.engine import EngineConfig, RetryConfig, UploadEngine
 from zerorename.testing.faultproxy import FaultProxy, FaultRule
 from zerorename.testing.targets import S3Target
 
@@ -164,12 +166,18 @@ def test_ctrl_c_before_any_part_is_honest_and_leaves_nothing_pending(
     key = moto_s3.key("creating")
     line = _put_interrupted_at(moto_s3, proxy, tmp_path, "CreateMultipartUpload", key)
     assert line.startswith("zerorename: interrupted"), line
+    # the held create reaches the store whether or not the CLI still waits for it: look
+    # only once the proxy has served it (else an upload it creates later goes unseen)
+    log = proxy.timed_log(timeout=120)
+    ops = [r.op for r in log]
+    assert ops.count("CreateMultipartUpload") == 1 and proxy.stats.requests() == len(log), log
     client = moto_s3.boto3_client()
     listed = client.list_objects_v2(Bucket=moto_s3.bucket, Prefix=key).get("Contents", [])
     assert listed == []  # not written ...
     assert "exists" not in line.replace("may exist", ""), line  # ... and never claimed to be
     pending = client.list_multipart_uploads(Bucket=moto_s3.bucket, Prefix=key)
-    assert pending.get("Uploads", []) == [], pending  # the engine aborted what it created
+    assert pending.get("Uploads", []) == [], (line, log)  # the engine aborted what it created
+    assert ops.count("AbortMultipartUpload") == 1, log
 
 
 def test_ctrl_c_during_complete_says_some_may_have_completed(
@@ -197,3 +205,28 @@ def test_ctrl_c_during_complete_says_some_may_have_completed(
     proc, err = _interrupt_when(proxy, "CompleteMultipartUpload", argv, _env(moto_s3))
     line = _one_line(proc, err)
     assert "may have been completed" in line, line
+
+
+async def test_ctrl_c_during_a_create_that_then_fails_is_still_an_interrupt(
+    moto_s3: S3Target, fault_proxy: Callable[..., Any]
+) -> None:
+    """Ctrl-C as asyncio.Runner delivers it (``Task.cancel()`` of the main task) while the
+    create is held; the create then fails (the proxy stops: its connection closes
+    unanswered, no retry): the upload ends as cancelled, so the CLI says "interrupted",
+    not the create's error. In process: no subprocess needed for the engine's part."""
+    proxy: FaultProxy = fault_proxy(moto_s3.endpoint_url)
+    proxy.add_rule(FaultRule(operation="CreateMultipartUpload", fault="stall", delay=600.0))
+    cfg: EngineConfig = moto_s3.with_endpoint(proxy.url).engine_config(
+        part_size=5 * MiB, retry=RetryConfig(max_attempts=1)
+    )
+    async with UploadEngine(cfg) as engine:
+        task = asyncio.ensure_future(
+            engine.upload(moto_s3.bucket, moto_s3.key("c"), bytes(11 * MiB))
+        )
+        while proxy.stats.requests("CreateMultipartUpload") == 0:  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+        task.cancel()
+        await asyncio.to_thread(proxy.stop)  # after the cancel: the create fails only now
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert proxy.stats.requests() == proxy.stats.requests("CreateMultipartUpload") == 1

@@ -3,6 +3,7 @@ retries and adapts to throttling, reports progress, and can defer completion."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import (
     AsyncGenerator,
     AsyncIterator,
@@ -330,10 +331,7 @@ class UploadEngine(CompletionOps, ObjectOps):
                     if up.upload_id is None:
                         if part.last and part.number == 1 and not defer:
                             return await self._put_single(up, part, progress, object_args)
-                        # shielded: a cancel mid-request would leave an upload we never
-                        # learn the id of; after it, the except below can abort it
-                        with anyio.CancelScope(shield=True):
-                            up.upload_id = await self._create(up, object_args)
+                        await self._create_to_the_end(up, object_args)
                     window = await self._limiter.acquire()
                     tg.start_soon(self._send_part, up, part, window, progress)
             assert up.upload_id is not None
@@ -368,6 +366,26 @@ class UploadEngine(CompletionOps, ObjectOps):
 
     def _checksum_args(self, value: str | None) -> dict[str, str]:
         return {checksums.PARAM[self.config.checksum]: value} if value else {}
+
+    async def _create_to_the_end(self, up: _Upload, object_args: dict[str, Any]) -> None:
+        """Set ``up.upload_id`` from the create's answer, waited for even when this task is
+        cancelled meanwhile: a cancel mid-request would leave an upload we never learn the
+        id of. The create runs in a task of its own because anyio's shield does not stop
+        asyncio's own ``Task.cancel()`` (what ``asyncio.Runner`` does on Ctrl-C); a cancel
+        that came meanwhile is raised once the id is known, so the caller aborts it."""
+        create = asyncio.ensure_future(self._create(up, object_args))
+        cancelled: asyncio.CancelledError | None = None
+        with anyio.CancelScope(shield=True):
+            while not create.done():
+                try:
+                    await asyncio.wait((create,))  # neither cancels it nor raises its error
+                except asyncio.CancelledError as exc:
+                    cancelled = cancelled or exc
+        if cancelled is not None and (create.cancelled() or create.exception() is not None):
+            raise cancelled  # the interrupt, not the failure it cut short, is what ended it
+        up.upload_id = create.result()  # a failed create raises here
+        if cancelled is not None:
+            raise cancelled
 
     async def _create(self, up: _Upload, object_args: dict[str, Any]) -> str:
         args = dict(object_args)
