@@ -31,7 +31,7 @@ from zerorename.engine.events import BytesSent, UploadCompleted
 from zerorename.errors import ZeroRenameError
 from zerorename.perf import cli as perf_commands
 from zerorename.spark_adapter import demo
-from zerorename.spark_adapter.streamjobs import stream_job_action
+from zerorename.spark_adapter.streamjobs import stream_job_action, stream_job_ids
 from zerorename.units import MiB
 
 log = logging.getLogger("zerorename.cli")
@@ -499,7 +499,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=_cmd_finish)
 
     committer_commands.add_subcommands(
-        sub, stream_jobs=stream_job_action, progress=open_progress, options=add_progress_options
+        sub,
+        stream_jobs=stream_job_action,
+        stream_ids=stream_job_ids,
+        progress=open_progress,
+        options=add_progress_options,
     )
     demo.add_subcommand(sub)
     perf_commands.add_subcommands(sub)

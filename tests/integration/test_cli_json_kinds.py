@@ -180,7 +180,8 @@ def test_stream_batch_job_aborted(moto_s3: S3Target, cli: Cli) -> None:
     job_id = asyncio.run(crashed_batch(moto_s3, uri, "intent"))
     code, out, err = cli("jobs", "list", uri)
     assert code == 0, err
-    assert [j["jobId"] for j in check_document(out)["jobs"]] == [job_id]
+    # the kind jobs show|resume|abort report (it was zerorename/magic here)
+    assert [(j["jobId"], j["kind"]) for j in check_document(out)["jobs"]] == [(job_id, "stream")]
     code, out, err = cli("jobs", "show", uri, job_id)
     assert code == 0, err
     doc = check_document(out)

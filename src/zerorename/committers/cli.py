@@ -82,6 +82,8 @@ class StreamJobReply:
 #: the ``zerorename`` command passes the streaming sink's (``spark_adapter.streamjobs``),
 #: which keeps a query's log and its destination consistent (this layer knows no streams)
 StreamJobs = Callable[[UploadEngine, Destination, str, str], Awaitable[StreamJobReply | None]]
+#: the ids of every streaming query's batch jobs at a destination (``jobs list``'s kind)
+StreamJobIds = Callable[[UploadEngine, Destination], Awaitable[frozenset[str]]]
 
 
 class Bar(Protocol):
@@ -322,8 +324,11 @@ async def _uploads_abort_json(eng: UploadEngine, args: argparse.Namespace) -> in
 
 async def _jobs_list(eng: UploadEngine, args: argparse.Namespace) -> int:
     """zerorename's jobs and Hadoop S3A's magic jobs, one line each, sorted by job id; the
-    kind column tells them apart (``zerorename/<committer>`` or ``s3a/magic``)."""
+    kind column tells them apart (``zerorename/<committer>``, ``stream`` for a streaming
+    query's batch job, as ``jobs show|resume|abort`` say, or ``s3a/magic``)."""
     dest = Destination.parse(args.dest)
+    ids: StreamJobIds | None = getattr(args, "stream_ids", None)
+    streams = await ids(eng, dest) if ids is not None else frozenset()
     rows: list[tuple[str, str, str, str]] = []
     s3a = set()
     async for sj in list_s3a_jobs(eng, dest):
@@ -334,6 +339,8 @@ async def _jobs_list(eng: UploadEngine, args: argparse.Namespace) -> int:
             continue  # S3A's directory, listed above
         created = _when(entry.marker.created) if entry.marker else "?"
         kind = "zerorename/" + (entry.marker.committer if entry.marker else "?")
+        if entry.job_id in streams:
+            kind = "stream"
         rows.append((entry.job_id, kind, entry.state, created))
     if getattr(args, "json", False):
         jobs = [dict(zip(("jobId", "kind", "state", "created"), r, strict=True)) for r in rows]
@@ -704,12 +711,14 @@ def add_subcommands(
     sub: Any,
     *,
     stream_jobs: StreamJobs | None = None,
+    stream_ids: StreamJobIds | None = None,
     progress: Progress | None = None,
     options: Callable[[argparse.ArgumentParser], None] | None = None,
 ) -> None:
     """Add ``uploads``, ``jobs`` and ``inspect`` to an argparse subparsers object;
     ``stream_jobs``: the hook ``jobs show|resume|abort`` run for a streaming query's batch
-    job (without it such a job is treated as any other); ``progress``: the display of
+    job (without it such a job is treated as any other); ``stream_ids``: the hook that
+    names such jobs for ``jobs list`` (kind ``stream``); ``progress``: the display of
     ``uploads abort`` and ``jobs resume|abort`` (the ``zerorename`` command's), with
     ``options`` adding its flags."""
     up = sub.add_parser("uploads", help="list or abort pending multipart uploads under a prefix")
@@ -756,7 +765,12 @@ def add_subcommands(
     _engine_options(jobs)
     if options is not None:
         options(jobs)
-    jobs.set_defaults(func=_runner(_jobs_action), stream_jobs=stream_jobs, progress_hook=progress)
+    jobs.set_defaults(
+        func=_runner(_jobs_action),
+        stream_jobs=stream_jobs,
+        stream_ids=stream_ids,
+        progress_hook=progress,
+    )
 
     ins = sub.add_parser(
         "inspect", help="show a _SUCCESS, .pending or .pendingset record (zerorename's or S3A's)"

@@ -18,7 +18,7 @@ from zerorename.committers import MagicCommitter, cli
 from zerorename.committers.s3ajobs import NOTHING_ROLLED_BACK, UNRECORDED
 from zerorename.sim.model import BUCKET, DEST, SIBLING, ActorSpec, Outcome
 from zerorename.sim.world import URI, DeadJob, World, crashed, one_line
-from zerorename.spark_adapter.streamjobs import stream_job_action
+from zerorename.spark_adapter.streamjobs import stream_job_action, stream_job_ids
 
 #: pauses an operator waits for a dead job to appear before it gives up
 PATIENCE = 40
@@ -33,7 +33,11 @@ def cli_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="zerorename")
     # with the hook the `zerorename` command registers (zerorename.commands): a stream
     # batch's job is resumed or aborted as a user's command does it
-    cli.add_subcommands(parser.add_subparsers(dest="command"), stream_jobs=stream_job_action)
+    cli.add_subcommands(
+        parser.add_subparsers(dest="command"),
+        stream_jobs=stream_job_action,
+        stream_ids=stream_job_ids,
+    )
     return parser
 
 

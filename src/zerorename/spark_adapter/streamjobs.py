@@ -35,7 +35,9 @@ from zerorename.spark_adapter.streamlog import (
     InLog,
     StreamLog,
     in_log,
+    jobs_prefix,
     log_key,
+    started_job,
     started_key,
 )
 from zerorename.spark_adapter.streamread import read_log, stream_queries
@@ -184,6 +186,31 @@ async def _abort(store: Store, dest: Destination, sj: StreamJob) -> list[str]:
         lines.append(f"{head}: the stream log does not count it; Spark's next run is unchanged")
     await _forget(store, dest, sj)
     return lines
+
+
+async def stream_job_ids(store: Store, dest: Destination) -> frozenset[str]:
+    """Every job a query at ``dest`` noted or its log names (its intent, or a batch it
+    recorded): what ``jobs list`` shows as ``stream``, as ``jobs show`` does."""
+    queries = await stream_queries(store, dest)
+
+    async def of(query: str) -> set[str]:
+        prefix = jobs_prefix(dest.list_prefix, query)
+        ids = set()
+        async for obj in store.list_objects(dest.bucket, prefix):
+            job = started_job(prefix, obj.key)
+            if job is not None:
+                ids.add(job)
+        lg = await read_log(store, dest, query)
+        if lg is not None:
+            if lg.pending is not None:
+                ids.add(lg.pending.job_id)
+            ids.update(e.job_id for e in lg.recent)
+        return ids
+
+    found: set[str] = set()
+    for ids in await gather(*(of(q) for q in queries)):
+        found |= ids
+    return frozenset(found)
 
 
 async def stream_job_action(
