@@ -31,6 +31,11 @@ def speculative_session(master: str, app: str, conf: dict[str, str] | None = Non
         .config("spark.speculation.minTaskRuntime", "500ms")
         .config("spark.task.maxFailures", "1")  # a failure ends the job: only speculation
     )
+    # the executors run with the drivers' JVM options (C1 only, serial GC, the run's class
+    # archive: tests/jvm_archive.py); without them the four executors of the speculation tests
+    # spent 67 CPU-s in C2 compiles and GC threads
+    if os.environ.get("SPARK_SUBMIT_OPTS"):
+        builder = builder.config("spark.executor.extraJavaOptions", os.environ["SPARK_SUBMIT_OPTS"])
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     for key in ("AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE"):
