@@ -1,14 +1,17 @@
 """Small asyncio helpers every layer shares: the error inside a task group's exception
-group, and async iteration over sources that may be sync or async."""
+group, a step that runs to its end through a cancel, and async iteration over sources that
+may be sync or async."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Awaitable, Iterable
 from typing import TypeVar
 
-__all__ = ["aiter_any", "first_error", "unwrapped"]
+import anyio
+
+__all__ = ["aiter_any", "first_error", "to_the_end", "unwrapped"]
 
 T = TypeVar("T")
 
@@ -47,6 +50,33 @@ async def unwrapped() -> AsyncIterator[None]:
         yield
     except BaseExceptionGroup as eg:
         raise first_error(eg)  # noqa: B904 - the leaf keeps its own __cause__
+
+
+async def to_the_end(step: Awaitable[T]) -> T:
+    """Await ``step`` to its end even when this task is cancelled meanwhile, then raise
+    the cancel: for the requests that must not be cut short (a create whose id we would
+    never learn, the abort or rollback after a failure, a journal save).
+
+    anyio's ``CancelScope(shield=True)`` keeps anyio's own cancels out, but not asyncio's
+    ``Task.cancel()``, which is what ``asyncio.Runner`` does on Ctrl-C and what a
+    portal's caller does when it gives up; so the step runs as a task of its own and this
+    one only waits for it. When a cancel came meanwhile it is raised once the step has
+    ended, whatever the step's outcome (the interrupt is what ended the caller); else the
+    step's result or error. Two cancels in a row do not stop the step either; only the
+    loop's end does."""
+    task = asyncio.ensure_future(step)
+    cancelled: asyncio.CancelledError | None = None
+    with anyio.CancelScope(shield=True):
+        while not task.done():
+            try:
+                await asyncio.wait((task,))  # neither cancels it nor raises its error
+            except asyncio.CancelledError as exc:
+                cancelled = cancelled or exc
+    if cancelled is not None:
+        if not task.cancelled():
+            task.exception()  # retrieved: the interrupt is raised in its place
+        raise cancelled
+    return task.result()
 
 
 async def aiter_any(source: Iterable[T] | AsyncIterable[T]) -> AsyncGenerator[T, None]:

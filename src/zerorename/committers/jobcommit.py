@@ -43,7 +43,7 @@ from typing import Any
 
 import anyio
 
-from zerorename.aio import unwrapped
+from zerorename.aio import to_the_end, unwrapped
 from zerorename.committers import objectstore as caps
 from zerorename.committers.commitlock import (
     CommitLock,
@@ -351,8 +351,7 @@ class JobCommitRun:
             try:
                 self._gate(outcomes[2], outcomes[3])
             except BaseException:
-                with anyio.CancelScope(shield=True):
-                    await self.lock.release_unjournaled()
+                await to_the_end(self.lock.release_unjournaled())
                 raise
         try:
             holder, _ = outcomes[1].get(), outcomes[0].get()
@@ -380,8 +379,7 @@ class JobCommitRun:
             if not self.lock.held:  # append: another commit holds it; the journal waits
                 await self.lock.wait(holder)
         except BaseException as exc:
-            with anyio.CancelScope(shield=True):
-                await self._failed(exc, resumed)
+            await to_the_end(self._failed(exc, resumed))
             raise AssertionError("unreachable") from exc  # _failed always raises
         await self._report()
 
@@ -412,8 +410,7 @@ class JobCommitRun:
                     j.state.value,
                 )
             except BaseException as exc:
-                with anyio.CancelScope(shield=True):
-                    await self._failed(exc, resumed)
+                await to_the_end(self._failed(exc, resumed))
                 raise AssertionError("unreachable") from exc  # _failed always raises
             # the state move saves the final watermark too: one journal write
             j.watermark = len(self.plan.pendingsets)
@@ -495,12 +492,11 @@ class JobCommitRun:
         j = self.journal
         if isinstance(exc, RecordFormatError):
             raise self._refused(exc, resumed) from exc  # the journal is left as it was
-        with anyio.CancelScope(shield=True):
-            j.error = f"{type(exc).__name__}: {exc}"
-            try:
-                await self._save_journal()
-            except Exception:
-                log.exception("could not save the journal of job %s", j.job_id)
+        j.error = f"{type(exc).__name__}: {exc}"
+        try:
+            await to_the_end(self._save_journal())
+        except Exception:
+            log.exception("could not save the journal of job %s", j.job_id)
         if not isinstance(exc, Exception) or isinstance(exc, JobCommitError):
             raise exc
         raise JobCommitError(

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import anyio
 
-from zerorename.aio import unwrapped
+from zerorename.aio import to_the_end, unwrapped
 from zerorename.committers.conflict import ConflictMode
 from zerorename.committers.context import JobContext
 from zerorename.committers.errors import CommitterError, ConflictError, JobCommitError
@@ -107,8 +107,7 @@ async def complete_sets(
                 return
             if step.action is Action.SAVE:
                 if save is not None:
-                    with anyio.CancelScope(shield=True):
-                        await save(step.index)
+                    await to_the_end(save(step.index))
                 win.saved(step.index)
                 continue
             if step.action is Action.WAIT:

@@ -25,6 +25,7 @@ from typing import Any
 
 import anyio
 
+from zerorename.aio import to_the_end
 from zerorename.committers import objectstore as caps
 from zerorename.committers.context import JobContext
 from zerorename.committers.errors import (
@@ -205,11 +206,10 @@ class TaskAttempt:
             summary = await self._commit()
         except BaseException as exc:
             self._state = "failed"
-            with anyio.CancelScope(shield=True):
-                try:
-                    await self._abort_all()
-                except Exception:
-                    log.exception("aborting task attempt %s after a failed commit", self.name)
+            try:
+                await to_the_end(self._abort_all())
+            except Exception:
+                log.exception("aborting task attempt %s after a failed commit", self.name)
             if isinstance(exc, CommitterError) or not isinstance(exc, Exception):
                 raise
             raise TaskAttemptError(f"task attempt {self.name} failed to commit: {exc}") from exc
@@ -329,8 +329,7 @@ class MagicTaskAttempt(TaskAttempt):
                     content_type="application/json",
                 )
             except BaseException:
-                with anyio.CancelScope(shield=True):
-                    await self.engine.abort(upload)
+                await to_the_end(self.engine.abort(upload))
                 raise
         self._add(rec)
 

@@ -3,7 +3,6 @@ retries and adapts to throttling, reports progress, and can defer completion."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import (
     AsyncGenerator,
     AsyncIterator,
@@ -17,7 +16,7 @@ from typing import Any, Literal, overload
 import anyio
 
 from zerorename import logsafe
-from zerorename.aio import first_error
+from zerorename.aio import first_error, to_the_end
 from zerorename.engine import answers, checksums
 from zerorename.engine.client import (
     FastClient,
@@ -338,14 +337,15 @@ class UploadEngine(CompletionOps, ObjectOps):
             return await self._finish(up, defer=defer, progress=progress)
         except BaseException as exc:
             if up.upload_id is not None:
-                with anyio.CancelScope(shield=True):
-                    await self._abort_id(
+                await to_the_end(
+                    self._abort_id(
                         up.bucket,
                         up.key,
                         up.upload_id,
                         reason=f"upload failed: {type(first_error(exc)).__name__}",
                         progress=progress,
                     )
+                )
             real = first_error(exc)
             if real is exc:
                 raise
@@ -369,23 +369,14 @@ class UploadEngine(CompletionOps, ObjectOps):
 
     async def _create_to_the_end(self, up: _Upload, object_args: dict[str, Any]) -> None:
         """Set ``up.upload_id`` from the create's answer, waited for even when this task is
-        cancelled meanwhile: a cancel mid-request would leave an upload we never learn the
-        id of. The create runs in a task of its own because anyio's shield does not stop
-        asyncio's own ``Task.cancel()`` (what ``asyncio.Runner`` does on Ctrl-C); a cancel
-        that came meanwhile is raised once the id is known, so the caller aborts it."""
-        create = asyncio.ensure_future(self._create(up, object_args))
-        cancelled: asyncio.CancelledError | None = None
-        with anyio.CancelScope(shield=True):
-            while not create.done():
-                try:
-                    await asyncio.wait((create,))  # neither cancels it nor raises its error
-                except asyncio.CancelledError as exc:
-                    cancelled = cancelled or exc
-        if cancelled is not None and (create.cancelled() or create.exception() is not None):
-            raise cancelled  # the interrupt, not the failure it cut short, is what ended it
-        up.upload_id = create.result()  # a failed create raises here
-        if cancelled is not None:
-            raise cancelled
+        cancelled meanwhile (:func:`~zerorename.aio.to_the_end`): a cancel mid-request
+        would leave an upload we never learn the id of. A cancel that came meanwhile is
+        raised once the id is known, so the caller aborts it."""
+
+        async def create() -> None:
+            up.upload_id = await self._create(up, object_args)
+
+        await to_the_end(create())
 
     async def _create(self, up: _Upload, object_args: dict[str, Any]) -> str:
         args = dict(object_args)

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from zerorename.aio import to_the_end
 from zerorename.engine.config import EngineConfig
 from zerorename.engine.errors import EngineError
 from zerorename.engine.events import ProgressCallback
@@ -185,8 +186,7 @@ class AsyncUploadWriter:
             await asyncio.shield(self._task)
         except BaseException:
             if not self._task.done():
-                with anyio.CancelScope(shield=True):
-                    await self._cancel()
+                await to_the_end(self._cancel())
             raise
         if self._error is not None:
             raise self._error
