@@ -135,7 +135,7 @@ class MotoServer(Service):
         try:
             server.start()
             host, port = server.get_host_and_port()
-            wsgi = getattr(server, "_server", None)  # moto's werkzeug server
+            wsgi: Any = getattr(server, "_server", None)  # moto's werkzeug server
             if hasattr(getattr(wsgi, "app", None), "get_application"):
                 wsgi.app = _S3Dispatch(wsgi.app)
         except Exception as exc:
