@@ -365,7 +365,7 @@ def _fresh_bucket_target(
     )
     if target.ca_bundle is not None:  # for subprocesses and clients made without the target
         request.getfixturevalue("monkeypatch").setenv("AWS_CA_BUNDLE", target.ca_bundle)
-    client = target.boto3_client()
+    client = target.boto3_client()  # shared with the test's own boto3_client() calls
     client.create_bucket(Bucket=target.bucket)
     try:
         yield target
@@ -375,7 +375,6 @@ def _fresh_bucket_target(
             purge(target, delete_bucket=True, client=client)
         except Exception as exc:
             sys.stderr.write(f"\n[zerorename] cleanup of {name} bucket {target.bucket}: {exc}\n")
-        client.close()
 
 
 @contextlib.contextmanager

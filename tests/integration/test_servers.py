@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import urllib.error
+import urllib.request
 
 import pytest
 from botocore.exceptions import ClientError
 
+from zerorename.testing.servers import MotoServer
 from zerorename.testing.targets import S3Target
 
 MiB = 1024 * 1024
@@ -127,3 +130,51 @@ def test_rgw_server_reports_start(rgw_server: object) -> None:
     assert isinstance(rgw_server, RgwServer)
     assert rgw_server.start_seconds is not None and rgw_server.start_seconds > 0
     assert rgw_server.log_dir is not None and (rgw_server.log_dir / "client.rgw.log").is_file()
+
+
+def test_moto_looks_up_the_service_of_s3_requests_once(
+    moto_server: MotoServer, moto_s3: S3Target
+) -> None:
+    """moto's dispatcher works out each request's service (a directory listing, a stat per
+    service, every service's URL patterns): MotoServer asks it once for S3-signed requests
+    and keeps the answer; an unsigned request still goes through it."""
+    app = moto_server._server._server.app  # moto's werkzeug server's WSGI app
+    dispatcher = app._dispatcher
+    looked_up = []
+    lookup = dispatcher.get_application
+
+    def counted(environ: dict[str, object]) -> object:
+        looked_up.append(environ.get("PATH_INFO"))
+        return lookup(environ)
+
+    dispatcher.get_application = counted  # this server's instance only
+    try:
+        c = moto_s3.boto3_client()
+        for i in range(3):
+            c.put_object(Bucket=moto_s3.bucket, Key=moto_s3.key(f"k{i}"), Body=b"x")
+        assert c.list_objects_v2(Bucket=moto_s3.bucket, Prefix=moto_s3.prefix)["KeyCount"] == 3
+        assert looked_up == []
+        url = f"{moto_s3.endpoint_url}/{moto_s3.bucket}/{moto_s3.key('k0')}"
+        with pytest.raises(urllib.error.HTTPError) as unsigned:  # S3 refuses it, as it should
+            urllib.request.urlopen(url)
+        assert unsigned.value.code == 403
+        assert looked_up == [f"/{moto_s3.bucket}/{moto_s3.key('k0')}"]
+    finally:
+        del dispatcher.get_application
+
+
+def test_boto3_client_is_shared_per_target_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Making a boto3 client costs more CPU than a request: ``boto3_client()`` hands out one
+    per target settings (a new prefix or bucket is the same client); another endpoint, an
+    AWS_* variable or keyword arguments make another."""
+    t = S3Target("moto", "http://127.0.0.1:9", "us-east-1", "AK", "SK", "b", "p/")
+    c = t.boto3_client()
+    assert t.with_prefix("q/").boto3_client() is c
+    assert (
+        S3Target("moto", "http://127.0.0.1:9", "us-east-1", "AK", "SK", "b2", "p/").boto3_client()
+        is c
+    )
+    assert t.with_endpoint("http://127.0.0.1:10").boto3_client() is not c
+    assert t.boto3_client(retries={"max_attempts": 1}) is not c
+    monkeypatch.setenv("AWS_REQUEST_CHECKSUM_CALCULATION", "when_required")
+    assert t.boto3_client() is not c

@@ -70,6 +70,39 @@ def rgw_script() -> Path:
     return path
 
 
+class _S3Dispatch:
+    """moto's WSGI dispatcher with its answer for SigV4-signed S3 requests kept.
+
+    moto's ``DomainDispatcherApplication`` works out the service of every request anew: it
+    lists moto's package directory (a stat per service) and tries each service's URL
+    patterns, about as much CPU as moto's S3 handling of a small request. For a request
+    signed for S3 (``Credential=.../<region>/s3/aws4_request``) that is not one of the paths
+    it routes elsewhere, the answer depends on that credential scope only: it is asked once
+    per region and kept. Every other request goes through the dispatcher as before."""
+
+    _OTHER_PATHS = ("/moto-api", "/favicon.ico", "/latest/", "/v20180820/")
+
+    def __init__(self, dispatcher: Any) -> None:
+        self._dispatcher = dispatcher
+        self._apps: dict[str, Any] = {}
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        auth = environ.get("HTTP_AUTHORIZATION") or ""
+        # "AWS4-HMAC-SHA256 Credential=<key>/<date>/<region>/s3/aws4_request, ..."
+        parts = auth.split(",", 1)[0].partition("Credential=")[2].split("/", 2)
+        scope = parts[2] if len(parts) == 3 else ""
+        if (
+            not scope.endswith("/s3/aws4_request")
+            or str(environ.get("PATH_INFO", "")).startswith(self._OTHER_PATHS)
+            or "s3-control" in str(environ.get("HTTP_HOST", ""))
+        ):
+            return self._dispatcher(environ, start_response)
+        app = self._apps.get(scope)
+        if app is None:
+            app = self._apps[scope] = self._dispatcher.get_application(environ)
+        return app(environ, start_response)
+
+
 class MotoServer(Service):
     """moto's S3 in-process on a daemon thread, on 127.0.0.1 with a free port.
 
@@ -102,6 +135,9 @@ class MotoServer(Service):
         try:
             server.start()
             host, port = server.get_host_and_port()
+            wsgi: Any = getattr(server, "_server", None)  # moto's werkzeug server
+            if hasattr(getattr(wsgi, "app", None), "get_application"):
+                wsgi.app = _S3Dispatch(wsgi.app)
         except Exception as exc:
             raise ServerStartError(f"moto server could not start on {_HOST}: {exc}") from exc
         self._server = server

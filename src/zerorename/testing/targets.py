@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
+import threading
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -13,6 +15,11 @@ from zerorename.engine.config import EngineConfig
 AddressingStyle = Literal["auto", "path", "virtual"]
 
 _BUCKET_BAD = re.compile(r"[^a-z0-9-]+")
+
+#: S3Target.boto3_client's clients by their settings, least recently used first
+_CLIENTS: dict[tuple[Any, ...], Any] = {}
+_CLIENTS_LOCK = threading.Lock()
+_CLIENTS_KEPT = 16
 
 
 def unique_bucket_name(hint: str = "", *, prefix: str = "zr") -> str:
@@ -106,6 +113,8 @@ class S3Target:
         HTTPS the client verifies with the target's CA bundle and adds checksums only where
         S3 requires them: boto3 >= 1.36 would otherwise send trailing checksums
         (``aws-chunked``) over TLS, which Ceph RGW pacific refuses (MissingContentLength).
+        Without keyword arguments the client is shared by every call with the same target
+        settings in this process: use it, do not close it or hook its events.
         """
         import boto3
         from botocore.config import Config
@@ -119,6 +128,36 @@ class S3Target:
         if self.tls:
             cfg["request_checksum_calculation"] = "when_required"
         cfg.update(config)
+        if config:  # a client made to measure: a fresh one
+            return self._new_boto3_client(Config(**cfg))
+        # without arguments, the same client for the same target settings (making one
+        # costs more CPU than a request): keyed by every input boto3 reads, the AWS_*
+        # environment included
+        key = (
+            self.endpoint_url,
+            self.region,
+            self.access_key,
+            self.secret_key,
+            self.ca_bundle,
+            repr(sorted(cfg.items())),
+            tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("AWS_"))),
+            id(boto3.DEFAULT_SESSION),
+        )
+        with _CLIENTS_LOCK:
+            client = _CLIENTS.pop(key, None)
+            if client is not None:
+                _CLIENTS[key] = client  # most recently used last
+                return client
+        client = self._new_boto3_client(Config(**cfg))
+        with _CLIENTS_LOCK:
+            _CLIENTS[key] = client
+            while len(_CLIENTS) > _CLIENTS_KEPT:
+                del _CLIENTS[next(iter(_CLIENTS))]
+        return client
+
+    def _new_boto3_client(self, config: Any) -> Any:
+        import boto3
+
         return boto3.client(
             "s3",
             endpoint_url=self.endpoint_url,
@@ -126,7 +165,7 @@ class S3Target:
             aws_access_key_id=self.access_key,
             aws_secret_access_key=self.secret_key,
             verify=self.ca_bundle,
-            config=Config(**cfg),
+            config=config,
         )
 
     def with_endpoint(self, url: str) -> S3Target:

@@ -105,8 +105,9 @@ async def test_progress_at_least_once_a_second(
     """Completes answer 50 ms late (the proxy's latency rule), two at a time, so 40 completes
     take at least 1 s: a report after every 40 completes or fewer is a report at least once a
     second, counted in requests rather than read off a clock (so a loaded machine, which only
-    makes the completes slower, cannot fail it). The 240 completes take 6 s or more: long
-    enough for the ticker (every 0.5 s) to report a dozen times."""
+    makes the completes slower, cannot fail it). The 120 completes take 3 s or more: long
+    enough for the ticker (every 0.5 s) to report six times, and three times the 40 that a
+    commit reporting only at its end (or a ticker slower than a second) would exceed."""
     assert s3.endpoint_url is not None
     proxy = fault_proxy(s3.endpoint_url)
     proxy.add_rule(FaultRule(operation="CompleteMultipartUpload", fault="latency", delay=0.05))
@@ -117,7 +118,7 @@ async def test_progress_at_least_once_a_second(
         for t in range(4):
             ta = job.task_attempt(t)
             await ta.setup()
-            for f in range(60):
+            for f in range(30):
                 await write(ta, f"t{t}/{f}.bin", b"p")
             sums.append(await ta.commit())
         seen: list[CommitProgress] = []
@@ -126,9 +127,9 @@ async def test_progress_at_least_once_a_second(
             seen.append(p)
 
         await job.commit(sums, progress=progress)
-    assert proxy.stats.faults("CompleteMultipartUpload", "latency") == 240
+    assert proxy.stats.faults("CompleteMultipartUpload", "latency") == 120
     done = [p.uploads_done for p in seen]
     assert done == sorted(done) and done[0] == 0, done
-    assert done[-1] == 240 and seen[-1].uploads_total == 240
+    assert done[-1] == 120 and seen[-1].uploads_total == 120
     steps = [b - a for a, b in itertools.pairwise(done)]
     assert max(steps) <= 40, f"a report missed a second's worth of completes: {done}"
