@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from zerorename.committers import CommitOptions, ConflictError, MagicCommitter
 from zerorename.committers.errors import CommitterError, JobNotFound, PathError
+from zerorename.committers.jobscan import s3a_job_of
 from zerorename.committers.paths import Destination
 from zerorename.committers.s3ajobs import (
     abort_s3a_job,
@@ -261,3 +264,47 @@ async def test_find_names_the_layout() -> None:
     assert await find_s3a_job(store, Destination.parse(f"s3://{B}/s3a"), JOB) is None
     with pytest.raises(JobNotFound):
         await show_s3a_job(store, DEST, OTHER)
+
+
+@pytest.mark.parametrize("scope", ["destination", "partitions"])
+async def test_a_replace_refuses_while_a_33_job_may_be_committing(
+    tmp_path: Path, scope: str
+) -> None:
+    """Hadoop's commits take no lock: a zerorename replace beside a 3.3 job (whose tasks
+    committed, one of its files visible) refuses with nothing changed, by whole
+    destination (its listing sees ``__magic/job-<id>/``) and by partition (it looks at the
+    jobs in ``__magic/`` first); once the job ended, it replaces."""
+    state = MemoryState(B)
+    store = MemoryStore(state)
+    lay = await lay_out33(store, JOB, attempts=False)
+    opts = CommitOptions(staging_dir=tmp_path, lock_wait=0.0)
+    committer = MagicCommitter(store, URI, conflict="replace", scope=scope, options=opts)
+
+    async def replace() -> None:
+        job = await committer.setup_job()
+        ta = job.task_attempt(0)
+        await ta.setup()
+        async with ta.open("new.csv" if scope == "destination" else "d=1/new.csv") as out:
+            await out.write(b"new\n")
+        await job.commit([await ta.commit()])
+
+    before = dict(state.objects(B))
+    with pytest.raises(ConflictError, match=rf"S3A job {JOB} .*nothing changed") as refused:
+        await replace()
+    assert "\n" not in str(refused.value)
+    after = dict(state.objects(B))
+    assert {k: v for k, v in after.items() if JOB in k} == {
+        k: v for k, v in before.items() if JOB in k
+    }, "the refused replace changed the 3.3 job's files"
+    await store.delete_objects(B, [k for k in after if k.startswith(lay.root)])  # it ended
+    await replace()
+    left = [k for k in state.objects(B) if JOB in k and not k.startswith(MAGIC)]
+    assert len(left) == (0 if scope == "destination" else 2)  # d=1/ holds none of its
+
+
+def test_s3a_job_of_names_a_33_jobs_records() -> None:
+    assert s3a_job_of(DEST, f"{MAGIC}job-{JOB}/task_1.pendingset") == JOB
+    assert s3a_job_of(DEST, f"{MAGIC}job-{JOB}/") == JOB
+    assert s3a_job_of(DEST, f"{MAGIC}app-attempt-0000/task_1.pendingset") is None
+    assert s3a_job_of(DEST, f"{MAGIC}job-{JOB}") is None
+    assert s3a_job_of(DEST, f"s3a/out10/__magic/job-{JOB}/x") is None
