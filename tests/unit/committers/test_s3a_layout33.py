@@ -132,6 +132,13 @@ def test_any_key_in_a_33_job_directory_classifies(rest: str) -> None:
         assert lay.final_key(got) == DEST.key(got.rel)
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=60))
+def test_a_shared_directory_name_is_none_or_exactly_a_jobs(rest: str) -> None:
+    job = job_id_of_shared_dir(DEST, MAGIC + rest)
+    assert job is None or rest == f"job-{job}/"
+
+
 # -- on the in-memory store -----------------------------------------------------------------
 
 
