@@ -122,7 +122,7 @@ def test_shared_directory_names() -> None:
     assert attempt_label(FLAT) == "" and attempt_label(3) == "03"
 
 
-@settings(max_examples=200, deadline=None)  # pure; the machine may be loaded
+@settings(max_examples=100, deadline=None)  # pure; the machine may be loaded
 @given(st.text(alphabet="ab/_.0123456789-tasks", max_size=40))
 def test_any_key_in_a_33_job_directory_classifies(rest: str) -> None:
     lay = lay33(JOB)
@@ -132,7 +132,7 @@ def test_any_key_in_a_33_job_directory_classifies(rest: str) -> None:
         assert lay.final_key(got) == DEST.key(got.rel)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.text(max_size=60))
 def test_a_shared_directory_name_is_none_or_exactly_a_jobs(rest: str) -> None:
     job = job_id_of_shared_dir(DEST, MAGIC + rest)
