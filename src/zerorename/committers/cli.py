@@ -60,7 +60,7 @@ from zerorename.committers.s3ajobs import (
     resume_s3a_job,
     show_s3a_job,
 )
-from zerorename.committers.s3aread import is_s3a_job
+from zerorename.committers.s3aread import find_s3a_job
 from zerorename.committers.store import abort_uploads, job_uploads
 from zerorename.engine import EngineConfig, UploadEngine, run
 from zerorename.engine.errors import EngineError
@@ -459,7 +459,7 @@ async def _jobs_action(eng: UploadEngine, args: argparse.Namespace) -> int:
 async def _job_action(
     eng: UploadEngine, dest: Destination, job_id: str, args: argparse.Namespace
 ) -> int:
-    if await is_s3a_job(eng, dest, job_id):
+    if await find_s3a_job(eng, dest, job_id) is not None:  # Hadoop 3.4's or 3.3's
         return await _s3a_action(eng, dest, args)
     streams: StreamJobs | None = getattr(args, "stream_jobs", None)
     stream = await streams(eng, dest, job_id, args.action) if streams is not None else None

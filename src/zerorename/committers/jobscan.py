@@ -15,8 +15,8 @@ from zerorename.committers.jobstorage import list_replacement
 from zerorename.committers.journal import CommitPlan, Journal
 from zerorename.committers.paths import Destination, partition_of
 from zerorename.committers.records import MAX_SUCCESS_FILENAMES, PendingRecord, Unchecked
-from zerorename.committers.s3alayout import job_id_of_dir
-from zerorename.committers.s3aread import is_s3a_job
+from zerorename.committers.s3alayout import job_id_of_dir, job_id_of_shared_dir, shared_magic_dir
+from zerorename.committers.s3aread import is_s3a_job, shared_job_ids
 from zerorename.committers.spool import PendingSetCache
 from zerorename.committers.store import bounded_map, check_record, first_foreign_in, gather
 from zerorename.committers.validate import UploadSet, check_output_key
@@ -159,9 +159,13 @@ def _add(seen: set[str], job: str | None) -> None:
 
 
 def s3a_job_of(dest: Destination, key: str) -> str | None:
-    """The S3A job whose records ``key`` is (``dest/__magic_job-<id>/job-<id>/...``)."""
+    """The S3A job whose records ``key`` is (``dest/__magic_job-<id>/job-<id>/...``, or
+    Hadoop 3.3's ``dest/__magic/job-<id>/...``)."""
     rel = dest.rel(key)
     top, _, rest = (rel or "").partition("/")
+    if top == "__magic":  # Hadoop 3.3's directory, shared by its jobs
+        name, slash, _ = rest.partition("/")
+        return job_id_of_shared_dir(dest, dest.key(f"__magic/{name}/")) if slash else None
     job = job_id_of_dir(dest, dest.key(top + "/")) if top else None
     return job if job is not None and rest.startswith(f"job-{job}/") else None
 
@@ -177,4 +181,6 @@ async def s3a_jobs_under(ctx: JobContext) -> list[str]:
     subs = [s async for s in ctx.engine.list_prefixes(dest.bucket, dest.list_prefix)]
     jobs = [j for j in (job_id_of_dir(dest, s) for s in subs) if j and j != ctx.job_id]
     kinds = await gather(*(is_s3a_job(ctx.engine, dest, j) for j in jobs))
-    return [job for job, s3a in zip(jobs, kinds, strict=True) if s3a]
+    # Hadoop 3.3's jobs, in dest/__magic/ (one more listing only where that is there)
+    old = await shared_job_ids(ctx.engine, dest) if shared_magic_dir(dest) in subs else []
+    return [job for job, s3a in zip(jobs, kinds, strict=True) if s3a] + old

@@ -1,13 +1,15 @@
 """Hadoop S3A magic jobs under a destination, from Python: list, show, resume, abort.
 
 S3A's job commit cannot be resumed: when its driver dies mid-commit, the job's records sit
-in ``dest/__magic_job-<uuid>/`` (layout: :mod:`s3alayout`), some of its files are visible
-and the rest are pending multipart uploads. ``resume`` completes every upload of the task
-pendingsets of the job's attempt, aborts the uploads of task attempts that never committed,
-writes an S3A ``_SUCCESS`` and deletes the job's directory. ``abort`` aborts every pending
-upload the job's records name and deletes the job's directory; it deletes no object: S3A
-keys carry no job id, and an object identical to what completing the job's upload made
-(same key, size and multipart ETag) may be a re-run's, so each is kept and reported.
+in ``dest/__magic_job-<uuid>/`` (Hadoop 3.4) or ``dest/__magic/job-<uuid>/`` (Hadoop 3.3,
+in a directory every job on the destination shares; layouts: :mod:`s3alayout`), some of
+its files are visible and the rest are pending multipart uploads. ``resume`` completes
+every upload of the task pendingsets of the job's attempt, aborts the uploads of task
+attempts that never committed, writes an S3A ``_SUCCESS`` and deletes the job's directory.
+``abort`` aborts every pending upload the job's records name and deletes the job's
+directory; it deletes no object: S3A keys carry no job id, and an object identical to what
+completing the job's upload made (same key, size and multipart ETag) may be a re-run's, so
+each is kept and reported.
 
 A job is committed when the destination's ``_SUCCESS`` names it, or when every upload its
 committed tasks recorded is a completed object (its commit finished and a later job's
@@ -30,17 +32,25 @@ from zerorename.committers.errors import CommitterError, JournalError, wrap_engi
 from zerorename.committers.journal import Journal, can_abort
 from zerorename.committers.objectstore import JOURNAL_CAP, Store
 from zerorename.committers.paths import Destination, JobLayout
-from zerorename.committers.s3alayout import S3AJobLayout, job_id_of_dir
+from zerorename.committers.s3alayout import (
+    FLAT,
+    S3AJobLayout,
+    S3ALayoutKind,
+    attempt_label,
+    job_id_of_dir,
+)
 from zerorename.committers.s3aread import (
     S3ACommit,
     S3AJobScan,
     UploadState,
-    is_s3a_job,
+    drop_shared_dir_if_empty,
+    find_s3a_job,
     open_scan,
     pending_index,
     read_commits,
     read_success,
     scan_job,
+    shared_job_ids,
     states_of,
 )
 from zerorename.committers.store import Check, is_ours, keys_under, read_optional
@@ -76,30 +86,48 @@ class S3AJobEntry:
     pending_records: int
     objects: int
     created: float
+    layout: S3ALayoutKind = S3ALayoutKind.HADOOP_34
 
     @property
     def state(self) -> str:
-        return f"{self.pendingsets} committed tasks, {self.pending_records} open task records"
+        said = f"{self.pendingsets} committed tasks, {self.pending_records} open task records"
+        return said + (
+            ", in __magic/ (Hadoop 3.3)" if self.layout is S3ALayoutKind.HADOOP_33 else ""
+        )
 
 
 async def list_s3a_jobs(store: Store, dest: Destination) -> AsyncIterator[S3AJobEntry]:
     """S3A magic jobs directly under the destination (directories holding ``job-<uuid>/``
-    and none of zerorename's own records)."""
+    and none of zerorename's own records), then Hadoop 3.3's, each ``job-<uuid>/`` in
+    ``dest/__magic/`` (an id in both layouts is listed twice: commands refuse it)."""
     async with wrap_engine_errors(f"listing S3A jobs under {dest.uri}"):
-        async for sub in store.list_prefixes(dest.bucket, dest.list_prefix):
-            job_id = job_id_of_dir(dest, sub)
-            if job_id is None:
-                continue
-            scan = await scan_job(store, S3AJobLayout(dest, job_id))
+        layouts = [
+            S3AJobLayout(dest, job_id)
+            async for job_id in _ids(store.list_prefixes(dest.bucket, dest.list_prefix), dest)
+        ]
+        layouts += [
+            S3AJobLayout(dest, job_id, S3ALayoutKind.HADOOP_33)
+            for job_id in await shared_job_ids(store, dest)
+        ]
+        for layout in layouts:
+            scan = await scan_job(store, layout)
             if scan.s3a and not scan.zerorename:
                 yield S3AJobEntry(
-                    job_id,
+                    layout.job_id,
                     tuple(scan.attempts),
                     sum(len(v) for v in scan.pendingsets.values()),
                     len(scan.pendings),
                     scan.objects,
                     scan.created,
+                    layout.kind,
                 )
+
+
+async def _ids(subs: AsyncIterator[str], dest: Destination) -> AsyncIterator[str]:
+    async for sub in subs:
+        job_id = job_id_of_dir(dest, sub)
+        if job_id is not None:
+            yield job_id
 
 
 def _attempt_to_finish(scan: S3AJobScan) -> int:
@@ -114,7 +142,7 @@ def _attempt_to_finish(scan: S3AJobScan) -> int:
             "started, there is nothing to finish; `zerorename jobs abort` rolls it back"
         )
     if len(attempts) > 1:
-        names = ", ".join(f"{a:02d}" for a in attempts)
+        names = ", ".join(attempt_label(a) for a in attempts)
         raise CommitterError(
             f"S3A job {scan.layout.job_id} has committed tasks in attempts {names}: resume "
             "cannot tell which attempt's commit to finish; `zerorename jobs abort` rolls it back"
@@ -185,11 +213,14 @@ async def show_s3a_job(store: Store, dest: Destination, job_id: str) -> dict[str
     named = {(c.record.upload.key, c.record.upload.upload_id) for c in commits}
     named_by_success = success is not None and success.job_id == job_id
     every = all_completed([s for c, s in zip(commits, states, strict=True) if c.committed])
+    # a 3.3 job's records may sit in no attempt directory: no attempt to name
+    layout = {"layout": scan.layout.kind.value} if scan.layout.shared else {}
     return {
         "jobId": job_id,
         "kind": "s3a-magic",
+        **layout,
         "directory": scan.layout.uri(scan.layout.root),
-        "attempts": [f"{a:02d}" for a in attempts],
+        "attempts": [attempt_label(a) for a in attempts if a != FLAT],
         "committedTasks": sum(len(v) for v in scan.pendingsets.values()),
         "openTaskRecords": len(scan.pendings),
         "objects": scan.objects,
@@ -215,7 +246,7 @@ async def job_committed(store: Store, dest: Destination, job_id: str) -> bool:
     committed = False
     try:
         async with wrap_engine_errors(f"reading job {job_id} under {dest.uri}"):
-            if await is_s3a_job(store, dest, job_id):
+            if await find_s3a_job(store, dest, job_id) is not None:
                 committed = bool((await show_s3a_job(store, dest, job_id))["committed"])
             else:
                 data = await read_optional(store, dest.bucket, lay.journal, max_size=JOURNAL_CAP)
@@ -276,9 +307,14 @@ def _fail_batch(what: str, result: Any) -> None:
 
 
 async def _delete_directory(store: Store, layout: S3AJobLayout) -> int:
-    return await store.delete_objects(
+    """Delete the job's directory (``root`` ends in '/': never a sibling job's); a Hadoop
+    3.3 job's shared ``__magic/`` too, when nothing but its marker is left in it."""
+    deleted = await store.delete_objects(
         layout.dest.bucket, keys_under(store, layout.dest.bucket, layout.root, lambda _: True)
     )
+    if layout.shared:
+        deleted += await drop_shared_dir_if_empty(store, layout.dest)
+    return deleted
 
 
 async def resume_s3a_job(

@@ -19,6 +19,21 @@ no job id (S3A names files as the engine asks), so only the job's records say wh
 zerorename's own jobs use the same directory prefix (``__magic_job-<id>/``) with another
 inside (``job.json``, ``pendingsets/``, ``tasks/``): a directory holding ``job-<uuid>/`` is
 S3A's.
+
+Hadoop 3.3.1 to 3.3.x (HADOOP-17318) keep every job in ONE directory shared by all jobs
+writing to the destination, each job under its own ``job-<uuid>/`` in it::
+
+    dest/__magic/                                              shared by every 3.3 job
+    dest/__magic/job-<uuid>/                                   the job's directory
+    dest/__magic/job-<uuid>/<NN>/...                           as 3.4 inside job-<uuid>/
+                                                               (releases with attempt dirs)
+    dest/__magic/job-<uuid>/<task id>.pendingset               (releases without: the job's
+    dest/__magic/job-<uuid>/tasks/<task attempt id>/__base/<rel>.pending   directory is its
+                                                               only attempt, :data:`FLAT`)
+
+Everything under ``dest/__magic/job-<uuid>/`` is that job's by structure; the rest of
+``dest/__magic/`` (other jobs, 3.3.0's ``app-attempt-NNNN/``) is not, and ``__magic/``
+itself is removed only when nothing but its directory marker is left in it.
 """
 
 from __future__ import annotations
@@ -30,6 +45,7 @@ from enum import StrEnum
 from zerorename.committers.errors import PathError
 from zerorename.committers.paths import (
     BASE,
+    MAGIC,
     MAGIC_JOB_PREFIX,
     PENDING_SUFFIX,
     PENDINGSET_SUFFIX,
@@ -47,6 +63,28 @@ TASKS_DIR = "tasks"
 _ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 #: S3A formats the application attempt as ``%02d``
 _ATTEMPT_RE = re.compile(r"[0-9]{2,10}")
+#: the attempt of a Hadoop 3.3 job whose directory has no ``<NN>/`` level (its records sit
+#: right in ``__magic/job-<uuid>/``): never a real attempt number
+FLAT = -1
+
+
+class S3ALayoutKind(StrEnum):
+    """Where an S3A magic job keeps its records."""
+
+    #: ``dest/__magic_job-<uuid>/job-<uuid>/<NN>/`` (Hadoop 3.4 and later)
+    HADOOP_34 = "hadoop-3.4"
+    #: ``dest/__magic/job-<uuid>/[<NN>/]`` in the directory every job shares (Hadoop 3.3)
+    HADOOP_33 = "hadoop-3.3"
+
+
+def attempt_label(attempt: int) -> str:
+    """An attempt as S3A names its directory (``00``); '' for :data:`FLAT`."""
+    return "" if attempt == FLAT else f"{attempt:02d}"
+
+
+def shared_magic_dir(dest: Destination) -> str:
+    """``dest/__magic/``: Hadoop 3.3's directory, shared by every job on ``dest``."""
+    return dest.key(f"{MAGIC}/")
 
 
 def s3a_id_problem(text: str, what: str = "S3A job id") -> str | None:
@@ -86,6 +124,20 @@ def job_id_of_dir(dest: Destination, prefix: str) -> str | None:
     if not name.startswith(MAGIC_JOB_PREFIX):
         return None
     job = name[len(MAGIC_JOB_PREFIX) :]
+    return job if s3a_id_problem(job) is None else None
+
+
+def job_id_of_shared_dir(dest: Destination, prefix: str) -> str | None:
+    """The job id of a directory listed right under ``dest/__magic/``
+    (``dest/__magic/job-<id>/``), or None for anything else (3.3.0's ``app-attempt-NNNN/``,
+    another depth, an id S3A could not make)."""
+    top = shared_magic_dir(dest)
+    if not prefix.startswith(top) or not prefix.endswith("/"):
+        return None
+    name = prefix[len(top) : -1]
+    if "/" in name or not name.startswith(JOB_ATTEMPTS_PREFIX):
+        return None
+    job = name[len(JOB_ATTEMPTS_PREFIX) :]
     return job if s3a_id_problem(job) is None else None
 
 
@@ -137,21 +189,34 @@ class S3AJobLayout:
 
     dest: Destination
     job_id: str
+    kind: S3ALayoutKind = S3ALayoutKind.HADOOP_34
 
     def __post_init__(self) -> None:
         check_s3a_job_id(self.job_id)
 
     @property
+    def shared(self) -> bool:
+        """True: the job's directory is inside Hadoop 3.3's ``__magic/``, shared by jobs."""
+        return self.kind is S3ALayoutKind.HADOOP_33
+
+    @property
     def root(self) -> str:
         """The job's directory (ending in '/'): everything the job keeps but its output."""
+        if self.shared:
+            return f"{shared_magic_dir(self.dest)}{JOB_ATTEMPTS_PREFIX}{self.job_id}/"
         return self.dest.key(f"{MAGIC_JOB_PREFIX}{self.job_id}/")
 
     @property
     def attempts_dir(self) -> str:
-        """``root + job-<uuid>/``: its presence tells an S3A job from a zerorename one."""
+        """Where the ``<NN>/`` attempt directories are: ``root + job-<uuid>/`` (3.4: its
+        presence tells an S3A job from a zerorename one), ``root`` itself (3.3)."""
+        if self.shared:
+            return self.root
         return f"{self.root}{JOB_ATTEMPTS_PREFIX}{self.job_id}/"
 
     def attempt_dir(self, attempt: int) -> str:
+        if self.shared and attempt == FLAT:
+            return self.root
         if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 0:
             raise PathError(f"application attempt must be an int >= 0, got {attempt!r}")
         return f"{self.attempts_dir}{attempt:02d}/"
@@ -193,25 +258,30 @@ class S3AJobLayout:
         rest = key[len(self.root) :]
         if rest == "" or rest.endswith("/"):
             return S3AKey(key, S3AKind.DIRECTORY)
-        parts = rest.split("/")
-        if len(parts) < 3 or parts[0] != f"{JOB_ATTEMPTS_PREFIX}{self.job_id}":
+        if not key.startswith(self.attempts_dir):
             return S3AKey(key, S3AKind.OTHER)
-        attempt = attempt_of(parts[1])
-        if attempt is None:
+        parts = key[len(self.attempts_dir) :].split("/")
+        attempt = attempt_of(parts[0])
+        if attempt is None and not self.shared:
             return S3AKey(key, S3AKind.OTHER)
-        name = parts[2]
-        if len(parts) == 3:
+        # 3.3 without attempt directories: the records sit right in the job's directory
+        parts = ["", *parts] if attempt is None else parts
+        attempt = FLAT if attempt is None else attempt
+        if len(parts) < 2:
+            return S3AKey(key, S3AKind.OTHER, attempt)
+        name = parts[1]
+        if len(parts) == 2:
             task = name[: -len(PENDINGSET_SUFFIX)]
             if name.endswith(PENDINGSET_SUFFIX) and s3a_id_problem(task) is None:
                 return S3AKey(key, S3AKind.PENDINGSET, attempt, task)
             return S3AKey(key, S3AKind.OTHER, attempt)
-        if name != TASKS_DIR or s3a_id_problem(parts[3]) is not None:
+        if name != TASKS_DIR or s3a_id_problem(parts[2]) is not None:
             return S3AKey(key, S3AKind.OTHER, attempt)
-        if len(parts) < 5 or not parts[-1].endswith(PENDING_SUFFIX):
-            return S3AKey(key, S3AKind.OTHER, attempt, parts[3])
-        under = parts[4:]
+        if len(parts) < 4 or not parts[-1].endswith(PENDING_SUFFIX):
+            return S3AKey(key, S3AKind.OTHER, attempt, parts[2])
+        under = parts[3:]
         under[-1] = under[-1][: -len(PENDING_SUFFIX)]
-        return S3AKey(key, S3AKind.PENDING, attempt, parts[3], final_rel(under))
+        return S3AKey(key, S3AKind.PENDING, attempt, parts[2], final_rel(under))
 
     def final_key(self, entry: S3AKey) -> str | None:
         """The destination key a ``.pending`` record's path says its upload completes to."""
@@ -243,16 +313,21 @@ def owns_record_job(job_id: str, record_job_id: str) -> bool:
 
 
 __all__ = [
+    "FLAT",
     "JOB_ATTEMPTS_PREFIX",
     "TASKS_DIR",
     "S3AJobLayout",
     "S3AKey",
     "S3AKind",
+    "S3ALayoutKind",
+    "attempt_label",
     "attempt_of",
     "check_output_key",
     "check_s3a_job_id",
     "final_rel",
     "job_id_of_dir",
+    "job_id_of_shared_dir",
     "owns_record_job",
     "s3a_id_problem",
+    "shared_magic_dir",
 ]

@@ -2,7 +2,9 @@
 its directory (classified by :mod:`s3alayout`), every record it holds read and checked
 (another job's record, a target outside the destination or in a magic directory, a key
 named twice: refused), and where each recorded upload stands (pending, completed,
-missing). Reads only."""
+missing). Reads only. A job is found in either layout (:class:`S3ALayoutKind`): Hadoop
+3.4's ``__magic_job-<uuid>/`` or Hadoop 3.3's ``__magic/job-<uuid>/``; an id in both is
+refused (which job is meant cannot be told)."""
 
 from __future__ import annotations
 
@@ -15,12 +17,16 @@ from zerorename.committers.objectstore import Store
 from zerorename.committers.paths import JOB_MARKER, JOURNAL_NAME, Destination
 from zerorename.committers.records import PendingRecord, PendingSetHeader
 from zerorename.committers.s3alayout import (
+    FLAT,
     S3AJobLayout,
     S3AKey,
     S3AKind,
+    S3ALayoutKind,
     check_output_key,
+    job_id_of_shared_dir,
     owns_record_job,
     s3a_id_problem,
+    shared_magic_dir,
 )
 from zerorename.committers.store import (
     Check,
@@ -52,15 +58,24 @@ class S3AJobScan:
     #: something under ``job-<uuid>/``: S3A made this directory
     s3a: bool = False
 
+    #: the attempts (``NN``, or :data:`FLAT`) any record of the job sits in
+    seen_attempts: set[int] = field(default_factory=set)
+
     @property
     def attempts(self) -> list[int]:
         return sorted(self.pendingsets)
+
+    @property
+    def mixed(self) -> bool:
+        """A Hadoop 3.3 directory with records both in ``<NN>/`` attempt directories and
+        right in the job's directory: two releases' layouts, which cannot be one job's."""
+        return FLAT in self.seen_attempts and len(self.seen_attempts) > 1
 
 
 async def scan_job(store: Store, layout: S3AJobLayout) -> S3AJobScan:
     """List the job's directory once (``root`` ends in '/': never a sibling job's)."""
     scan = S3AJobScan(layout)
-    zr = tuple(layout.root + name for name in _ZERORENAME_NAMES)
+    zr = tuple(layout.root + name for name in _ZERORENAME_NAMES) if not layout.shared else ()
     async for obj in store.list_objects(layout.dest.bucket, layout.root):
         entry = layout.classify(obj.key)
         scan.objects += 1
@@ -68,8 +83,10 @@ async def scan_job(store: Store, layout: S3AJobLayout) -> S3AJobScan:
             scan.created = obj.last_modified
         if obj.key.startswith(layout.attempts_dir):
             scan.s3a = True
-        if obj.key.startswith(zr):
+        if zr and obj.key.startswith(zr):
             scan.zerorename = True
+        if entry.kind in (S3AKind.PENDINGSET, S3AKind.PENDING) and entry.attempt is not None:
+            scan.seen_attempts.add(entry.attempt)
         if entry.kind is S3AKind.PENDINGSET and entry.attempt is not None:
             scan.pendingsets.setdefault(entry.attempt, []).append(obj.key)
         elif entry.kind is S3AKind.PENDING:
@@ -78,8 +95,11 @@ async def scan_job(store: Store, layout: S3AJobLayout) -> S3AJobScan:
 
 
 async def open_scan(store: Store, dest: Destination, job_id: str) -> S3AJobScan:
-    """The scan of an S3A job that exists and is S3A's only, else a one-line error."""
-    layout = S3AJobLayout(dest, job_id)
+    """The scan of an S3A job that exists, in one layout, and is S3A's only, else a
+    one-line error."""
+    layout = await find_s3a_job(store, dest, job_id)
+    if layout is None:
+        raise JobNotFound(f"no S3A job {job_id} under {dest.uri} (see `zerorename jobs list`)")
     scan = await scan_job(store, layout)
     if not scan.s3a:
         raise JobNotFound(f"no S3A job {job_id} under {dest.uri} (see `zerorename jobs list`)")
@@ -88,11 +108,18 @@ async def open_scan(store: Store, dest: Destination, job_id: str) -> S3AJobScan:
             f"{layout.uri(layout.root)} holds both zerorename's and S3A's records: refused; "
             "look at it with `zerorename jobs show` and clean it up by hand"
         )
+    if scan.mixed:
+        raise CommitterError(
+            f"{layout.uri(layout.root)} holds records both in attempt directories (<NN>/) and "
+            "outside them (two Hadoop releases' layouts, not one job's): refused; look at "
+            "them with `zerorename inspect` and clean the directory up by hand"
+        )
     return scan
 
 
 async def is_s3a_job(store: Store, dest: Destination, job_id: str) -> bool:
-    """True when ``dest/__magic_job-<job_id>/job-<job_id>/`` exists (one listing)."""
+    """True when ``dest/__magic_job-<job_id>/job-<job_id>/`` exists (one listing): a
+    Hadoop 3.4 job (:func:`find_s3a_job` finds either layout)."""
     if s3a_id_problem(job_id) is not None:
         return False
     layout = S3AJobLayout(dest, job_id)
@@ -100,6 +127,61 @@ async def is_s3a_job(store: Store, dest: Destination, job_id: str) -> bool:
         if sub == layout.attempts_dir:
             return True
     return False
+
+
+async def _exists_under(store: Store, bucket: str, prefix: str) -> bool:
+    async for _ in store.list_objects(bucket, prefix):
+        return True
+    return False
+
+
+async def find_s3a_job(store: Store, dest: Destination, job_id: str) -> S3AJobLayout | None:
+    """The layout of S3A job ``job_id`` under ``dest``: Hadoop 3.4's when
+    ``__magic_job-<id>/job-<id>/`` exists, Hadoop 3.3's when ``__magic/job-<id>/`` holds
+    anything, None when neither. Refused (CommitterError, one line) when the 3.3 directory
+    exists next to a ``__magic_job-<id>/`` (an S3A or a zerorename job of the same id):
+    which one a command means cannot be told."""
+    if s3a_id_problem(job_id) is not None:
+        return None
+    new = S3AJobLayout(dest, job_id)
+    old = S3AJobLayout(dest, job_id, S3ALayoutKind.HADOOP_33)
+    if not await _exists_under(store, dest.bucket, old.root):
+        return new if await is_s3a_job(store, dest, job_id) else None
+    if await _exists_under(store, dest.bucket, new.root):
+        raise CommitterError(
+            f"job {job_id} is both {dest.uri_of(new.root)} and Hadoop 3.3's "
+            f"{dest.uri_of(old.root)}: refused, which one is meant cannot be told; look at "
+            "both with `zerorename inspect` and remove the one that is not wanted by hand"
+        )
+    return old
+
+
+async def shared_job_ids(store: Store, dest: Destination) -> list[str]:
+    """The ids of the Hadoop 3.3 jobs in ``dest/__magic/`` (one listing of its
+    directories; anything else in it, such as 3.3.0's ``app-attempt-NNNN/``, is no job)."""
+    top = shared_magic_dir(dest)
+    out = []
+    async for sub in store.list_prefixes(dest.bucket, top):
+        job = job_id_of_shared_dir(dest, sub)
+        if job is not None:
+            out.append(job)
+    return out
+
+
+async def drop_shared_dir_if_empty(store: Store, dest: Destination) -> int:
+    """Delete the directory marker ``dest/__magic/`` when it is all that is left in that
+    shared directory (another job's records, or anything else, keep it); the number of
+    objects deleted (0 or 1). Deleting a marker never removes another key, so a job that
+    starts in the meantime loses nothing."""
+    top = shared_magic_dir(dest)
+    keys = []
+    async for obj in store.list_objects(dest.bucket, top):
+        keys.append(obj.key)
+        if len(keys) > 1:
+            return 0
+    if keys != [top]:
+        return 0
+    return await store.delete_objects(dest.bucket, keys)
 
 
 @dataclass(frozen=True)
@@ -271,6 +353,8 @@ __all__ = [
     "S3ACommit",
     "S3AJobScan",
     "UploadState",
+    "drop_shared_dir_if_empty",
+    "find_s3a_job",
     "heads",
     "is_s3a_job",
     "open_scan",
@@ -278,5 +362,6 @@ __all__ = [
     "read_commits",
     "read_success",
     "scan_job",
+    "shared_job_ids",
     "states_of",
 ]

@@ -69,4 +69,4 @@ def test_s3a_job_of_names_only_an_s3a_jobs_own_records() -> None:
 @given(st.text(max_size=120))
 def test_s3a_job_of_any_key_is_none_or_the_id_in_both_places(rel: str) -> None:
     job = s3a_job_of(Destination.parse(URI), "out/" + rel)
-    assert job is None or rel.startswith(f"__magic_job-{job}/job-{job}/")
+    assert job is None or rel.startswith((f"__magic_job-{job}/job-{job}/", f"__magic/job-{job}/"))
