@@ -116,3 +116,19 @@ def test_the_job_commit_unpickles_writer_and_messages_without_pyarrow(tmp_path: 
         "assert w.job_id == 'job' and m.result.rows == 5"
     )
     assert not got["pyarrow"], "the commit process imported pyarrow"
+
+
+def test_a_stream_batch_commit_builds_its_writer_without_pyarrow() -> None:
+    """Spark's stream commit process (python_streaming_sink_runner) builds the writer with
+    ``streamWriter()`` before committing a micro-batch: options, schema checks and the
+    writer class load no pyarrow, no file writer, no text encoder."""
+    need_module("pyspark", "pip install -e '.[spark]'")
+    got = _loaded_after(
+        "from pyspark.sql.types import LongType, StructField, StructType\n"
+        "from zerorename.spark_adapter.datasource import ZeroRenameDataSource\n"
+        "source = ZeroRenameDataSource(options={'path': 's3://bucket/t', "
+        "'checkpointLocation': '/tmp/c', 'partitionBy': 'k'})\n"
+        "schema = StructType([StructField('id', LongType()), StructField('k', LongType())])\n"
+        "assert type(source.streamWriter(schema, False)).__name__ == 'ZeroRenameStreamWriter'"
+    )
+    assert not got["pyarrow"] and not got["zerorename.spark_adapter.formats"], got

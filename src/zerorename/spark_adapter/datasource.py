@@ -65,7 +65,7 @@ class ZeroRenameCommitMessage(WriterCommitMessage):  # type: ignore[misc]
 def _check_spark_schema(schema: StructType, opts: WriteOptions) -> None:
     from pyspark.sql.types import StringType
 
-    from zerorename.spark_adapter.formats import check_partition_columns
+    from zerorename.spark_adapter.partitioning import check_partition_columns
 
     check_partition_columns([f.name for f in schema.fields], opts.partition_by)
     data = [f for f in schema.fields if f.name not in opts.partition_by]
