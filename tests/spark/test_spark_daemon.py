@@ -17,18 +17,23 @@ pytestmark = pytest.mark.spark
 DAEMON = "zerorename.spark_adapter.daemon"
 
 
-def _worker_origin(rows: Iterator[Any]) -> Iterator[tuple[str, bool, int]]:
-    """In a task: the command line of the process this worker was forked from, whether the
+def _origin_probe() -> Any:
+    """A task function (nested: Spark's pickler ships it by value) that yields, from its
+    worker: the command line of the process the worker was forked from, whether the
     daemon's preload ran in it, and the worker's pid."""
-    with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
-        parent = f.read().replace(b"\0", b" ")
-    module = sys.modules.get(DAEMON)
-    yield parent.decode(), bool(getattr(module, "PRELOADED", False)), os.getpid()
+
+    def origin(rows: Iterator[Any]) -> Iterator[tuple[str, bool, int]]:
+        with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
+            parent = f.read().replace(b"\0", b" ")
+        module = sys.modules.get(DAEMON)
+        yield parent.decode(), bool(getattr(module, "PRELOADED", False)), os.getpid()
+
+    return origin
 
 
 def test_tasks_run_in_workers_forked_by_the_warm_daemon(spark: Any) -> None:
     assert spark.sparkContext.getConf().get("spark.python.daemon.module") == DAEMON
-    seen = spark.sparkContext.parallelize(range(4), 4).mapPartitions(_worker_origin).collect()
+    seen = spark.sparkContext.parallelize(range(4), 4).mapPartitions(_origin_probe()).collect()
     assert len(seen) == 4
     for parent, preloaded, _pid in seen:
         assert f"-m {DAEMON} pyspark.worker" in parent  # Spark ran our daemon ...
@@ -49,5 +54,5 @@ def test_write_through_warm_workers_reads_back_exactly(spark: Any, zr: Any) -> N
     assert (info.rows, info.committer) == (600, "magic")
     assert zr.pending_uploads() == []
     # the write's tasks ran in the warm daemon's workers (Spark reuses them: same pids)
-    seen = spark.sparkContext.parallelize(range(2), 2).mapPartitions(_worker_origin).collect()
+    seen = spark.sparkContext.parallelize(range(2), 2).mapPartitions(_origin_probe()).collect()
     assert all(DAEMON in parent and preloaded for parent, preloaded, _ in seen)

@@ -36,7 +36,7 @@ print(json.dumps({
     "python_threads": threading.active_count(),
     "sockets": [f for f in fds if f.startswith("socket:")],
     "pollers": [f for f in fds if "eventpoll" in f],  # every event loop opens one
-    "loaded": [m for m in ("pyarrow", "numpy", "pandas", "uvloop") if m in sys.modules],
+    "loaded": [m for m in ("pyarrow", "numpy", "pandas") if m in sys.modules],
     "preloaded": [m for m in daemon.PRELOAD if m in sys.modules],
     "flag": daemon.PRELOADED,
     "s3_cached": loader.load_service_model("s3", "service-2")
@@ -58,7 +58,7 @@ def test_preload_starts_no_thread_opens_no_socket_and_no_loop() -> None:
     assert got["threads"] == 1 and got["python_threads"] == 1  # the OS's count and Python's
     assert got["sockets"] == []
     assert got["pollers"] == []  # no event loop (uvloop's nor asyncio's)
-    assert got["loaded"] == []  # pyarrow, numpy, pandas start threads; uvloop: a loop's
+    assert got["loaded"] == []  # pyarrow, numpy and pandas start threads when imported
     assert got["flag"] and got["preloaded"] == list(PRELOAD)
     assert got["s3_cached"] and got["cache"] >= 6  # the S3 model and shared data, parsed
 
