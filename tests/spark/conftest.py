@@ -134,6 +134,8 @@ def spark(spark_env: dict[str, str]) -> Iterator[Any]:
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.default.parallelism", "4")
         .config("spark.python.worker.reuse", "true")
+        # task workers start warm (README); spark-submit tests (demo) keep pyspark's daemon
+        .config("spark.python.daemon.module", "zerorename.spark_adapter.daemon")
         .config("spark.driver.memory", "1g")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.bindAddress", "127.0.0.1")

@@ -1,32 +1,88 @@
-"""The async upload engine: the only code in zerorename that talks to S3."""
+"""The async upload engine: the only code in zerorename that talks to S3.
 
-from zerorename.engine import errors
-from zerorename.engine.config import EngineConfig, RetryConfig
-from zerorename.engine.core import UploadEngine
-from zerorename.engine.events import (
-    BytesSent,
-    ConcurrencyChanged,
-    Event,
-    PartDone,
-    ProgressCallback,
-    RetryScheduled,
-    Throttled,
-    UploadAborted,
-    UploadCompleted,
-    UploadDeferred,
-)
-from zerorename.engine.records import (
-    BatchFailure,
-    BatchResult,
-    ObjectInfo,
-    PartInfo,
-    PendingUpload,
-    UploadInfo,
-    UploadResult,
-)
-from zerorename.engine.retry import EngineStats
-from zerorename.engine.runner import run
-from zerorename.engine.writers import AsyncUploadWriter, SyncUploadWriter
+Every name below loads its module on first use (PEP 562), so ``from zerorename.engine
+import EngineConfig`` loads the configuration alone, not aiohttp and botocore: a command
+or a Spark worker that only reads settings stays cheap.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from zerorename.engine import errors
+    from zerorename.engine.config import EngineConfig, RetryConfig
+    from zerorename.engine.core import UploadEngine
+    from zerorename.engine.events import (
+        BytesSent,
+        ConcurrencyChanged,
+        Event,
+        PartDone,
+        ProgressCallback,
+        RetryScheduled,
+        Throttled,
+        UploadAborted,
+        UploadCompleted,
+        UploadDeferred,
+    )
+    from zerorename.engine.records import (
+        BatchFailure,
+        BatchResult,
+        ObjectInfo,
+        PartInfo,
+        PendingUpload,
+        UploadInfo,
+        UploadResult,
+    )
+    from zerorename.engine.retry import EngineStats
+    from zerorename.engine.runner import run
+    from zerorename.engine.writers import AsyncUploadWriter, SyncUploadWriter
+
+#: each public name -> the module that defines it
+_LAZY = {
+    "AsyncUploadWriter": "writers",
+    "BatchFailure": "records",
+    "BatchResult": "records",
+    "BytesSent": "events",
+    "ConcurrencyChanged": "events",
+    "EngineConfig": "config",
+    "EngineStats": "retry",
+    "Event": "events",
+    "ObjectInfo": "records",
+    "PartDone": "events",
+    "PartInfo": "records",
+    "PendingUpload": "records",
+    "ProgressCallback": "events",
+    "RetryConfig": "config",
+    "RetryScheduled": "events",
+    "SyncUploadWriter": "writers",
+    "Throttled": "events",
+    "UploadAborted": "events",
+    "UploadCompleted": "events",
+    "UploadDeferred": "events",
+    "UploadEngine": "core",
+    "UploadInfo": "records",
+    "UploadResult": "records",
+    "errors": "errors",
+    "run": "runner",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    loaded = importlib.import_module(f"{__name__}.{module}")
+    value = loaded if name == module else getattr(loaded, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "AsyncUploadWriter",

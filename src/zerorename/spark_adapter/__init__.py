@@ -8,14 +8,14 @@
     df.writeStream.format("zerorename").option("checkpointLocation", ckpt).start(uri)
     read_stream_log(uri, ckpt)               # the stream's committed batches
 
-Importing this package does not import pyspark; the data source pieces load it lazily.
+Importing this package imports neither pyspark nor the engine: each name loads its module
+on first use, so each of Spark's Python processes loads only what its step needs.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from zerorename.spark_adapter.bridge import LoopBridge, get_bridge
 from zerorename.spark_adapter.errors import (
     BridgeError,
     ClusterError,
@@ -27,6 +27,7 @@ from zerorename.spark_adapter.errors import (
 )
 
 if TYPE_CHECKING:
+    from zerorename.spark_adapter.bridge import LoopBridge, get_bridge
     from zerorename.spark_adapter.datasource import (
         ZeroRenameCommitMessage,
         ZeroRenameDataSource,
@@ -44,6 +45,8 @@ if TYPE_CHECKING:
     from zerorename.spark_adapter.success import SuccessInfo, read_success
 
 _LAZY = {
+    "LoopBridge": "zerorename.spark_adapter.bridge",
+    "get_bridge": "zerorename.spark_adapter.bridge",
     "ZeroRenameDataSource": "zerorename.spark_adapter.datasource",
     "ZeroRenameWriter": "zerorename.spark_adapter.datasource",
     "ZeroRenameCommitMessage": "zerorename.spark_adapter.datasource",

@@ -32,25 +32,23 @@ import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
-from pyspark.sql.types import StringType, StructType
 
 from zerorename.spark_adapter.errors import OptionError
-from zerorename.spark_adapter.formats import check_partition_columns, check_schema
-from zerorename.spark_adapter.jobs import (
-    TaskResult,
-    TaskWriter,
-    abort_job,
-    commit_job,
-    iter_results,
-    setup_job,
-)
-from zerorename.spark_adapter.options import SESSION_OVERWRITE_KEY, WriteOptions
-from zerorename.spark_adapter.streaming import ZeroRenameStreamWriter, check_stream_options
 from zerorename.spark_adapter.workerpython import check_local_workers, guarded_reduce
+
+if TYPE_CHECKING:
+    # Each of Spark's Python processes imports what its step needs (a planning worker
+    # that sets a job up or commits it needs no pyarrow, no file writer, no stream
+    # code): these load in the methods below.
+    import pyarrow as pa
+    from pyspark.sql.types import StructType
+
+    from zerorename.spark_adapter.jobs import TaskResult
+    from zerorename.spark_adapter.options import WriteOptions
+    from zerorename.spark_adapter.streaming import ZeroRenameStreamWriter
 
 log = logging.getLogger("zerorename.spark")
 
@@ -65,6 +63,10 @@ class ZeroRenameCommitMessage(WriterCommitMessage):  # type: ignore[misc]
 
 
 def _check_spark_schema(schema: StructType, opts: WriteOptions) -> None:
+    from pyspark.sql.types import StringType
+
+    from zerorename.spark_adapter.partitioning import check_partition_columns
+
     check_partition_columns([f.name for f in schema.fields], opts.partition_by)
     data = [f for f in schema.fields if f.name not in opts.partition_by]
     if opts.format == "text" and (len(data) != 1 or not isinstance(data[0].dataType, StringType)):
@@ -94,9 +96,23 @@ class ZeroRenameWriter(DataSourceArrowWriter):  # type: ignore[misc]
     """Pickled once on the driver side; ``write`` runs in tasks, ``commit``/``abort`` on
     the driver side. Holds only options (no credentials) and the job id."""
 
-    #: Arrow schema of the file partition 0 writes when it has no rows (Spark writes one
-    #: for unpartitioned output); None: write nothing.
-    empty_schema: pa.Schema | None = None
+    #: the empty-output schema (below) in Arrow's IPC form: the writer is unpickled by the
+    #: job commit's process too, which then needs no pyarrow
+    _empty_schema_ipc: bytes | None = None
+
+    @property
+    def empty_schema(self) -> pa.Schema | None:
+        """Arrow schema of the file partition 0 writes when it has no rows (Spark writes
+        one for unpartitioned output); None: write nothing."""
+        if self._empty_schema_ipc is None:
+            return None
+        import pyarrow as pa
+
+        return pa.ipc.read_schema(pa.py_buffer(self._empty_schema_ipc))
+
+    @empty_schema.setter
+    def empty_schema(self, schema: pa.Schema | None) -> None:
+        self._empty_schema_ipc = None if schema is None else schema.serialize().to_pybytes()
 
     def __init__(self, opts: WriteOptions, job_id: str) -> None:
         self.opts = opts
@@ -114,6 +130,9 @@ class ZeroRenameWriter(DataSourceArrowWriter):  # type: ignore[misc]
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> ZeroRenameCommitMessage:
         from pyspark import TaskContext
+
+        from zerorename.spark_adapter.jobs import TaskWriter
+        from zerorename.spark_adapter.options import SESSION_OVERWRITE_KEY
 
         tc = TaskContext.get()
         partition = tc.partitionId() if tc is not None else 0
@@ -134,8 +153,9 @@ class ZeroRenameWriter(DataSourceArrowWriter):  # type: ignore[misc]
             for batch in iterator:
                 writer.write(batch)
                 self.checkpoint("batch", partition, attempt)
-            if partition == 0 and writer.rows == 0 and self.empty_schema is not None:
-                writer.write_empty(self.empty_schema)  # as Spark: readable empty output
+            empty = self.empty_schema if partition == 0 and writer.rows == 0 else None
+            if empty is not None:
+                writer.write_empty(empty)  # as Spark: readable empty output
             writer.close_files()
             self.checkpoint("files_closed", partition, attempt)
             result = writer.commit()
@@ -146,6 +166,8 @@ class ZeroRenameWriter(DataSourceArrowWriter):  # type: ignore[misc]
         return ZeroRenameCommitMessage(result)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        from zerorename.spark_adapter.jobs import commit_job, iter_results
+
         outcome = commit_job(
             self.opts,
             self.job_id,
@@ -164,6 +186,8 @@ class ZeroRenameWriter(DataSourceArrowWriter):  # type: ignore[misc]
         )
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        from zerorename.spark_adapter.jobs import abort_job
+
         abort_job(self.opts, self.job_id)
 
 
@@ -179,6 +203,10 @@ class ZeroRenameDataSource(DataSource):  # type: ignore[misc]
         return ZeroRenameWriter
 
     def writer(self, schema: StructType, overwrite: bool) -> ZeroRenameWriter:
+        from zerorename.spark_adapter.formats import check_schema
+        from zerorename.spark_adapter.jobs import setup_job
+        from zerorename.spark_adapter.options import WriteOptions
+
         opts = WriteOptions.parse(dict(self.options), overwrite=overwrite)
         if opts.unknown:
             log.warning("zerorename: ignoring unknown options %s", ", ".join(opts.unknown))
@@ -194,11 +222,16 @@ class ZeroRenameDataSource(DataSource):  # type: ignore[misc]
 
     def stream_writer_class(self) -> type[ZeroRenameStreamWriter]:
         """The streaming writer to build (subclasses swap it, e.g. for fault tests)."""
+        from zerorename.spark_adapter.streaming import ZeroRenameStreamWriter
+
         return ZeroRenameStreamWriter
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> ZeroRenameStreamWriter:
         """``df.writeStream.format("zerorename")``: one job per micro-batch, append only
         (see :mod:`zerorename.spark_adapter.streaming`). Called per batch, without I/O."""
+        from zerorename.spark_adapter.options import WriteOptions
+        from zerorename.spark_adapter.streaming import check_stream_options
+
         opts = WriteOptions.parse(dict(self.options), overwrite=overwrite)
         check_stream_options(opts, overwrite)
         if opts.unknown:

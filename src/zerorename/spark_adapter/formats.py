@@ -7,7 +7,6 @@ data) so files do not end up with a row group per Spark batch.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any, Protocol
 
 import pyarrow as pa
@@ -16,6 +15,7 @@ from zerorename.spark_adapter.csvformat import CsvEncoder, parse_dialect, parse_
 from zerorename.spark_adapter.errors import OptionError
 from zerorename.spark_adapter.jsonformat import JsonEncoder
 from zerorename.spark_adapter.options import WriteOptions
+from zerorename.spark_adapter.partitioning import check_partition_columns
 from zerorename.units import MiB
 
 #: Arrow bytes buffered before a Parquet row group is written.
@@ -236,15 +236,6 @@ def open_format_writer(sink: Sink, schema: pa.Schema, opts: WriteOptions) -> For
     if opts.format == "json":
         return JsonWriter(sink, schema, opts)
     return TextWriter(sink, schema, opts)
-
-
-def check_partition_columns(names: list[str], partition_by: Sequence[str]) -> None:
-    """Refuse partition columns that are not in the data, or that leave no data column."""
-    missing = [c for c in partition_by if c not in names]
-    if missing:
-        raise OptionError(f"partitionBy columns {missing} are not in the data ({names})")
-    if all(n in partition_by for n in names):
-        raise OptionError("every column is a partition column: no data would be written")
 
 
 def check_schema(schema: pa.Schema, opts: WriteOptions) -> None:

@@ -23,9 +23,7 @@ import logging
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
 
 from zerorename.committers import (
     CommitProgress,
@@ -44,7 +42,13 @@ from zerorename.engine import UploadEngine
 from zerorename.spark_adapter.bridge import get_bridge
 from zerorename.spark_adapter.errors import CommitMessageError
 from zerorename.spark_adapter.options import WriteOptions
-from zerorename.spark_adapter.router import BatchRouter, FileStats
+
+if TYPE_CHECKING:
+    # pyarrow and the file writers load with a task's first batch: a job's setup and
+    # commit (Spark's planning workers) need neither
+    import pyarrow as pa
+
+    from zerorename.spark_adapter.router import BatchRouter, FileStats
 
 log = logging.getLogger("zerorename.spark")
 
@@ -175,6 +179,8 @@ class TaskWriter:
         self._router: BatchRouter | None = None
 
     def _start(self, schema: pa.Schema) -> BatchRouter:
+        from zerorename.spark_adapter.router import BatchRouter
+
         job = job_handle(self.opts, self.job_id)
         ta = job.task_attempt(task_id_for(self.partition, self.task_attempt_id), self.attempt)
         self._bridge.run(ta.setup())

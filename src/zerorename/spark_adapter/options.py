@@ -199,9 +199,6 @@ _SPARK_ONLY: dict[str, frozenset[str]] = {
 def format_options(fmt: str, opts: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     """The options ``fmt``'s writer takes, validated; another Spark option of that format
     is refused (one line). Sorted (key, value) pairs, picklable."""
-    from zerorename.spark_adapter.csvformat import line_sep, parse_dialect, parse_time_formats
-    from zerorename.spark_adapter.javatext import charset
-
     refused = sorted(k for k in opts if k in _SPARK_ONLY[fmt])
     if refused:
         raise OptionError(
@@ -210,6 +207,11 @@ def format_options(fmt: str, opts: Mapping[str, str]) -> tuple[tuple[str, str], 
             f"{', '.join(sorted(FORMAT_OPTIONS[fmt])) or 'none'})"
         )
     mine = {k: v for k, v in opts.items() if k in FORMAT_OPTIONS[fmt]}
+    if fmt == "parquet":  # no text options to check: no text encoders (and no pyarrow) needed
+        return tuple(sorted(mine.items()))
+    from zerorename.spark_adapter.csvformat import line_sep, parse_dialect, parse_time_formats
+    from zerorename.spark_adapter.javatext import charset
+
     if fmt == "csv":
         parse_dialect(mine)
     if fmt in ("csv", "json"):

@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from zerorename.spark_adapter.errors import OptionError
+
 DEFAULT_PARTITION_NAME = "__HIVE_DEFAULT_PARTITION__"
 
 _ESCAPED = frozenset(
@@ -143,3 +145,12 @@ def partition_dir(columns: Sequence[str], values: Sequence[str | None]) -> str:
     if len(columns) != len(values):
         raise ValueError("one value per partition column is needed")
     return "/".join(partition_component(c, v) for c, v in zip(columns, values, strict=True))
+
+
+def check_partition_columns(names: list[str], partition_by: Sequence[str]) -> None:
+    """Refuse partition columns that are not in the data, or that leave no data column."""
+    missing = [c for c in partition_by if c not in names]
+    if missing:
+        raise OptionError(f"partitionBy columns {missing} are not in the data ({names})")
+    if all(n in partition_by for n in names):
+        raise OptionError("every column is a partition column: no data would be written")

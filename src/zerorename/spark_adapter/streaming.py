@@ -26,9 +26,8 @@ import logging
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
 from zerorename.spark_adapter.bridge import get_bridge
@@ -36,9 +35,15 @@ from zerorename.spark_adapter.commitopts import refuse_for_stream
 from zerorename.spark_adapter.errors import CommitMessageError, OptionError
 from zerorename.spark_adapter.jobs import TaskResult, TaskWriter
 from zerorename.spark_adapter.options import WriteOptions
-from zerorename.spark_adapter.router import BatchRouter
 from zerorename.spark_adapter.streamlog import check_query_id, stream_job_id
 from zerorename.spark_adapter.streamsink import StreamSink, ensure_job, stream_committer
+
+if TYPE_CHECKING:
+    # pyarrow and the file writers load with a task's first batch (TaskWriter._start): the
+    # process that commits a micro-batch needs neither
+    import pyarrow as pa
+
+    from zerorename.spark_adapter.router import BatchRouter
 
 log = logging.getLogger("zerorename.spark")
 
