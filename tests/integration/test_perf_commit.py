@@ -100,9 +100,10 @@ def test_a_commit_of_600_uploads_in_12_pendingsets_stays_small(sink: Target) -> 
     assert c.list_multipart_uploads(Bucket=sink.bucket, Prefix=sink.prefix).get("Uploads", []) == []
 
 
-#: the run that deletes what it wrote: on moto the 600-upload commit's and the latency
-#: test's runs (zerorename, boto3-64) are such runs, each followed by an empty listing; on
-#: RGW one, by a client that leaves the job's records for the cleanup (boto3 only completes)
+#: the run that deletes what it wrote: on moto the latency test's runs (zerorename and
+#: boto3-64) are such runs, followed by an empty listing (and the 600-upload run on the
+#: sink); on RGW one, by a client that leaves the job's records for the cleanup (boto3
+#: only completes)
 NOT_KEPT = {"rgw": "boto3-15"}
 
 
