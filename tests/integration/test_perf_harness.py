@@ -70,30 +70,44 @@ def check_doc(doc: dict[str, Any], scenario: str, reps: int) -> None:
     assert groups
 
 
-#: the repetitions (reps samples per client and group, the figures their medians) and the
-#: bar plot are the harness's own, the same for every scenario: shown once, with the upload
-@pytest.mark.parametrize(("scenario", "reps"), [("upload", 2), ("many", 1)])
-def test_scenarios_against_the_sink_with_every_baseline(
-    scenario: str, reps: int, tmp_path: Path
-) -> None:
-    args = [scenario, "--target", "sink", "--reps", str(reps), *TINY[scenario]]
-    doc = perf(args, tmp_path, plot=scenario == "upload")
-    check_doc(doc, scenario, reps=reps)
-    clients = {s["client"] for s in doc["samples"]}
-    assert {"zerorename", "zerorename-matched", "boto3-default", "boto3-matched"} <= clients
-    assert "obstore" in clients
-    # ratios are medians over medians of the same run
+def check_ratios(doc: dict[str, Any], pairs: set[tuple[str, str]]) -> None:
+    """Every ratio is the median of one client over the median of its baseline (the same
+    run), and at least ``pairs`` are there."""
     summary = {(r["client"], r["metric"]): r["median"] for r in doc["summary"]}
     for r in doc["ratios"]:
         mine, base = summary[(r["client"], r["metric"])], summary[(r["baseline"], r["metric"])]
         assert r["ratio"] == pytest.approx(mine / base)
-    assert {(r["client"], r["baseline"]) for r in doc["ratios"]} >= {
-        ("zerorename", "boto3-default"),
-        ("zerorename-matched", "boto3-matched"),
-    }
+    assert {(r["client"], r["baseline"]) for r in doc["ratios"]} >= pairs
+
+
+def test_many_against_the_sink_with_every_baseline(tmp_path: Path) -> None:
+    """No --clients: every baseline runs next to ours (the defaults are the upload's, one
+    list: many_scenario.CLIENTS; the README's first perf example runs every upload client
+    on the sink, test_perf_tls.py every one of them over TLS with these checks)."""
+    args = ["many", "--target", "sink", "--reps", "1", *TINY["many"]]
+    doc = perf(args, tmp_path)
+    check_doc(doc, "many", reps=1)
+    clients = {s["client"] for s in doc["samples"]}
+    assert {"zerorename", "zerorename-matched", "boto3-default", "boto3-matched"} <= clients
+    assert "obstore" in clients
+    check_ratios(doc, {("zerorename", "boto3-default"), ("zerorename-matched", "boto3-matched")})
     assert doc["target"]["name"] == "sink"
     assert "secret" not in json.dumps(doc["settings"]).lower()
     # no --latency-ms: no proxy in the runs, so no request count (test_perf_tune.py: with it)
+    for s in doc["samples"]:
+        assert "requests" not in s["metrics"] and "latency_ms" not in s["params"], s
+
+
+def test_upload_against_the_sink_repeats_every_run_and_plots(tmp_path: Path) -> None:
+    """The repetitions (reps samples per client, the figures their medians and ranges) and
+    the bar plot are the harness's own, the same for every scenario: shown once, with the
+    upload, on two clients (a ratio needs two; every client: the test above)."""
+    args = ["upload", "--target", "sink", "--reps", "2", *TINY["upload"]]
+    doc = perf([*args, "--clients", "zerorename,boto3-default"], tmp_path, plot=True)
+    check_doc(doc, "upload", reps=2)
+    assert {s["client"] for s in doc["samples"]} == {"zerorename", "boto3-default"}
+    assert sorted(s["rep"] for s in doc["samples"]) == [0, 0, 1, 1]
+    check_ratios(doc, {("zerorename", "boto3-default")})
     for s in doc["samples"]:
         assert "requests" not in s["metrics"] and "latency_ms" not in s["params"], s
 
@@ -128,9 +142,13 @@ def test_many_against_an_endpoint_url_with_credentials_from_the_environment(
         "AWS_SECRET_ACCESS_KEY": rgw_server.secret_key,
         "AWS_DEFAULT_REGION": "us-east-1",
     }
+    # the three ways credentials are found: the engine's (aiobotocore), boto3's, obstore's
+    # (the matched clients find them as their namesakes do)
+    clients = "zerorename,boto3-default,obstore"
     args = ["many", "--target", rgw_server.endpoint_url, "--bucket", "perf-url-target"]
-    doc = perf([*args, "--reps", "1", *TINY["many"]], tmp_path, env)
+    doc = perf([*args, "--reps", "1", "--clients", clients, *TINY["many"]], tmp_path, env)
     check_doc(doc, "many", reps=1)
+    assert {s["client"] for s in doc["samples"]} == set(clients.split(","))
     assert doc["target"]["name"] == "url"
     assert rgw_server.secret_key not in json.dumps(doc) + doc["_stdout"]
 
@@ -182,3 +200,21 @@ def test_a_run_that_times_out_is_reported_and_the_others_go_on(tmp_path: Path) -
     assert {f["client"] for f in doc["failures"]} == {"zerorename", "boto3-default"}
     assert all("--run-timeout" in f["error"] for f in doc["failures"])
     assert doc["samples"] == []
+
+
+def test_the_harness_loads_without_the_engine() -> None:
+    """``zerorename perf`` starts without importing the engine (aiobotocore, aiohttp: ~0.7 s
+    of CPU at every start): its children import what their runs use, and the harness on an
+    embedded target uses none of it (a URL target checks the engine's endpoint rule: the
+    refusals in test_url_secrets.py)."""
+    code = (
+        "import sys; from zerorename.perf.harness import main, build_parser; build_parser(); "
+        "from zerorename.perf.targets import target_problem; target_problem('sink', {}); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('aiobotocore', 'aiohttp', 'boto3', 'botocore') or m.startswith('zerorename.engine')))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]", proc.stdout
