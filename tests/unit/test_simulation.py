@@ -393,3 +393,12 @@ def test_a_run_of_seeds_ends_in_one_summary_line(capsys: pytest.CaptureFixture[s
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last.startswith("1 of 1 schedules ran with zero violations (profile s3a, seeds 3..3")
     assert "ms CPU per schedule" in last
+
+
+# -- schedules that never ended ---------------------------------------------------------
+def test_a_schedule_still_running_at_its_limit_is_a_hang_violation_not_a_stuck_run() -> None:
+    # limit 0: the watchdog stops the run at its first pause; the run returns, reporting
+    # the hang and where each task waited
+    r = run_schedule(generate(7), limit=0.0)
+    assert [category(v) for v in r.violations[:1]] == ["hang"]
+    assert any(n.startswith("hang: task ") and "sim/" in n for n in r.notes)
