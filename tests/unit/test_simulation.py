@@ -393,3 +393,22 @@ def test_a_run_of_seeds_ends_in_one_summary_line(capsys: pytest.CaptureFixture[s
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last.startswith("1 of 1 schedules ran with zero violations (profile s3a, seeds 3..3")
     assert "ms CPU per schedule" in last
+
+
+# -- schedules that never ended ---------------------------------------------------------
+def test_a_schedule_still_running_at_its_limit_is_a_hang_violation_not_a_stuck_run() -> None:
+    # limit 0: the watchdog stops the run at its first pause; the run returns, reporting
+    # the hang and where each task waited
+    r = run_schedule(generate(7), limit=0.0)
+    assert [category(v) for v in r.violations[:1]] == ["hang"]
+    assert any(n.startswith("hang: task ") and "sim/" in n for n in r.notes)
+
+
+def test_hang_6532_final_resume_of_a_job_waited_for_a_dead_jobs_lock() -> None:
+    # job 0 dies after its _SUCCESS, before its journal's `succeeded` (it keeps the
+    # destination's lock); the final recovery resumed an earlier dead job first, whose
+    # resume waited for that lock (the CLI's lock_wait, 15 minutes of wall clock) before
+    # the lock's holder was resumed: the operator resumes the holder first, as the
+    # refusal tells. The limit turns a wait into a violation instead of a stuck test.
+    r = run_schedule(generate(6532), limit=120.0)
+    assert "hang" not in {category(v) for v in r.violations}

@@ -4,20 +4,23 @@ runs again, with no fault), then the checker."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
+import json
 import os
 import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import anyio
 
 from zerorename.errors import ZeroRenameError
 from zerorename.sim.actors import job_actor, s3a_actor
 from zerorename.sim.checker import check
-from zerorename.sim.model import BUCKET, ActorSpec, Kind, Outcome, Schedule
+from zerorename.sim.model import BUCKET, DEST, ActorSpec, Kind, Outcome, Schedule
 from zerorename.sim.operators import (
     TaskStdout,
     foreign_actor,
@@ -33,6 +36,9 @@ from zerorename.sim.streams import stream_actor
 from zerorename.sim.world import URI, World, crashed, one_line
 from zerorename.testing.memstate import MemoryState
 from zerorename.testing.memstore import MemoryStore
+
+#: the destination's commit lock (zerorename.committers.commitlock.lock_key)
+LOCK = f"{DEST}/__magic_commit/lock.json"
 
 Actor = Callable[[World, int, ActorSpec], Awaitable[None]]
 ACTORS: dict[Kind, Actor] = {
@@ -80,11 +86,36 @@ def _job_left(w: World, job_id: str) -> bool:
     )
 
 
+def lock_holder(w: World) -> str | None:
+    """The job named by the destination's commit lock (None: free, or not a lock record)."""
+    data = w.state.objects(BUCKET, LOCK).get(LOCK)
+    try:
+        holder = json.loads(data)["jobId"] if data is not None else None
+    except (ValueError, TypeError, KeyError):
+        return None
+    return holder if isinstance(holder, str) else None
+
+
+def holder_first(w: World, job_ids: list[str]) -> list[str]:
+    """``job_ids`` with the lock's holder first: an operator whose resume of one job was
+    refused because a dead job holds the lock resumes that job first, as the refusal says
+    (the CLI's resume would wait ``lock_wait``, 15 minutes, on the wall clock, which the
+    simulation does not drive)."""
+    holder = lock_holder(w)
+    if holder is None or holder not in job_ids:
+        return job_ids
+    return [holder, *(j for j in job_ids if j != holder)]
+
+
 async def final_recovery(w: World, schedule: Schedule) -> None:
     """What an operator does at the end: every job with something left is resumed (or
-    aborted when resume refuses, unless it was told it committed); every query that did
-    not finish is run again."""
-    for job_id, told in w.history.jobs.items():
+    aborted when resume refuses, unless it was told it committed), the lock's holder
+    first; every query that did not finish is run again."""
+    todo = list(w.history.jobs)
+    while todo:
+        todo = holder_first(w, todo)
+        job_id = todo.pop(0)
+        told = w.history.jobs[job_id]
         last = [o for _, o, _ in told.told]
         settled = Outcome.COMMITTED in last or Outcome.FAILED in last or Outcome.ABORTED in last
         if settled and not _job_left(w, job_id):
@@ -113,36 +144,88 @@ async def final_recovery(w: World, schedule: Schedule) -> None:
             await stream_actor(w, i, spec, final=True)
 
 
-async def run_async(schedule: Schedule, tmp: Path) -> RunResult:
+#: seconds (wall clock) a schedule may take before it is reported as a hang: one takes
+#: well under a second of CPU; a wait on the wall clock (a lock's ``lock_wait``, a retry's
+#: pause) that the seeded scheduler does not drive is what outlasts this
+LIMIT = 300.0
+
+
+def waits_at(task: asyncio.Task[Any]) -> list[str]:
+    """Where ``task`` waits: its chain of awaited coroutines, innermost last, as
+    ``module.py:line function`` (zerorename's own frames only)."""
+    out: list[str] = []
+    coro: Any = task.get_coro()
+    while coro is not None:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "ag_frame", None)
+        if frame is not None and "/zerorename/" in frame.f_code.co_filename:
+            name = frame.f_code.co_filename.rsplit("/zerorename/", 1)[1]
+            out.append(f"{name}:{frame.f_lineno} {frame.f_code.co_name}")
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "ag_await", None)
+    return out
+
+
+async def watchdog(
+    limit: float, sched: Scheduler, scope: anyio.CancelScope, out: list[str]
+) -> None:
+    """After ``limit`` seconds: the hang, with where every task waits, then the run is
+    cancelled (a schedule that never ends is a violation, not a stuck runner)."""
+    await anyio.sleep(limit)
+    me = asyncio.current_task()
+    stuck = [
+        (t.get_name(), waits_at(t)) for t in asyncio.all_tasks() if t is not me and not t.done()
+    ]
+    inner = sorted({at[-1] for _, at in stuck if at})
+    out.append(
+        f"hang: the schedule did not end within {limit:g} s (step {sched.step}, "
+        f"{sched.live} actors running); waiting at: {', '.join(inner) or '?'}"
+    )
+    out += [f"hang: task {name} waits at {' <- '.join(reversed(at))}" for name, at in stuck if at]
+    scope.cancel()
+
+
+async def run_world(w: World, schedule: Schedule) -> None:
+    """The actors, interleaved by the scheduler, then the final recovery."""
+    async with anyio.create_task_group() as tg:
+        for i, spec in enumerate(schedule.actors):
+            tg.start_soon(_actor, w, i, spec)
+        await w.sched.drive()
+    try:
+        await final_recovery(w, schedule)
+    except Exception as exc:
+        w.history.errors.append(f"final recovery raised {one_line(exc)}")
+
+
+async def run_async(schedule: Schedule, tmp: Path, limit: float = LIMIT) -> RunResult:
     state = MemoryState(BUCKET)
     state.create_bucket(BUCKET)
     sched = Scheduler(schedule.seed, schedule.faults, schedule.picks)
     w = World(schedule.seed, state, sched, tmp, avoid=schedule.avoid)
     sched.live = len(schedule.actors)
-    async with anyio.create_task_group() as tg:
-        for i, spec in enumerate(schedule.actors):
-            tg.start_soon(_actor, w, i, spec)
-        await sched.drive()
-    try:
-        await final_recovery(w, schedule)
-    except Exception as exc:
-        w.history.errors.append(f"final recovery raised {one_line(exc)}")
+    hang: list[str] = []
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as guard:
+            guard.start_soon(watchdog, limit, sched, scope, hang)
+            await run_world(w, schedule)
+            guard.cancel_scope.cancel()
     w.history.requests = sched.log
-    violations = list(w.history.errors)
-    violations += check(state.objects(BUCKET), state.pending(BUCKET), w.history)
-    return RunResult(schedule, violations, sched.trace, w.history.notes, tuple(sched.picked))
+    violations = hang[:1] + list(w.history.errors)
+    if not hang:  # a run cut short leaves what its final recovery did not get to
+        violations += check(state.objects(BUCKET), state.pending(BUCKET), w.history)
+    notes = w.history.notes + hang[1:]
+    return RunResult(schedule, violations, sched.trace, notes, tuple(sched.picked))
 
 
 #: where a schedule's local files go (staging committers): memory where there is some
 SCRATCH = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 
 
-def run_schedule(schedule: Schedule) -> RunResult:
-    """Run ``schedule`` on a fresh in-memory store (its own event loop)."""
+def run_schedule(schedule: Schedule, *, limit: float = LIMIT) -> RunResult:
+    """Run ``schedule`` on a fresh in-memory store (its own event loop); one still running
+    after ``limit`` seconds is stopped and reported as a ``hang`` violation."""
     quiet = io.StringIO()
     with (
         tempfile.TemporaryDirectory(prefix="zr-sim-", dir=SCRATCH) as tmp,
         contextlib.redirect_stdout(TaskStdout(quiet)),
         contextlib.redirect_stderr(quiet),
     ):
-        return anyio.run(run_async, schedule, Path(tmp))
+        return anyio.run(run_async, schedule, Path(tmp), limit)
