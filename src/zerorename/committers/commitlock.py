@@ -246,7 +246,8 @@ async def acquire(
     ``lock_wait`` seconds :class:`DestinationLocked`. Nothing is written but the lock
     (and a fenced holder's tombstone)."""
     opts = ctx.opts
-    deadline = time.monotonic() + opts.lock_wait
+    # the event loop's clock (monotonic; a test's loop may make it virtual), as the sleeps
+    deadline = anyio.current_time() + opts.lock_wait
     pause = 0.05
     while holder is not None:
         if holder is not FREE:
@@ -256,7 +257,7 @@ async def acquire(
                 holder = await try_lock(ctx)
                 continue
             on_wait(holder.job_id)
-            left = deadline - time.monotonic()
+            left = deadline - anyio.current_time()
             if left <= 0:
                 state = "is committing" if has_journal else "has not started committing"
                 raise DestinationLocked(

@@ -5,7 +5,7 @@ python -m zerorename.sim --seed 20 --trace         one schedule, every request
 python -m zerorename.sim --seed 20 --shrink        and its shortest failing form
 python -m zerorename.sim --seeds 0..999 --avoid 1,2,4,5   without the known bugs
 python -m zerorename.sim --seeds 0..99999 --jobs 8  in 8 processes; the last line sums up
-python -m zerorename.sim --seed 20 --limit 30       a run still going after 30 s: a hang
+python -m zerorename.sim --seed 20 --limit 30       a run past 30 s of CPU: a hang
 """
 
 from __future__ import annotations
@@ -58,7 +58,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--limit",
         type=float,
         default=LIMIT,
-        help=f"seconds a schedule may run before it is reported as a hang (default {LIMIT:g})",
+        help=f"CPU seconds a schedule may use before it is reported as a hang (default "
+        f"{LIMIT:g}; its waits take none: the schedule's clock is virtual)",
     )
     args = p.parse_args(argv)
     if args.seed is not None:
