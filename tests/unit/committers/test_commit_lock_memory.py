@@ -28,6 +28,7 @@ from zerorename.committers.commitlock import (
 )
 from zerorename.committers.errors import RecordFormatError
 from zerorename.testing.memstore import MemoryState, MemoryStore
+from zerorename.testing.rounds import rounds
 
 B = "bkt"
 DEST = "out"
@@ -72,25 +73,54 @@ async def until(done: Any) -> None:
         await anyio.sleep(0.001)
 
 
-async def first_complete(store: MemoryStore) -> None:
-    await until(lambda: any(r.op == "CompleteMultipartUpload" and not r.error for r in store.log))
+def held_at(op: str, key: str, arrived: anyio.Event, go: anyio.Event) -> Any:
+    """A store gate: the request ``op`` on ``key`` sets ``arrived`` and waits for ``go``
+    (so a test orders two jobs' requests by events, not by latency)."""
+
+    async def gate(o: str, bucket: str, k: str) -> None:
+        if (o, k) == (op, key) and not go.is_set():
+            arrived.set()
+            await go.wait()
+
+    return gate
 
 
 async def test_replace_never_deletes_part_of_a_commit_running_at_the_same_time(
     tmp_path: Path,
 ) -> None:
     """Finding 4: append job B is completing (one file at a time) when replace job A
-    starts. A's plan must hold all of B's files (B committed first) or none: never part."""
+    starts. A's plan must hold all of B's files (B committed first) or none: never part.
+    Ordered by store gates: B's second complete waits until A found the lock held (A's
+    read of the lock follows only a refused create), so A starts with one of B's six
+    files completed, on any machine."""
     state = MemoryState(B)
     setup = MemoryStore(state)
     await setup.put_object(B, f"{DEST}/old.csv", b"old")
     b_job, b_sums, b_keys = await ready_job(setup, tmp_path, "append", "b", 6, concurrency=1)
     a_job, a_sums, a_keys = await ready_job(setup, tmp_path, "replace", "a", 2)
-    b_store = MemoryStore(state, latency=0.01)
+    b_one, a_waits = anyio.Event(), anyio.Event()
+    completes = 0
+
+    async def b_gate(op: str, bucket: str, key: str) -> None:
+        nonlocal completes
+        if op == "CompleteMultipartUpload":
+            completes += 1
+            if completes == 2:
+                b_one.set()
+                await a_waits.wait()
+
+    b_store = MemoryStore(state)
+    b_store.gate = b_gate
     b_job = await MagicCommitter(b_store, URI, options=options(tmp_path, concurrency=1)).open_job(
         b_job.job_id
     )
     a_store = MemoryStore(state)
+
+    async def a_gate(op: str, bucket: str, key: str) -> None:
+        if (op, key) == ("GetObject", LOCK):  # after a refused create: A waits for B
+            a_waits.set()
+
+    a_store.gate = a_gate
     a_job = await MagicCommitter(a_store, URI, options=options(tmp_path)).open_job(a_job.job_id)
     results: dict[str, Any] = {}
 
@@ -98,8 +128,8 @@ async def test_replace_never_deletes_part_of_a_commit_running_at_the_same_time(
         results["b"] = await b_job.commit(b_sums)
 
     async def run_a() -> None:
-        await first_complete(b_store)  # B has completed a file, not all of them
-        assert sum(k in state.objects(B) for k in b_keys) < len(b_keys)
+        await b_one.wait()  # B has completed a file, not all of them
+        assert sum(k in state.objects(B) for k in b_keys) == 1
         results["a"] = await a_job.commit(a_sums)
 
     async with anyio.create_task_group() as tg:
@@ -117,15 +147,16 @@ async def test_two_fail_mode_commits_to_an_empty_destination_at_most_one_succeed
     tmp_path: Path,
 ) -> None:
     """Finding 5: both commits start together, each pre-check would run before the
-    other's completes; one succeeds, the other refuses and leaves nothing."""
+    other's completes; one succeeds, the other refuses and leaves nothing. The two run in
+    lockstep (virtual rounds: each request takes one round), so they meet on any machine."""
     state = MemoryState(B)
     setup = MemoryStore(state)
     j1, s1, k1 = await ready_job(setup, tmp_path, "fail", "one", 3)
     j2, s2, k2 = await ready_job(setup, tmp_path, "fail", "two", 3)
     outcome: dict[str, BaseException | None] = {}
+    stores = [MemoryStore(state), MemoryStore(state)]
 
-    async def run(job_id: str, sums: Any, name: str) -> None:
-        store = MemoryStore(state, latency=0.005)
+    async def run(store: MemoryStore, job_id: str, sums: Any, name: str) -> None:
         c = MagicCommitter(store, URI, conflict="fail", options=options(tmp_path))
         job = await c.open_job(job_id)
         try:
@@ -134,9 +165,12 @@ async def test_two_fail_mode_commits_to_an_empty_destination_at_most_one_succeed
         except ConflictError as exc:
             outcome[name] = exc
 
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(run, j1.job_id, s1, "one")
-        tg.start_soon(run, j2.job_id, s2, "two")
+    async with rounds(*stores), anyio.create_task_group() as tg:
+        tg.start_soon(run, stores[0], j1.job_id, s1, "one")
+        tg.start_soon(run, stores[1], j2.job_id, s2, "two")
+    # both tried the lock in the same round (neither listed before the other's commit)
+    tries = [next(r.start for r in s.log if r.op == "PutObject" and r.key == LOCK) for s in stores]
+    assert tries[0] == tries[1]
     winners = [n for n, e in outcome.items() if e is None]
     assert len(winners) == 1, outcome
     (loser,) = [e for e in outcome.values() if e is not None]
@@ -179,18 +213,6 @@ async def test_a_dead_holder_without_journal_is_fenced_by_the_next_job(tmp_path:
     assert not [x for x in state.objects(B) if h.job_id in x]
     assert not [x for x, _ in state.pending(B) if h.job_id in x]
     assert sorted(data(state)) == sorted(kk)
-
-
-def held_at(op: str, key: str, arrived: anyio.Event, go: anyio.Event) -> Any:
-    """A store gate: the request ``op`` on ``key`` sets ``arrived`` and waits for ``go``
-    (so a test orders two jobs' requests by events, not by latency)."""
-
-    async def gate(o: str, bucket: str, k: str) -> None:
-        if (o, k) == (op, key) and not go.is_set():
-            arrived.set()
-            await go.wait()
-
-    return gate
 
 
 async def fenced_while_committing(tmp: Path, op: str) -> tuple[Any, MemoryState, Any, Any]:
