@@ -472,3 +472,12 @@ def test_tasks_that_all_wait_on_nothing_are_a_hang() -> None:
 
     sched = virtual(stuck)
     assert sched.hang and "every task waits on something" in sched.hang[0]
+
+
+def test_ops_2146_a_resume_takes_a_dead_aborts_claim_over_once_success_names_the_job() -> None:
+    # job 2 dies right after its _SUCCESS (journal still `completing`); an operator's
+    # `jobs abort` dies holding the job's command claim. Resume refused ("being aborted by
+    # another command": its takeover of a dead abort's claim read only the journal, not
+    # the _SUCCESS), abort refused ("succeeded (its _SUCCESS is written)"): the job's
+    # records stayed forever (inv 4)
+    assert categories(2146, "ops") == set()
