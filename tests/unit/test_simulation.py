@@ -10,12 +10,17 @@ with ``python -m zerorename.sim --seed N --trace`` (``--shrink`` to shorten it).
 
 from __future__ import annotations
 
+import asyncio
 import os
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
+import anyio
 import pytest
 
+from zerorename.committers import CommitOptions
 from zerorename.sim.checker import check
+from zerorename.sim.clock import VirtualLoop
 from zerorename.sim.generate import generate
 from zerorename.sim.model import (
     ActorSpec,
@@ -29,6 +34,7 @@ from zerorename.sim.model import (
     StreamTold,
 )
 from zerorename.sim.run import run_schedule
+from zerorename.sim.scheduler import Hung, Scheduler
 from zerorename.sim.shrink import category, shrink
 
 #: findings of issue 20 still open on this branch, and the simulation's own (10: two
@@ -393,3 +399,85 @@ def test_a_run_of_seeds_ends_in_one_summary_line(capsys: pytest.CaptureFixture[s
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last.startswith("1 of 1 schedules ran with zero violations (profile s3a, seeds 3..3")
     assert "ms CPU per schedule" in last
+
+
+# -- schedules that never ended ---------------------------------------------------------
+def test_a_schedule_past_its_cpu_limit_is_a_hang_violation_not_a_stuck_run() -> None:
+    # limit 0 s of CPU: the scheduler stops the run at its first pass; the run returns,
+    # reporting the hang and where each task waited
+    r = run_schedule(generate(7), limit=0.0)
+    assert [category(v) for v in r.violations[:1]] == ["hang"]
+    assert "of CPU" in r.violations[0]
+    assert any(n.startswith("hang: task ") and "sim/" in n for n in r.notes)
+
+
+@pytest.mark.parametrize("seed", [6532, 15065])
+def test_hang_final_resume_of_a_job_waited_for_a_dead_jobs_lock(seed: int) -> None:
+    # 6532: job 0 dies after its _SUCCESS, before its journal's `succeeded` (it keeps the
+    # destination's lock); 15065: a job dies holding the lock before its journal. The final
+    # recovery resumed an earlier dead job first, whose resume waited out the CLI's
+    # lock_wait (900 s; on the wall clock it never ended) for that lock before the lock's
+    # holder was resumed; the operator resumes the holder first, as the refusal tells, so
+    # no command waits at all (the schedule's clock stays below the lock_wait)
+    r = run_schedule(generate(seed))
+    assert r.violations == []
+    assert r.clock < CommitOptions().lock_wait, f"a command waited {r.clock:g} s"
+
+
+def virtual(main: Callable[[Scheduler], Awaitable[None]], live: int = 1) -> Scheduler:
+    """Run ``main(scheduler)`` beside the scheduler's driver on a virtual clock."""
+    sched = Scheduler(0, (), None)
+    sched.live = live
+
+    async def run() -> None:
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(main, sched)
+                await sched.drive()
+        except* Hung:
+            pass
+
+    with asyncio.Runner(loop_factory=VirtualLoop) as runner:
+        runner.run(run())
+    return sched
+
+
+def test_a_wait_takes_the_schedules_clock_not_the_wall_clocks() -> None:
+    # a lock wait of the CLI's 15 minutes: the clock jumps to each timer once every task
+    # is parked (on the wall clock this test would take 15 minutes)
+    woke: list[float] = []
+
+    async def sleeper(sched: Scheduler) -> None:
+        await anyio.sleep(900)
+        woke.append(anyio.current_time())
+        sched.live -= 1
+
+    sched = virtual(sleeper)
+    assert woke == [900.0] and sched.clock == 900.0 and sched.hang == []
+
+
+def test_a_wait_that_never_ends_is_a_hang_on_the_schedules_clock() -> None:
+    async def poller(sched: Scheduler) -> None:
+        while True:  # noqa: ASYNC110 - a poll that never gives up
+            await anyio.sleep(60)
+
+    sched = virtual(poller)
+    assert sched.hang[0].startswith("hang: its waits passed 86400 s")
+    assert sched.clock > 86400
+
+
+def test_tasks_that_all_wait_on_nothing_are_a_hang() -> None:
+    async def stuck(sched: Scheduler) -> None:
+        await anyio.Event().wait()  # nothing will set it
+
+    sched = virtual(stuck)
+    assert sched.hang and "every task waits on something" in sched.hang[0]
+
+
+def test_ops_2146_a_resume_takes_a_dead_aborts_claim_over_once_success_names_the_job() -> None:
+    # job 2 dies right after its _SUCCESS (journal still `completing`); an operator's
+    # `jobs abort` dies holding the job's command claim. Resume refused ("being aborted by
+    # another command": its takeover of a dead abort's claim read only the journal, not
+    # the _SUCCESS), abort refused ("succeeded (its _SUCCESS is written)"): the job's
+    # records stayed forever (inv 4)
+    assert categories(2146, "ops") == set()

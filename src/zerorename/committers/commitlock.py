@@ -246,7 +246,8 @@ async def acquire(
     ``lock_wait`` seconds :class:`DestinationLocked`. Nothing is written but the lock
     (and a fenced holder's tombstone)."""
     opts = ctx.opts
-    deadline = time.monotonic() + opts.lock_wait
+    # the event loop's clock (monotonic; a test's loop may make it virtual), as the sleeps
+    deadline = anyio.current_time() + opts.lock_wait
     pause = 0.05
     while holder is not None:
         if holder is not FREE:
@@ -256,7 +257,7 @@ async def acquire(
                 holder = await try_lock(ctx)
                 continue
             on_wait(holder.job_id)
-            left = deadline - time.monotonic()
+            left = deadline - anyio.current_time()
             if left <= 0:
                 state = "is committing" if has_journal else "has not started committing"
                 raise DestinationLocked(
@@ -325,10 +326,20 @@ async def first_journal(ctx: JobContext, data: bytes) -> None:
     j = None if stored is None else Journal.from_json(stored, location=dest.uri_of(lay.journal))
     if j is not None and j.fenced_by is None:
         return
-    by = j.fenced_by if j is not None else "?"
-    raise LockLost(
-        f"job {ctx.job_id} commit refused: job {by} released its lock on {ctx.dest.uri} "
-        f"(held over {ctx.opts.lock_stale_after:g} s without a journal); nothing was "
+    raise lock_lost(ctx, j.fenced_by if j is not None else None)
+
+
+def fenced_off(ctx: JobContext, j: Journal | None) -> bool:
+    """Whether ``j`` (the job's stored journal) is the tombstone another job wrote to
+    fence this job off the lock (:func:`fence`)."""
+    return j is not None and j.fenced_by not in (None, ctx.job_id)
+
+
+def lock_lost(ctx: JobContext, by: str | None) -> LockLost:
+    """The refusal of a commit that job ``by`` fenced off the lock."""
+    return LockLost(
+        f"job {ctx.job_id} commit refused: job {by or '?'} released its lock on {ctx.dest.uri} "
+        f"(held without a journal past that job's lock_stale_after); nothing was "
         f"completed: abort the job (zerorename jobs abort {ctx.dest.uri} {ctx.job_id}) "
         f"and run it again",
         job_id=ctx.job_id,

@@ -48,7 +48,9 @@ from zerorename.committers import objectstore as caps
 from zerorename.committers.commitlock import (
     CommitLock,
     LockLost,
+    fenced_off,
     first_journal,
+    lock_lost,
     releasable,
 )
 from zerorename.committers.conflict import (
@@ -316,7 +318,10 @@ class JobCommitRun:
                 f"job {self.job_id} is not active at {self.dest.uri} "
                 f"(never set up, or already committed/aborted)"
             )
-        if journal.get() is not None:
+        stored = journal.get()
+        if fenced_off(self.ctx, stored):  # as its first journal write would find it
+            raise lock_lost(self.ctx, stored.fenced_by if stored is not None else None)
+        if stored is not None:
             raise JournalError(
                 f"job {self.job_id} already started a commit; use "
                 f"resume() or abort() (zerorename jobs resume|abort)"

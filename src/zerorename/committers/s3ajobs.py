@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from zerorename.committers.errors import CommitterError, JournalError, wrap_engine_errors
-from zerorename.committers.journal import Journal, can_abort
-from zerorename.committers.objectstore import JOURNAL_CAP, Store
+from zerorename.committers.journal import Journal, State, can_abort
+from zerorename.committers.objectstore import JOURNAL_CAP, SUCCESS_CAP, Store
 from zerorename.committers.paths import Destination, JobLayout
 from zerorename.committers.s3alayout import (
     FLAT,
@@ -256,6 +256,11 @@ async def job_committed(store: Store, dest: Destination, job_id: str) -> bool:
                     else Journal.from_json(data, location=dest.uri_of(lay.journal))
                 )
                 committed = j is not None and not can_abort(j.state)
+                if j is not None and j.state is State.COMPLETING:
+                    # as abort refuses it: its _SUCCESS names it (the journal's
+                    # `succeeded` was not stored yet)
+                    ok = await read_optional(store, dest.bucket, lay.success, max_size=SUCCESS_CAP)
+                    committed = ok is not None and f'"{job_id}"'.encode() in ok
     except CommitterError:
         return False
     return committed

@@ -5,6 +5,7 @@ python -m zerorename.sim --seed 20 --trace         one schedule, every request
 python -m zerorename.sim --seed 20 --shrink        and its shortest failing form
 python -m zerorename.sim --seeds 0..999 --avoid 1,2,4,5   without the known bugs
 python -m zerorename.sim --seeds 0..99999 --jobs 8  in 8 processes; the last line sums up
+python -m zerorename.sim --seed 20 --limit 30       a run past 30 s of CPU: a hang
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from zerorename.sim.generate import PROFILES, generate
-from zerorename.sim.run import RunResult, run_schedule
+from zerorename.sim.run import LIMIT, RunResult, run_schedule
 from zerorename.sim.shrink import category, shrink
 
 
@@ -53,28 +54,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--trace", action="store_true", help="print every request of the run")
     p.add_argument("--shrink", action="store_true", help="shrink a failing seed")
     p.add_argument("--jobs", type=int, default=1, help="worker processes for --seeds")
+    p.add_argument(
+        "--limit",
+        type=float,
+        default=LIMIT,
+        help=f"CPU seconds a schedule may use before it is reported as a hang (default "
+        f"{LIMIT:g}; its waits take none: the schedule's clock is virtual)",
+    )
     args = p.parse_args(argv)
     if args.seed is not None:
-        r = run_schedule(generate(args.seed, avoid=args.avoid, profile=args.profile))
+        r = run_schedule(
+            generate(args.seed, avoid=args.avoid, profile=args.profile), limit=args.limit
+        )
         show(r, trace=args.trace)
         if args.shrink and not r.ok:
             want = category(r.violations[0])
             start = replace(r.schedule, picks=r.picks)
 
             def fails(s: object) -> bool:
-                out = run_schedule(s)  # type: ignore[arg-type]
+                out = run_schedule(s, limit=args.limit)  # type: ignore[arg-type]
                 return any(category(v) == want for v in out.violations)
 
             small, runs = shrink(start, fails)
             print(f"\nshrunk in {runs} runs:")
-            show(run_schedule(small), trace=True)
+            show(run_schedule(small, limit=args.limit), trace=True)
         return 0 if r.ok else 1
     if args.seeds is None:
         p.error("give --seed N or --seeds A..B")
     seeds: range = args.seeds
     wall, cpu = time.perf_counter(), time.process_time()
     chunks = [seeds[i : i + CHUNK] for i in range(0, len(seeds), CHUNK)]
-    work = [(c, args.avoid, args.profile) for c in chunks]
+    work = [(c, args.avoid, args.profile, args.limit) for c in chunks]
     if args.jobs > 1:
         ctx = multiprocessing.get_context("fork")  # the parent has run no schedule yet
         with ctx.Pool(args.jobs) as pool:
@@ -107,14 +117,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 CHUNK = 50
 
 
-def run_seeds(work: tuple[range, frozenset[int], str]) -> tuple[list[tuple[int, list[str]]], float]:
+def run_seeds(
+    work: tuple[range, frozenset[int], str, float],
+) -> tuple[list[tuple[int, list[str]]], float]:
     """Run seeds (in a worker process or here): each seed's violation categories, and the
     CPU seconds it took."""
-    seeds, avoid, profile = work
+    seeds, avoid, profile, limit = work
     start = time.process_time()
     out = []
     for seed in seeds:
-        r = run_schedule(generate(seed, avoid=avoid, profile=profile))
+        r = run_schedule(generate(seed, avoid=avoid, profile=profile), limit=limit)
         out.append((seed, sorted({category(v) for v in r.violations})))
     return out, time.process_time() - start
 

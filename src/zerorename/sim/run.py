@@ -4,10 +4,13 @@ runs again, with no fault), then the checker."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
+import json
 import os
 import tempfile
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +20,8 @@ import anyio
 from zerorename.errors import ZeroRenameError
 from zerorename.sim.actors import job_actor, s3a_actor
 from zerorename.sim.checker import check
-from zerorename.sim.model import BUCKET, ActorSpec, Kind, Outcome, Schedule
+from zerorename.sim.clock import VirtualLoop
+from zerorename.sim.model import BUCKET, DEST, ActorSpec, Kind, Outcome, Schedule
 from zerorename.sim.operators import (
     TaskStdout,
     foreign_actor,
@@ -28,11 +32,14 @@ from zerorename.sim.operators import (
     told_by,
     uploads_actor,
 )
-from zerorename.sim.scheduler import Scheduler
+from zerorename.sim.scheduler import Hung, Scheduler
 from zerorename.sim.streams import stream_actor
 from zerorename.sim.world import URI, World, crashed, one_line
 from zerorename.testing.memstate import MemoryState
 from zerorename.testing.memstore import MemoryStore
+
+#: the destination's commit lock (zerorename.committers.commitlock.lock_key)
+LOCK = f"{DEST}/__magic_commit/lock.json"
 
 Actor = Callable[[World, int, ActorSpec], Awaitable[None]]
 ACTORS: dict[Kind, Actor] = {
@@ -57,6 +64,8 @@ class RunResult:
     trace: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     picks: tuple[int, ...] = ()
+    #: virtual seconds the schedule's waits took (lock polls, tickers)
+    clock: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -80,11 +89,35 @@ def _job_left(w: World, job_id: str) -> bool:
     )
 
 
+def lock_holder(w: World) -> str | None:
+    """The job named by the destination's commit lock (None: free, or not a lock record)."""
+    data = w.state.objects(BUCKET, LOCK).get(LOCK)
+    try:
+        holder = json.loads(data)["jobId"] if data is not None else None
+    except (ValueError, TypeError, KeyError):
+        return None
+    return holder if isinstance(holder, str) else None
+
+
+def holder_first(w: World, job_ids: list[str]) -> list[str]:
+    """``job_ids`` with the lock's holder first: an operator whose resume of one job was
+    refused because a dead job holds the lock resumes that job first, as the refusal says
+    (the CLI's resume would wait out ``lock_wait``, 15 minutes, on the schedule's clock)."""
+    holder = lock_holder(w)
+    if holder is None or holder not in job_ids:
+        return job_ids
+    return [holder, *(j for j in job_ids if j != holder)]
+
+
 async def final_recovery(w: World, schedule: Schedule) -> None:
     """What an operator does at the end: every job with something left is resumed (or
-    aborted when resume refuses, unless it was told it committed); every query that did
-    not finish is run again."""
-    for job_id, told in w.history.jobs.items():
+    aborted when resume refuses, unless it was told it committed), the lock's holder
+    first; every query that did not finish is run again."""
+    todo = list(w.history.jobs)
+    while todo:
+        todo = holder_first(w, todo)
+        job_id = todo.pop(0)
+        told = w.history.jobs[job_id]
         last = [o for _, o, _ in told.told]
         settled = Outcome.COMMITTED in last or Outcome.FAILED in last or Outcome.ABORTED in last
         if settled and not _job_left(w, job_id):
@@ -113,36 +146,68 @@ async def final_recovery(w: World, schedule: Schedule) -> None:
             await stream_actor(w, i, spec, final=True)
 
 
-async def run_async(schedule: Schedule, tmp: Path) -> RunResult:
+#: CPU seconds a schedule may use before it is reported as a hang: one takes well under a
+#: second; waits take none (the clock is virtual: :mod:`zerorename.sim.clock`), so this
+#: catches a schedule that spins, on a quiet machine as on a loaded one
+LIMIT = 300.0
+
+
+async def _recovery(w: World, schedule: Schedule) -> None:
+    try:
+        await final_recovery(w, schedule)
+    except Exception as exc:
+        w.history.errors.append(f"final recovery raised {one_line(exc)}")
+    finally:
+        w.sched.live -= 1
+
+
+async def run_world(w: World, schedule: Schedule) -> None:
+    """The actors, interleaved by the scheduler, then the final recovery (its commands'
+    waits on the virtual clock too)."""
+    async with anyio.create_task_group() as tg:
+        for i, spec in enumerate(schedule.actors):
+            tg.start_soon(_actor, w, i, spec)
+        await w.sched.drive()
+    w.sched.live = 1
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_recovery, w, schedule)
+        await w.sched.drive()
+
+
+async def run_async(schedule: Schedule, tmp: Path, limit: float = LIMIT) -> RunResult:
     state = MemoryState(BUCKET)
     state.create_bucket(BUCKET)
     sched = Scheduler(schedule.seed, schedule.faults, schedule.picks)
     w = World(schedule.seed, state, sched, tmp, avoid=schedule.avoid)
     sched.live = len(schedule.actors)
-    async with anyio.create_task_group() as tg:
-        for i, spec in enumerate(schedule.actors):
-            tg.start_soon(_actor, w, i, spec)
-        await sched.drive()
+    sched.cpu_limit = limit
+    sched.cpu_start = time.process_time()
     try:
-        await final_recovery(w, schedule)
-    except Exception as exc:
-        w.history.errors.append(f"final recovery raised {one_line(exc)}")
+        await run_world(w, schedule)
+    except* Hung:
+        pass
     w.history.requests = sched.log
-    violations = list(w.history.errors)
-    violations += check(state.objects(BUCKET), state.pending(BUCKET), w.history)
-    return RunResult(schedule, violations, sched.trace, w.history.notes, tuple(sched.picked))
+    hang = sched.hang
+    violations = hang[:1] + list(w.history.errors)
+    if not hang:  # a run cut short leaves what its final recovery did not get to
+        violations += check(state.objects(BUCKET), state.pending(BUCKET), w.history)
+    notes = w.history.notes + hang[1:]
+    return RunResult(schedule, violations, sched.trace, notes, tuple(sched.picked), sched.clock)
 
 
 #: where a schedule's local files go (staging committers): memory where there is some
 SCRATCH = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 
 
-def run_schedule(schedule: Schedule) -> RunResult:
-    """Run ``schedule`` on a fresh in-memory store (its own event loop)."""
+def run_schedule(schedule: Schedule, *, limit: float = LIMIT) -> RunResult:
+    """Run ``schedule`` on a fresh in-memory store (its own event loop, on a virtual
+    clock); one that cannot end (see :mod:`~zerorename.sim.scheduler`), or still running
+    after ``limit`` seconds of CPU, is stopped and reported as a ``hang`` violation."""
     quiet = io.StringIO()
     with (
         tempfile.TemporaryDirectory(prefix="zr-sim-", dir=SCRATCH) as tmp,
         contextlib.redirect_stdout(TaskStdout(quiet)),
         contextlib.redirect_stderr(quiet),
+        asyncio.Runner(loop_factory=VirtualLoop) as runner,
     ):
-        return anyio.run(run_async, schedule, Path(tmp))
+        return runner.run(run_async(schedule, Path(tmp), limit))

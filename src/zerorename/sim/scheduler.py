@@ -4,20 +4,55 @@ only when every actor is parked (no task ready to run, no worker thread busy), s
 always yields the same interleaving, and it hands the picked request its planned fault.
 
 The choice is a pure function of the waiting set and the seed's generator (or of a given
-list of picks, for replay and shrinking)."""
+list of picks, for replay and shrinking). Time is virtual (:mod:`~zerorename.sim.clock`):
+when no request waits and every task is parked, the clock jumps to the earliest timer, so
+a task's sleep ends at the same point of every run of the seed.
+
+A schedule that cannot end is a ``hang``, found without the wall clock: its waits pass
+:data:`VIRTUAL_LIMIT` seconds of virtual time, or it used ``cpu_limit`` seconds of CPU, or
+every task waits on something no request, timer or thread will bring (:data:`STALLED`)."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 import random
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from zerorename.engine.errors import RetriesExhausted
+from zerorename.sim.clock import VirtualLoop, virtual_loop
 from zerorename.sim.model import FaultKind, FaultSpec, Request
 from zerorename.testing.memfaults import Fault
 from zerorename.testing.rounds import settle
+
+#: virtual seconds a schedule's waits may add up to: far past the CLI's ``lock_wait``
+#: (900 s) for every job a schedule has
+VIRTUAL_LIMIT = 24 * 3600.0
+#: passes of the driver in a row with nothing ready, nothing at the gate, no timer and no
+#: worker thread busy (each after a real pause of a millisecond) before it is a hang
+STALLED = 500
+
+
+class Hung(Exception):
+    """The schedule cannot end (:attr:`Scheduler.hang` says why and where tasks wait)."""
+
+
+def waits_at(task: asyncio.Task[Any]) -> list[str]:
+    """Where ``task`` waits: its chain of awaited coroutines, innermost last, as
+    ``module.py:line function`` (zerorename's own frames only)."""
+    out: list[str] = []
+    coro: Any = task.get_coro()
+    while coro is not None:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "ag_frame", None)
+        if frame is not None and "/zerorename/" in frame.f_code.co_filename:
+            name = frame.f_code.co_filename.rsplit("/zerorename/", 1)[1]
+            out.append(f"{name}:{frame.f_lineno} {frame.f_code.co_name}")
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "ag_await", None)
+    return out
 
 
 @dataclass
@@ -76,6 +111,13 @@ class Scheduler:
         self.log: list[Request] = []
         self.live = 0
         self._arrival = itertools.count()
+        #: CPU seconds (this process's) the schedule may use, from :attr:`cpu_start`
+        self.cpu_limit = math.inf
+        self.cpu_start = time.process_time()
+        #: virtual seconds the schedule's waits took (the clock at the end)
+        self.clock = 0.0
+        #: why the schedule was stopped as a hang, then where each task waited
+        self.hang: list[str] = []
 
     def gate_for(self, actor: int) -> Callable[[str, str, str], Awaitable[Fault | None]]:
         """The gate of a store handle of ``actor`` (one per process the actor runs)."""
@@ -102,14 +144,26 @@ class Scheduler:
                 self.waiting.remove(w)
 
     async def drive(self) -> None:
-        """Release parked requests one at a time until every actor has finished."""
+        """Release parked requests one at a time until every actor has finished (each
+        counted in :attr:`live`); when none waits, move the clock to the next timer.
+        :class:`Hung` (with :attr:`hang` set) for a schedule that cannot end."""
+        loop = virtual_loop()
+        idle = 0
         while True:
             await settle()
+            self._check(loop, idle)
             if not self.waiting:
                 if self.live == 0:
                     return
-                await asyncio.sleep(0.001)  # an actor is sleeping (a timer): let it run
+                if loop is not None and loop.advance():
+                    idle = 0  # a task sleeps: nothing else can go on, so its time comes
+                elif loop is None:
+                    await asyncio.sleep(0.001)  # a task sleeps on the real clock
+                else:  # nothing to run, no timer, no thread: a real pause, then again
+                    idle += 1
+                    time.sleep(0.001)  # noqa: ASYNC251 - not on the loop's (virtual) clock
                 continue
+            idle = 0
             n = len(self.picked)
             pick = self.picks[n] if self.picks is not None and n < len(self.picks) else None
             if self.picks is not None and pick is None:
@@ -132,3 +186,33 @@ class Scheduler:
             else:
                 self.trace.append(f"{self.step:4d} actor {w.actor} {w.op}")
             w.future.set_result(fault)
+
+    def _check(self, loop: VirtualLoop | None, idle: int) -> None:
+        """Stop a schedule that cannot end (:class:`Hung`, :attr:`hang` saying why)."""
+        if loop is not None:
+            self.clock = loop.now
+        cpu = time.process_time() - self.cpu_start
+        why = ""
+        if cpu >= self.cpu_limit:
+            why = f"the schedule used {cpu:.1f} s of CPU (limit {self.cpu_limit:g} s)"
+        elif self.clock > VIRTUAL_LIMIT:
+            why = f"its waits passed {VIRTUAL_LIMIT:g} s of the schedule's (virtual) clock"
+        elif idle > STALLED:
+            why = "every task waits on something no request, timer or thread will bring"
+        if not why:
+            return
+        me = asyncio.current_task()
+        stuck = [
+            (t.get_name(), waits_at(t)) for t in asyncio.all_tasks() if t is not me and not t.done()
+        ]
+        inner = sorted({at[-1] for _, at in stuck if at})
+        self.hang = [
+            f"hang: {why} (step {self.step}, {self.live} actors running, clock "
+            f"{self.clock:g} s); waiting at: {', '.join(inner) or '?'}",
+            *(
+                f"hang: task {name} waits at {' <- '.join(reversed(at))}"
+                for name, at in stuck
+                if at
+            ),
+        ]
+        raise Hung(why)

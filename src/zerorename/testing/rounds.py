@@ -23,6 +23,7 @@ same count on a quiet machine and on a loaded one.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
@@ -37,7 +38,9 @@ if TYPE_CHECKING:
 
 async def settle() -> None:
     """Return once every other task is parked: nothing ready on the loop, no thread busy
-    (three passes in a row find nothing to run)."""
+    (three passes in a row find nothing to run). While a worker thread is busy the caller
+    pauses on the real clock, not the loop's: a loop whose clock is virtual
+    (:mod:`zerorename.sim.clock`) moves it only when every task is parked."""
     loop = asyncio.get_running_loop()
     limiter = anyio.to_thread.current_default_thread_limiter()
     quiet = 0
@@ -46,7 +49,7 @@ async def settle() -> None:
         ready = len(getattr(loop, "_ready", ()))
         if limiter.borrowed_tokens:
             quiet = 0
-            await asyncio.sleep(0.0002)
+            time.sleep(0.0002)  # noqa: ASYNC251 - the thread's time, whatever the loop's clock
         elif ready:
             quiet = 0
         else:
