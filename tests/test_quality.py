@@ -56,3 +56,13 @@ def test_readme_python_examples_are_ruff_clean() -> None:
                 check=False,
             )
             assert out.returncode == 0, f"README python block {n}: {out.stdout}{out.stderr}"
+
+
+def test_every_test_module_has_its_own_basename() -> None:
+    """pytest imports test modules by basename (rootdir-relative 'prepend' imports): a
+    second tests/**/test_x.py fails the whole run's collection, which a run of one folder
+    never shows (twice in one merge: tests/unit and tests/spark held the same name)."""
+    seen: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        seen.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    assert {name: paths for name, paths in seen.items() if len(paths) > 1} == {}
