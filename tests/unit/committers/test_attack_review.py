@@ -7,18 +7,18 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from tests.unit.committers.test_s3a_layout33_memory import (
-    B,
     DEST,
     JOB,
     MAGIC,
     NEW,
     OTHER,
+    B,
     lay33,
     of,
     three_jobs,
 )
+
 from zerorename.committers.errors import JobNotFound
 from zerorename.committers.s3ajobs import abort_s3a_job, resume_s3a_job
 from zerorename.testing.memfaults import Fault
@@ -42,7 +42,7 @@ async def test_a_crash_at_any_request_then_a_second_run_finishes_it(action: str)
             others = of(state, OTHER), of(state, NEW)
             store = MemoryStore(state)
             store.crash_at(n, after=after)
-            with pytest.raises(BaseException) as info:  # noqa: PT011 - a crash or its wrap
+            with pytest.raises(BaseException) as info:
                 await run(store, DEST, JOB)
             assert store.crashed, info.value
             gone = not [k for k in of(state, JOB)[0] if k.startswith(MAGIC)]
@@ -81,4 +81,3 @@ async def test_an_abort_beside_a_33_job_that_writes_meanwhile_keeps_its_records(
     await abort_s3a_job(store, DEST, JOB)
     assert wrote and late in state.objects(B)
     assert not [k for k in of(state, JOB)[0] if k.startswith(MAGIC)]
-
