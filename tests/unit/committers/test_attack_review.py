@@ -5,24 +5,76 @@ concurrent 3.3 job writing into the shared ``__magic/`` while an abort lists and
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
-from tests.unit.committers.test_s3a_layout33_memory import (
-    DEST,
-    JOB,
-    MAGIC,
-    NEW,
-    OTHER,
-    B,
-    lay33,
-    of,
-    three_jobs,
-)
 
 from zerorename.committers.errors import JobNotFound
+from zerorename.committers.paths import Destination
 from zerorename.committers.s3ajobs import abort_s3a_job, resume_s3a_job
+from zerorename.committers.s3alayout import FLAT, S3AJobLayout, S3ALayoutKind
 from zerorename.testing.memfaults import Fault
+from zerorename.testing.memstate import MemoryState
 from zerorename.testing.memstore import MemoryStore
+from zerorename.testing.s3acrash import lay_out_on, s3a_commit, s3a_pendingset
+
+# the layout of test_s3a_layout33_memory.py (test modules do not import each other here)
+B = "bucket"
+URI = f"s3://{B}/s3a/out"
+DEST = Destination.parse(URI)
+JOB = "3f2a9c1e-6c0b-4d57-9a59-0123456789ab"
+OTHER = "9d7c1b2a-1111-4222-8333-444455556666"
+NEW = "5e6f7a8b-2222-4333-8444-555566667777"  # a Hadoop 3.4 job beside them
+MAGIC = "s3a/out/__magic/"
+H33 = S3ALayoutKind.HADOOP_33
+
+
+def lay33(job: str) -> S3AJobLayout:
+    return S3AJobLayout(DEST, job, H33)
+
+
+async def lay_out33(store: MemoryStore, job: str, *, attempts: bool) -> S3AJobLayout:
+    """A crashed 3.3 job: two committed tasks (the first's uploads completed by the commit
+    that died), one task attempt that never committed."""
+    lay = S3AJobLayout(DEST, job, H33)
+    att = 0 if attempts else FLAT
+    now = int(time.time() * 1000)
+    await store.put_object(B, MAGIC, b"")  # the shared directory's marker
+    await store.put_object(B, lay.attempt_dir(att), b"")
+    for task in range(3):
+        commits = []
+        for n in range(2):
+            rel = f"part-{task * 2 + n:05d}-{job}-c000.csv"
+            p = await store.upload(B, DEST.key(rel), f"{job} {task} {n}".encode(), defer=True)
+            if task == 0:
+                assert (await store.complete_many([p])).ok
+            ta = f"attempt_202601010000_0000_m_{task:06d}_0"
+            commits.append(s3a_commit(p, job, ta, now))
+            if task == 2:
+                one = dict(commits[-1], jobId="", taskId="")
+                await store.put_object(B, lay.pending(att, ta, rel), json.dumps(one).encode())
+                await store.put_object(B, lay.pending(att, ta, rel)[: -len(".pending")], b"")
+        if task < 2:
+            key = lay.pendingset(att, f"task_202601010000_0000_m_{task:06d}")
+            await store.put_object(B, key, s3a_pendingset(job, commits))
+    return lay
+
+
+async def three_jobs() -> MemoryState:
+    state = MemoryState(B)
+    store = MemoryStore(state)
+    await lay_out33(store, JOB, attempts=False)
+    await lay_out33(store, OTHER, attempts=True)
+    await lay_out_on(store, URI, NEW)
+    return state
+
+
+def of(state: MemoryState, job: str) -> tuple[dict[str, bytes], list[tuple[str, str]]]:
+    """A job's objects (records and outputs) and pending uploads."""
+    return (
+        {k: v for k, v in state.objects(B).items() if job in k},
+        [u for u in state.pending(B) if job in u[0]],
+    )
 
 
 async def _requests(action: str) -> int:
