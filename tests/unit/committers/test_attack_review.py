@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
+from typing import Any
 
 import pytest
 
+from zerorename.committers import CommitOptions, MagicCommitter
 from zerorename.committers.errors import JobNotFound
+from zerorename.committers.jobstorage import success_names_commit
+from zerorename.committers.journal import Journal
 from zerorename.committers.paths import Destination
-from zerorename.committers.s3ajobs import abort_s3a_job, resume_s3a_job
+from zerorename.committers.s3ajobs import abort_s3a_job, job_committed, resume_s3a_job
 from zerorename.committers.s3alayout import FLAT, S3AJobLayout, S3ALayoutKind
 from zerorename.testing.memfaults import Fault
 from zerorename.testing.memstate import MemoryState
@@ -133,3 +138,54 @@ async def test_an_abort_beside_a_33_job_that_writes_meanwhile_keeps_its_records(
     await abort_s3a_job(store, DEST, JOB)
     assert wrote and late in state.objects(B)
     assert not [k for k in of(state, JOB)[0] if k.startswith(MAGIC)]
+
+
+# -- a _SUCCESS naming the job that is not this commit's -------------------------------------
+async def _run(store: MemoryStore, tmp_path: Path, job_id: str, names: list[str]) -> Any:
+    committer = MagicCommitter(
+        store, f"s3://{B}/z", conflict="append", options=CommitOptions(staging_dir=tmp_path)
+    )
+    job = await committer.setup_job(job_id)
+    summaries = []
+    for t, name in enumerate(names):
+        ta = job.task_attempt(t)
+        await ta.setup()
+        async with ta.open(name) as out:
+            await out.write(name.encode())
+        summaries.append(await ta.commit())
+    return committer, job, summaries
+
+
+async def test_a_stale_success_of_an_earlier_run_of_the_id_does_not_block_the_abort(
+    tmp_path: Path,
+) -> None:
+    # run 1 of job id J committed (its _SUCCESS names J); J is set up again (a re-run with
+    # the same id) and its commit dies after its first complete: the journal says
+    # completing. That old _SUCCESS is no proof that this commit finished: abort rolls
+    # the re-run back instead of refusing it as committed
+    state = MemoryState(B)
+    rid = "0b5f3f5e-9a3c-4c2e-8d41-7f0c2f6a1b11"
+    _, job1, sums1 = await _run(MemoryStore(state), tmp_path / "1", rid, ["a.csv"])
+    await job1.commit(sums1)
+    store = MemoryStore(state)
+    _, job2, sums2 = await _run(store, tmp_path / "2", rid, ["b.csv", "c.csv"])
+    store.crash_at(1, op="CompleteMultipartUpload", after=True)
+    with pytest.raises(BaseException):  # noqa: B017 - the crash, however it is wrapped
+        await job2.commit(sums2)
+    assert [k for k in state.objects(B) if k.startswith(("z/b-", "z/c-"))]  # one complete
+    # nor may a resume take an abort's command claim over on that proof
+    assert not await job_committed(MemoryStore(state), Destination.parse(f"s3://{B}/z"), rid)
+    reopened = await MagicCommitter(MemoryStore(state), f"s3://{B}/z").open_job(rid)
+    await reopened.abort()
+    data = sorted(k for k in state.objects(B) if k.endswith(".csv"))
+    assert data == [f"z/a-{rid}.csv"]  # run 1's file stays, nothing of the re-run is visible
+    assert state.pending(B) == []
+
+
+def test_a_success_is_judged_by_the_id_alone_where_nothing_more_can_be_read() -> None:
+    dest = Destination.parse(f"s3://{B}/z")
+    rid = "0b5f3f5e-9a3c-4c2e-8d41-7f0c2f6a1b11"
+    j = Journal(job_id=rid, filenames=["b.csv"])
+    assert not success_names_commit(b'{"jobId": "other"}', dest, rid, j)
+    assert success_names_commit(f'not json "{rid}"'.encode(), dest, rid, j)  # refuse, not delete
+    assert success_names_commit(f'{{"jobId": "{rid}"}}'.encode(), dest, rid, None)
