@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 
 import pytest
 
@@ -75,3 +76,29 @@ def test_the_loops_end_cancels_a_step_that_stalls() -> None:
     with pytest.raises(KeyboardInterrupt), asyncio.Runner() as runner:
         runner.run(main())
     assert seen == ["cancelled"]
+
+
+def test_a_portal_caller_giving_up_leaves_the_clean_up_running_to_its_end() -> None:
+    # the caller's future is cancelled (what LoopPortal.run does on a timeout or an
+    # interrupt): the clean-up goes on in the loop thread and ends as it would have
+    from zerorename.portal import LoopPortal
+
+    portal = LoopPortal(name="attack-loop")
+    started, ended = threading.Event(), threading.Event()
+    box: list[asyncio.Event] = []
+
+    async def clean_up() -> None:
+        box.append(asyncio.Event())
+        started.set()
+        await box[0].wait()
+        ended.set()
+
+    try:
+        fut = portal.start(to_the_end(clean_up()))
+        assert started.wait(30)
+        fut.cancel()
+        portal.call_soon(box[0].set)
+        assert ended.wait(30)  # an upper bound only: it ends as soon as it is let go
+        assert fut.cancelled()
+    finally:
+        portal.close()
