@@ -64,7 +64,7 @@ async def to_the_end(step: Awaitable[T]) -> T:
     portal's caller does when it gives up; so the step runs as a task of its own and this
     one only waits for it. When a cancel came meanwhile it is raised once the step has
     ended, whatever the step's outcome (the interrupt is what ended the caller; a step's
-    error it hides is logged as a warning, naming what the clean-up left undone); else
+    error it hides is logged (info), naming what the clean-up left undone); else
     the step's result or error. Two cancels in a row do not stop the step either; only the
     loop's end does."""
     task = asyncio.ensure_future(step)
@@ -78,7 +78,8 @@ async def to_the_end(step: Awaitable[T]) -> T:
     if cancelled is not None:
         err = None if task.cancelled() else task.exception()
         if err is not None:  # the interrupt is raised in its place: say what it hides
-            log.warning("a clean-up interrupted meanwhile failed: %s: %s", type(err).__name__, err)
+            # (info: a CLI's interrupt stays one line on stderr, as its contract is)
+            log.info("a clean-up interrupted meanwhile failed: %s: %s", type(err).__name__, err)
         raise cancelled
     return task.result()
 

@@ -29,7 +29,7 @@ async def test_a_clean_up_that_fails_while_interrupted_is_not_silently_dropped(
     await asyncio.sleep(0)
     release.set()
     with (
-        caplog.at_level(logging.WARNING, logger="zerorename.aio"),
+        caplog.at_level(logging.INFO, logger="zerorename.aio"),
         pytest.raises(asyncio.CancelledError),
     ):
         await waiter
