@@ -444,8 +444,9 @@ def success_names_commit(data: bytes, dest: Destination, job_id: str, j: Journal
         got = SuccessData.from_json(data)
     except RecordFormatError:
         return True
+    names = list(got.filenames)  # S3A's "/" + key, or zerorename 0.1's relative names
     want = [success_filename(dest.key(rel)) for rel in j.filenames]
-    return got.job_id != job_id or list(got.filenames) == want
+    return got.job_id != job_id or names in (want, list(j.filenames))
 
 
 async def success_of_job(ctx: JobContext, j: Journal | None = None) -> bool:

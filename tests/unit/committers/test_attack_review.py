@@ -18,6 +18,7 @@ from zerorename.committers.journal import Journal
 from zerorename.committers.paths import Destination
 from zerorename.committers.s3ajobs import abort_s3a_job, job_committed, resume_s3a_job
 from zerorename.committers.s3alayout import FLAT, S3AJobLayout, S3ALayoutKind
+from zerorename.committers.successdata import SuccessData
 from zerorename.testing.memfaults import Fault
 from zerorename.testing.memstate import MemoryState
 from zerorename.testing.memstore import MemoryStore
@@ -189,3 +190,8 @@ def test_a_success_is_judged_by_the_id_alone_where_nothing_more_can_be_read() ->
     assert not success_names_commit(b'{"jobId": "other"}', dest, rid, j)
     assert success_names_commit(f'not json "{rid}"'.encode(), dest, rid, j)  # refuse, not delete
     assert success_names_commit(f'{{"jobId": "{rid}"}}'.encode(), dest, rid, None)
+    for names in (["/z/b.csv"], ["b.csv"]):  # as this commit writes it, or zerorename 0.1
+        data = SuccessData(job_id=rid, committer="magic", filenames=names).to_json()
+        assert success_names_commit(data, dest, rid, j)
+    data = SuccessData(job_id=rid, committer="magic", filenames=["/z/a.csv"]).to_json()
+    assert not success_names_commit(data, dest, rid, j)  # an earlier run's
