@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Awaitable, Iterable
 from typing import TypeVar
 
@@ -14,6 +15,7 @@ import anyio
 __all__ = ["aiter_any", "first_error", "to_the_end", "unwrapped"]
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
@@ -61,8 +63,9 @@ async def to_the_end(step: Awaitable[T]) -> T:
     ``Task.cancel()``, which is what ``asyncio.Runner`` does on Ctrl-C and what a
     portal's caller does when it gives up; so the step runs as a task of its own and this
     one only waits for it. When a cancel came meanwhile it is raised once the step has
-    ended, whatever the step's outcome (the interrupt is what ended the caller); else the
-    step's result or error. Two cancels in a row do not stop the step either; only the
+    ended, whatever the step's outcome (the interrupt is what ended the caller; a step's
+    error it hides is logged (info), naming what the clean-up left undone); else
+    the step's result or error. Two cancels in a row do not stop the step either; only the
     loop's end does."""
     task = asyncio.ensure_future(step)
     cancelled: asyncio.CancelledError | None = None
@@ -73,8 +76,10 @@ async def to_the_end(step: Awaitable[T]) -> T:
             except asyncio.CancelledError as exc:
                 cancelled = cancelled or exc
     if cancelled is not None:
-        if not task.cancelled():
-            task.exception()  # retrieved: the interrupt is raised in its place
+        err = None if task.cancelled() else task.exception()
+        if err is not None:  # the interrupt is raised in its place: say what it hides
+            # (info: a CLI's interrupt stays one line on stderr, as its contract is)
+            log.info("a clean-up interrupted meanwhile failed: %s: %s", type(err).__name__, err)
         raise cancelled
     return task.result()
 

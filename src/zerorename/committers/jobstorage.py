@@ -48,6 +48,7 @@ from zerorename.committers.errors import (
 from zerorename.committers.journal import Journal, State, can_abort
 from zerorename.committers.paths import (
     PENDINGSET_SUFFIX,
+    Destination,
     check_relative_path,
     key_carries_job,
     parse_hive_partition,
@@ -70,6 +71,7 @@ from zerorename.committers.store import (
     read_optional,
     scan_pendingset,
 )
+from zerorename.committers.successdata import SuccessData, success_filename
 from zerorename.committers.validate import load_json, malformed
 from zerorename.engine.errors import S3Error
 from zerorename.engine.store import DELETE_BATCH
@@ -428,12 +430,32 @@ def stored_replace_records(
     return parts, parse_replace_plan(plan, where, ctx.dest, ctx.job_id, prefixes)
 
 
-async def success_of_job(ctx: JobContext) -> bool:
-    """A _SUCCESS at the destination names the job: its commit completed every file."""
+def success_names_commit(data: bytes, dest: Destination, job_id: str, j: Journal | None) -> bool:
+    """Whether ``_SUCCESS`` ``data`` is the one job ``job_id``'s commit (journal ``j``)
+    writes: it names the job, and, given the journal, lists the files that journal lists.
+    A _SUCCESS of an earlier run of the same job id (set up again) lists that run's files:
+    no proof this commit finished. One that cannot be parsed, or a journal with no file
+    names, is judged by the job id alone (a refusal, never a deletion, follows from it)."""
+    if f'"{job_id}"'.encode() not in data:
+        return False
+    if j is None or not j.filenames:
+        return True
+    try:
+        got = SuccessData.from_json(data)
+    except RecordFormatError:
+        return True
+    names = list(got.filenames)  # S3A's "/" + key, or zerorename 0.1's relative names
+    want = [success_filename(dest.key(rel)) for rel in j.filenames]
+    return got.job_id != job_id or names in (want, list(j.filenames))
+
+
+async def success_of_job(ctx: JobContext, j: Journal | None = None) -> bool:
+    """A _SUCCESS at the destination names the job (and, given its journal ``j``, this
+    commit of it: :func:`success_names_commit`): its commit completed every file."""
     data = await read_optional(
         ctx.engine, ctx.dest.bucket, ctx.layout.success, max_size=caps.SUCCESS_CAP
     )
-    return data is not None and f'"{ctx.job_id}"'.encode() in data
+    return data is not None and success_names_commit(data, ctx.dest, ctx.job_id, j)
 
 
 async def check_abort_unread(ctx: JobContext, exc: RecordFormatError) -> None:
@@ -484,7 +506,7 @@ async def rollback_job(
         j = await read_journal(ctx)
     lock = lock and (j is None or j.fenced_by in (None, ctx.job_id))
     if j is not None:
-        done = check_success and j.state is State.COMPLETING and await success_of_job(ctx)
+        done = check_success and j.state is State.COMPLETING and await success_of_job(ctx, j)
         if not can_abort(j.state) or done:
             state = "succeeded (its _SUCCESS is written)" if done else j.state.value
             raise JournalError(

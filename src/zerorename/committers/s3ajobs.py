@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from zerorename.committers.errors import CommitterError, JournalError, wrap_engine_errors
+from zerorename.committers.jobstorage import success_names_commit
 from zerorename.committers.journal import Journal, State, can_abort
 from zerorename.committers.objectstore import JOURNAL_CAP, SUCCESS_CAP, Store
 from zerorename.committers.paths import Destination, JobLayout
@@ -260,7 +261,7 @@ async def job_committed(store: Store, dest: Destination, job_id: str) -> bool:
                     # as abort refuses it: its _SUCCESS names it (the journal's
                     # `succeeded` was not stored yet)
                     ok = await read_optional(store, dest.bucket, lay.success, max_size=SUCCESS_CAP)
-                    committed = ok is not None and f'"{job_id}"'.encode() in ok
+                    committed = ok is not None and success_names_commit(ok, dest, job_id, j)
     except CommitterError:
         return False
     return committed

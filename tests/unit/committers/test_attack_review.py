@@ -1,0 +1,197 @@
+"""Adversarial review of Hadoop 3.3 S3A jobs (``dest/__magic/job-<id>/``) on the in-memory
+store: a crash at each request of abort and resume, then a second run finishing it; a
+concurrent 3.3 job writing into the shared ``__magic/`` while an abort lists and deletes."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from zerorename.committers import CommitOptions, MagicCommitter
+from zerorename.committers.errors import JobNotFound
+from zerorename.committers.jobstorage import success_names_commit
+from zerorename.committers.journal import Journal
+from zerorename.committers.paths import Destination
+from zerorename.committers.s3ajobs import abort_s3a_job, job_committed, resume_s3a_job
+from zerorename.committers.s3alayout import FLAT, S3AJobLayout, S3ALayoutKind
+from zerorename.committers.successdata import SuccessData
+from zerorename.testing.memfaults import Fault
+from zerorename.testing.memstate import MemoryState
+from zerorename.testing.memstore import MemoryStore
+from zerorename.testing.s3acrash import lay_out_on, s3a_commit, s3a_pendingset
+
+# the layout of test_s3a_layout33_memory.py (test modules do not import each other here)
+B = "bucket"
+URI = f"s3://{B}/s3a/out"
+DEST = Destination.parse(URI)
+JOB = "3f2a9c1e-6c0b-4d57-9a59-0123456789ab"
+OTHER = "9d7c1b2a-1111-4222-8333-444455556666"
+NEW = "5e6f7a8b-2222-4333-8444-555566667777"  # a Hadoop 3.4 job beside them
+MAGIC = "s3a/out/__magic/"
+H33 = S3ALayoutKind.HADOOP_33
+
+
+def lay33(job: str) -> S3AJobLayout:
+    return S3AJobLayout(DEST, job, H33)
+
+
+async def lay_out33(store: MemoryStore, job: str, *, attempts: bool) -> S3AJobLayout:
+    """A crashed 3.3 job: two committed tasks (the first's uploads completed by the commit
+    that died), one task attempt that never committed."""
+    lay = S3AJobLayout(DEST, job, H33)
+    att = 0 if attempts else FLAT
+    now = int(time.time() * 1000)
+    await store.put_object(B, MAGIC, b"")  # the shared directory's marker
+    await store.put_object(B, lay.attempt_dir(att), b"")
+    for task in range(3):
+        commits = []
+        for n in range(2):
+            rel = f"part-{task * 2 + n:05d}-{job}-c000.csv"
+            p = await store.upload(B, DEST.key(rel), f"{job} {task} {n}".encode(), defer=True)
+            if task == 0:
+                assert (await store.complete_many([p])).ok
+            ta = f"attempt_202601010000_0000_m_{task:06d}_0"
+            commits.append(s3a_commit(p, job, ta, now))
+            if task == 2:
+                one = dict(commits[-1], jobId="", taskId="")
+                await store.put_object(B, lay.pending(att, ta, rel), json.dumps(one).encode())
+                await store.put_object(B, lay.pending(att, ta, rel)[: -len(".pending")], b"")
+        if task < 2:
+            key = lay.pendingset(att, f"task_202601010000_0000_m_{task:06d}")
+            await store.put_object(B, key, s3a_pendingset(job, commits))
+    return lay
+
+
+async def three_jobs() -> MemoryState:
+    state = MemoryState(B)
+    store = MemoryStore(state)
+    await lay_out33(store, JOB, attempts=False)
+    await lay_out33(store, OTHER, attempts=True)
+    await lay_out_on(store, URI, NEW)
+    return state
+
+
+def of(state: MemoryState, job: str) -> tuple[dict[str, bytes], list[tuple[str, str]]]:
+    """A job's objects (records and outputs) and pending uploads."""
+    return (
+        {k: v for k, v in state.objects(B).items() if job in k},
+        [u for u in state.pending(B) if job in u[0]],
+    )
+
+
+async def _requests(action: str) -> int:
+    state = await three_jobs()
+    store = MemoryStore(state)
+    await (abort_s3a_job if action == "abort" else resume_s3a_job)(store, DEST, JOB)
+    return store.requests
+
+
+@pytest.mark.parametrize("action", ["abort", "resume"])
+async def test_a_crash_at_any_request_then_a_second_run_finishes_it(action: str) -> None:
+    run = abort_s3a_job if action == "abort" else resume_s3a_job
+    total = await _requests(action)
+    for n in range(1, total + 1):
+        for after in (False, True):
+            state = await three_jobs()
+            others = of(state, OTHER), of(state, NEW)
+            store = MemoryStore(state)
+            store.crash_at(n, after=after)
+            with pytest.raises(BaseException) as info:
+                await run(store, DEST, JOB)
+            assert store.crashed, info.value
+            gone = not [k for k in of(state, JOB)[0] if k.startswith(MAGIC)]
+            try:
+                await run(MemoryStore(state), DEST, JOB)
+            except JobNotFound:
+                assert gone, f"crash at request {n} (after={after}): refused with records left"
+            objs, ups = of(state, JOB)
+            where = f"crash at request {n} (after={after})"
+            assert ups == [], where
+            assert not [k for k in objs if k.startswith(MAGIC)], where
+            if action == "resume":
+                assert len([k for k in objs if k.endswith(".csv")]) == 4, where
+                assert json.loads(state.objects(B)["s3a/out/_SUCCESS"])["jobId"] == JOB, where
+            assert (of(state, OTHER), of(state, NEW)) == others, where
+            assert MAGIC in state.objects(B), where  # OTHER still lives in it
+
+
+async def test_an_abort_beside_a_33_job_that_writes_meanwhile_keeps_its_records() -> None:
+    state = await three_jobs()
+    store = MemoryStore(state)
+    # delete every other 3.3 job's records first: JOB's abort is then the last job, and
+    # OTHER (a re-run) starts writing while the abort lists and deletes
+    await abort_s3a_job(MemoryStore(state), DEST, OTHER)
+    writer = MemoryStore(state)
+    late = f"{lay33(OTHER).root}tasks/attempt_1_0000_m_000009_0/__base/p.csv.pending"
+    wrote: list[str] = []
+
+    async def gate(op: str, bucket: str, key: str) -> Fault | None:
+        if op in ("ListObjectsV2", "DeleteObjects") and not wrote:
+            wrote.append(op)
+            await writer.put_object(B, late, b"{}")
+        return None
+
+    store.gate = gate
+    await abort_s3a_job(store, DEST, JOB)
+    assert wrote and late in state.objects(B)
+    assert not [k for k in of(state, JOB)[0] if k.startswith(MAGIC)]
+
+
+# -- a _SUCCESS naming the job that is not this commit's -------------------------------------
+async def _run(store: MemoryStore, tmp_path: Path, job_id: str, names: list[str]) -> Any:
+    committer = MagicCommitter(
+        store, f"s3://{B}/z", conflict="append", options=CommitOptions(staging_dir=tmp_path)
+    )
+    job = await committer.setup_job(job_id)
+    summaries = []
+    for t, name in enumerate(names):
+        ta = job.task_attempt(t)
+        await ta.setup()
+        async with ta.open(name) as out:
+            await out.write(name.encode())
+        summaries.append(await ta.commit())
+    return committer, job, summaries
+
+
+async def test_a_stale_success_of_an_earlier_run_of_the_id_does_not_block_the_abort(
+    tmp_path: Path,
+) -> None:
+    # run 1 of job id J committed (its _SUCCESS names J); J is set up again (a re-run with
+    # the same id) and its commit dies after its first complete: the journal says
+    # completing. That old _SUCCESS is no proof that this commit finished: abort rolls
+    # the re-run back instead of refusing it as committed
+    state = MemoryState(B)
+    rid = "0b5f3f5e-9a3c-4c2e-8d41-7f0c2f6a1b11"
+    _, job1, sums1 = await _run(MemoryStore(state), tmp_path / "1", rid, ["a.csv"])
+    await job1.commit(sums1)
+    store = MemoryStore(state)
+    _, job2, sums2 = await _run(store, tmp_path / "2", rid, ["b.csv", "c.csv"])
+    store.crash_at(1, op="CompleteMultipartUpload", after=True)
+    with pytest.raises(BaseException):  # noqa: B017 - the crash, however it is wrapped
+        await job2.commit(sums2)
+    assert [k for k in state.objects(B) if k.startswith(("z/b-", "z/c-"))]  # one complete
+    # nor may a resume take an abort's command claim over on that proof
+    assert not await job_committed(MemoryStore(state), Destination.parse(f"s3://{B}/z"), rid)
+    reopened = await MagicCommitter(MemoryStore(state), f"s3://{B}/z").open_job(rid)
+    await reopened.abort()
+    data = sorted(k for k in state.objects(B) if k.endswith(".csv"))
+    assert data == [f"z/a-{rid}.csv"]  # run 1's file stays, nothing of the re-run is visible
+    assert state.pending(B) == []
+
+
+def test_a_success_is_judged_by_the_id_alone_where_nothing_more_can_be_read() -> None:
+    dest = Destination.parse(f"s3://{B}/z")
+    rid = "0b5f3f5e-9a3c-4c2e-8d41-7f0c2f6a1b11"
+    j = Journal(job_id=rid, filenames=["b.csv"])
+    assert not success_names_commit(b'{"jobId": "other"}', dest, rid, j)
+    assert success_names_commit(f'not json "{rid}"'.encode(), dest, rid, j)  # refuse, not delete
+    assert success_names_commit(f'{{"jobId": "{rid}"}}'.encode(), dest, rid, None)
+    for names in (["/z/b.csv"], ["b.csv"]):  # as this commit writes it, or zerorename 0.1
+        data = SuccessData(job_id=rid, committer="magic", filenames=names).to_json()
+        assert success_names_commit(data, dest, rid, j)
+    data = SuccessData(job_id=rid, committer="magic", filenames=["/z/a.csv"]).to_json()
+    assert not success_names_commit(data, dest, rid, j)  # an earlier run's
