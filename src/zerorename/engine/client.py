@@ -6,15 +6,18 @@ from __future__ import annotations
 import asyncio
 import enum
 import inspect
+import os
 import socket
 import ssl
 import time
 from typing import Any
+from urllib.request import getproxies
 
 import aiohttp
 import botocore.exceptions as bexc
 from aiobotocore.config import AioConfig
 from aiobotocore.session import AioSession, get_session
+from botocore.httpsession import get_cert_path
 from yarl import URL
 
 from zerorename.engine import trailer
@@ -111,6 +114,45 @@ def make_session(config: EngineConfig) -> AioSession:
     return session
 
 
+#: TLS verify contexts by CA bundle (its path, size and mtime): one per process, shared
+#: by every client (an SSLContext serves any number of connections, as aiohttp's own
+#: default context does)
+_VERIFY_CONTEXTS: dict[tuple[str, int, int], ssl.SSLContext] = {}
+
+
+def share_verify_context(client: Any) -> None:
+    """Let ``client``'s HTTP session verify TLS with the process's context for its CA
+    bundle instead of parsing the bundle again (about 40 ms of CPU on every client's first
+    request, even over plain HTTP). Only where the context is never changed after it is
+    built: no client certificate and no proxy (both change the context aiobotocore builds);
+    otherwise, and on aiobotocore releases without ``_build_verify_context``, the session
+    builds its own as before. A bundle file that changes (size or mtime) is read again."""
+    http = getattr(getattr(client, "_endpoint", None), "http_session", None)
+    build = getattr(http, "_build_verify_context", None)
+    verify = getattr(http, "_verify", None)
+    if http is None or not callable(build) or not verify or getattr(http, "_cert_file", None):
+        return
+    proxy_config = getattr(http, "_proxy_config", None)
+    if getattr(proxy_config, "_proxies", None) or getattr(proxy_config, "settings", None):
+        return
+    if getproxies():  # botocore takes proxies from the environment at each request
+        return
+    try:
+        path = get_cert_path(verify)
+        st = os.stat(path)
+    except (OSError, TypeError, ValueError):
+        return
+    key = (str(path), st.st_size, st.st_mtime_ns)
+
+    def shared() -> ssl.SSLContext:
+        context = _VERIFY_CONTEXTS.get(key)
+        if context is None:
+            context = _VERIFY_CONTEXTS.setdefault(key, build())
+        return context
+
+    http._build_verify_context = shared
+
+
 def client_kwargs(config: EngineConfig) -> dict[str, Any]:
     """Arguments for ``session.create_client('s3', ...)``.
 
@@ -170,7 +212,7 @@ def _keepalive_socket(addr_info: Any) -> socket.socket:
 def _default_verify_context(verify: Any = True) -> ssl.SSLContext:
     """What aiobotocore's session verifies with (``verify``: its ``_verify``, True, False or
     a CA bundle's path), for sessions before 3.9 (no ``_build_verify_context``)."""
-    from botocore.httpsession import create_urllib3_context, get_cert_path
+    from botocore.httpsession import create_urllib3_context
 
     context: ssl.SSLContext = create_urllib3_context()
     if not verify:
@@ -558,4 +600,11 @@ class FastClient:
         raise error
 
 
-__all__ = ["FastClient", "client_kwargs", "guard_object_keys", "make_session", "open_error"]
+__all__ = [
+    "FastClient",
+    "client_kwargs",
+    "guard_object_keys",
+    "make_session",
+    "open_error",
+    "share_verify_context",
+]

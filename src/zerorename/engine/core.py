@@ -24,6 +24,7 @@ from zerorename.engine.client import (
     guard_object_keys,
     make_session,
     open_error,
+    share_verify_context,
 )
 from zerorename.engine.completion import CompletionOps
 from zerorename.engine.config import EngineConfig
@@ -155,6 +156,7 @@ class UploadEngine(CompletionOps, ObjectOps):
             )
             await _register_resolved_credentials(client)
             guard_object_keys(client)
+            share_verify_context(client)
             # the hot calls through the fast path when it can be exact (else all botocore)
             fast = FastClient(client, self.config, self.stats)
             await fast.open()
