@@ -23,7 +23,7 @@ from typing import Any
 
 from zerorename.committers.objectstore import UploadStore
 from zerorename.committers.paths import Destination
-from zerorename.committers.s3alayout import S3AJobLayout
+from zerorename.committers.s3alayout import S3AJobLayout, S3ALayoutKind
 from zerorename.engine import EngineConfig, PendingUpload, UploadEngine, run
 
 TASK = "task_202601010000_0000_m_{:06d}"
@@ -77,16 +77,26 @@ def s3a_pendingset(job_id: str, commits: list[dict[str, Any]]) -> bytes:
 
 
 async def lay_out_on(
-    store: UploadStore, uri: str, job_id: str
+    store: UploadStore,
+    uri: str,
+    job_id: str,
+    kind: S3ALayoutKind = S3ALayoutKind.HADOOP_34,
+    attempt: int = 0,
 ) -> tuple[S3AJobLayout, dict[str, bytes]]:
     """Write the crashed job under ``uri`` through ``store`` (the engine, or the in-memory
-    store of the unit tests); its layout and its pendingsets by file name."""
+    store of the unit tests); its layout and its pendingsets by file name. ``kind`` and
+    ``attempt`` give Hadoop 3.3's shared ``__magic/`` layout (``attempt`` :data:`FLAT`:
+    records right in the job's directory), with the shared directory's marker and the
+    zero-byte object S3A leaves at each magic path."""
     dest = Destination.parse(uri)
-    layout = S3AJobLayout(dest, job_id)
+    layout = S3AJobLayout(dest, job_id, kind)
     now = int(time.time() * 1000)
     saved: dict[str, bytes] = {}
     b = dest.bucket
-    await store.put_object(b, layout.attempt_dir(0), b"")  # setupJob's directory
+    h33 = kind is S3ALayoutKind.HADOOP_33
+    if h33:
+        await store.put_object(b, dest.key("__magic/"), b"")  # the shared directory's marker
+    await store.put_object(b, layout.attempt_dir(attempt), b"")  # setupJob's directory
     for task in range(3):
         commits = []
         for n in range(2):
@@ -99,11 +109,13 @@ async def lay_out_on(
                     raise RuntimeError(f"could not complete {p.uri}: {done.failures[0].error}")
             commits.append(s3a_commit(p, job_id, ATTEMPT.format(task), now))
             if task == 2:  # never committed: only its .pending records exist
-                key = layout.pending(0, ATTEMPT.format(task), rel)
+                key = layout.pending(attempt, ATTEMPT.format(task), rel)
                 one = dict(commits[-1], jobId="", taskId="")
                 await store.put_object(b, key, json.dumps(one).encode())
+                if h33:
+                    await store.put_object(b, key[: -len(".pending")], b"")
         if task < 2:
-            key = layout.pendingset(0, TASK.format(task))
+            key = layout.pendingset(attempt, TASK.format(task))
             data = s3a_pendingset(job_id, commits)
             await store.put_object(b, key, data)
             saved[key.rpartition("/")[2]] = data

@@ -5,7 +5,6 @@ concurrent 3.3 job writing into the shared ``__magic/`` while an abort lists and
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ from zerorename.committers.successdata import SuccessData
 from zerorename.testing.memfaults import Fault
 from zerorename.testing.memstate import MemoryState
 from zerorename.testing.memstore import MemoryStore
-from zerorename.testing.s3acrash import lay_out_on, s3a_commit, s3a_pendingset
+from zerorename.testing.s3acrash import lay_out_on
 
 # the layout of test_s3a_layout33_memory.py (test modules do not import each other here)
 B = "bucket"
@@ -42,27 +41,7 @@ def lay33(job: str) -> S3AJobLayout:
 async def lay_out33(store: MemoryStore, job: str, *, attempts: bool) -> S3AJobLayout:
     """A crashed 3.3 job: two committed tasks (the first's uploads completed by the commit
     that died), one task attempt that never committed."""
-    lay = S3AJobLayout(DEST, job, H33)
-    att = 0 if attempts else FLAT
-    now = int(time.time() * 1000)
-    await store.put_object(B, MAGIC, b"")  # the shared directory's marker
-    await store.put_object(B, lay.attempt_dir(att), b"")
-    for task in range(3):
-        commits = []
-        for n in range(2):
-            rel = f"part-{task * 2 + n:05d}-{job}-c000.csv"
-            p = await store.upload(B, DEST.key(rel), f"{job} {task} {n}".encode(), defer=True)
-            if task == 0:
-                assert (await store.complete_many([p])).ok
-            ta = f"attempt_202601010000_0000_m_{task:06d}_0"
-            commits.append(s3a_commit(p, job, ta, now))
-            if task == 2:
-                one = dict(commits[-1], jobId="", taskId="")
-                await store.put_object(B, lay.pending(att, ta, rel), json.dumps(one).encode())
-                await store.put_object(B, lay.pending(att, ta, rel)[: -len(".pending")], b"")
-        if task < 2:
-            key = lay.pendingset(att, f"task_202601010000_0000_m_{task:06d}")
-            await store.put_object(B, key, s3a_pendingset(job, commits))
+    lay, _ = await lay_out_on(store, URI, job, H33, 0 if attempts else FLAT)
     return lay
 
 
