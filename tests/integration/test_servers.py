@@ -138,7 +138,7 @@ def test_moto_looks_up_the_service_of_s3_requests_once(
     """moto's dispatcher works out each request's service (a directory listing, a stat per
     service, every service's URL patterns): MotoServer asks it once for S3-signed requests
     and keeps the answer; an unsigned request still goes through it."""
-    app = moto_server._server._server.app  # moto's werkzeug server's WSGI app
+    app = moto_server._server.app  # the WSGI app MotoServer serves
     dispatcher = app._dispatcher
     looked_up = []
     lookup = dispatcher.get_application

@@ -16,7 +16,6 @@ import contextlib
 import fcntl
 import importlib.resources
 import json
-import logging
 import os
 import shutil
 import socket
@@ -104,7 +103,9 @@ class _S3Dispatch:
 
 
 class MotoServer(Service):
-    """moto's S3 in-process on a daemon thread, on 127.0.0.1 with a free port.
+    """moto's S3 in-process, on 127.0.0.1 with a free port, served by
+    :class:`~zerorename.testing.wsgiserver.WsgiServer` (keep-alive connections, a thread per
+    connection) rather than moto's werkzeug server (a connection and a thread per request).
 
     ``with MotoServer() as m: m.endpoint_url``. moto keeps all data in RAM (keep payloads
     under ~100 MiB) and its state is process-global: use unique bucket names.
@@ -128,21 +129,25 @@ class MotoServer(Service):
     def start(self) -> Self:
         if self._server is not None:
             return self
-        from moto.server import ThreadedMotoServer
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
-        logging.getLogger("werkzeug").setLevel(logging.ERROR)
-        server = ThreadedMotoServer(ip_address=_HOST, port=self._port, verbose=False)
+        from zerorename.testing.wsgiserver import WsgiServer
+
+        server = WsgiServer(
+            _S3Dispatch(DomainDispatcherApplication(create_backend_app)), _HOST, self._port
+        )
         try:
             server.start()
-            host, port = server.get_host_and_port()
-            wsgi: Any = getattr(server, "_server", None)  # moto's werkzeug server
-            if hasattr(getattr(wsgi, "app", None), "get_application"):
-                wsgi.app = _S3Dispatch(wsgi.app)
-        except Exception as exc:
+        except OSError as exc:
             raise ServerStartError(f"moto server could not start on {_HOST}: {exc}") from exc
         self._server = server
-        self._endpoint_url = f"http://{host}:{port}"
+        self._endpoint_url = f"http://{_HOST}:{server.port}"
         return self
+
+    @property
+    def connections(self) -> int:
+        """TCP connections the server accepted so far (each serves many requests)."""
+        return 0 if self._server is None else self._server.connections
 
     def stop(self) -> None:
         server, self._server = self._server, None

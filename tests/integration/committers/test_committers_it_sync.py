@@ -27,6 +27,7 @@ from zerorename.committers.sync import SyncCommitter
 from zerorename.engine import UploadEngine
 from zerorename.testing.faultrules import FaultRule
 from zerorename.testing.targets import S3Target
+from zerorename.testing.wsgiserver import CONNECTION_THREAD_PREFIX
 
 
 def run_sync_job(s3: S3Target, kind: str, tmp: Path, tasks: int = 3) -> tuple[str, dict]:  # type: ignore[type-arg]
@@ -65,8 +66,8 @@ def test_sync_facade_from_worker_threads(s3: S3Target, tmp_path: Path) -> None:
 
 def _our_threads() -> int:
     """Threads of this process, without the in-process moto server's request threads
-    (werkzeug starts one per request; they come and go on their own)."""
-    return sum("process_request_thread" not in t.name for t in threading.enumerate())
+    (one per connection: they come and go with the clients' connections)."""
+    return sum(not t.name.startswith(CONNECTION_THREAD_PREFIX) for t in threading.enumerate())
 
 
 def _settled_threads(limit: int, timeout: float = 5.0) -> int:
