@@ -294,3 +294,24 @@ def test_environ_is_werkzeugs(echo: tuple[Any, list[dict[str, Any]]]) -> None:
     assert env["HTTP_X_AMZ_META_A_B"] == "v"
     assert env["moto.preserved_header_names"] == {"HTTP_X_AMZ_META_A_B": "x-amz-meta-a_b"}
     conn.close()
+
+
+# ---------------------------------------------------------------- the proxy's header lookups
+
+
+def test_header_map_finds_what_header_finds() -> None:
+    """The proxy looks a message's headers up in one map: the first line of a name wins (as
+    ``header`` answers), any case; tokens are matched in comma lists, trimmed, any case."""
+    from zerorename.testing.faultrules import header, header_map, token_in
+
+    headers = [
+        ("Content-Length", "5"),
+        ("connection", "Keep-Alive, Close"),
+        ("CONTENT-LENGTH", "7"),
+    ]
+    named = header_map(headers)
+    for name in ("content-length", "Connection", "expect"):
+        assert named.get(name.lower()) == header(headers, name)
+    assert token_in(named["connection"], "close") and token_in(named["connection"], "keep-alive")
+    assert not token_in(named["connection"], "upgrade") and not token_in(None, "close")
+    assert not token_in("closed", "close")

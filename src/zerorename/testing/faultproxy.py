@@ -55,10 +55,10 @@ from zerorename.testing.faultrules import (
     encode_head,
     end_to_end,
     error_response,
-    has_token,
-    header,
+    header_map,
     html_response,
     parse_head,
+    token_in,
 )
 from zerorename.testing.proxybody import Body, ClientGone, Reset, Sink, discard, rst
 from zerorename.testing.requestlog import Request
@@ -411,10 +411,11 @@ class FaultProxy(Service):
         connection, the status the client was sent)."""
         first, method, version, headers, path = head
         fault = rule.fault if rule is not None else None
-        chunked = has_token(headers, "Transfer-Encoding", "chunked")
-        length = int(header(headers, "Content-Length") or 0)
-        expect = has_token(headers, "Expect", "100-continue")
-        client_close = has_token(headers, "Connection", "close") or version == "HTTP/1.0"
+        named = header_map(headers)
+        chunked = token_in(named.get("transfer-encoding"), "chunked")
+        length = int(named.get("content-length") or 0)
+        expect = token_in(named.get("expect"), "100-continue")
+        client_close = token_in(named.get("connection"), "close") or version == "HTTP/1.0"
 
         async def read_body(sink: Sink, reset_after: int | None = None) -> None:
             body = Body(reader, reset_after)
@@ -497,9 +498,10 @@ class FaultProxy(Service):
             if status != 100:
                 break
         drop = rule is not None and fault == "drop_response"
-        up_close = has_token(resp_headers, "Connection", "close")
-        resp_chunked = has_token(resp_headers, "Transfer-Encoding", "chunked")
-        resp_len = header(resp_headers, "Content-Length")
+        resp_named = header_map(resp_headers)
+        up_close = token_in(resp_named.get("connection"), "close")
+        resp_chunked = token_in(resp_named.get("transfer-encoding"), "chunked")
+        resp_len = resp_named.get("content-length")
         no_body = method == "HEAD" or status in _NO_BODY_STATUS or 100 <= status < 200
         # a body delimited by the connection's end can only be relayed the same way
         until_eof = not (no_body or resp_chunked or resp_len is not None)

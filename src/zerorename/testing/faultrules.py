@@ -377,7 +377,20 @@ def header(headers: Headers, name: str) -> str | None:
 
 
 def has_token(headers: Headers, name: str, token: str) -> bool:
-    value = header(headers, name)
+    return token_in(header(headers, name), token)
+
+
+def header_map(headers: Headers) -> dict[str, str]:
+    """Lower-cased name -> value of its first line (what :func:`header` finds), for a
+    message whose headers are looked up several times."""
+    out: dict[str, str] = {}
+    for k, v in headers:
+        out.setdefault(k.lower(), v)
+    return out
+
+
+def token_in(value: str | None, token: str) -> bool:
+    """``token`` (lower case) is one of the comma-separated tokens of a header's value."""
     return value is not None and token in (t.strip().lower() for t in value.split(","))
 
 
