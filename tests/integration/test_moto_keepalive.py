@@ -268,7 +268,9 @@ def test_unread_body_is_dropped_or_the_connection_closed(
     conn.request("PUT", "/read", body=b"second")
     resp = conn.getresponse()
     assert resp.read() == b"second" and not resp.will_close
-    conn.request("PUT", "/skip", body=b"y" * (DRAIN_LIMIT + 1))
+    # the server answers before the client has sent it all, and reads the rest before it
+    # closes: a close with unread bytes would reset the connection under the client
+    conn.request("PUT", "/skip", body=b"y" * (8 * DRAIN_LIMIT))
     resp = conn.getresponse()
     assert resp.read() == b"" and resp.will_close
     assert [e["REQUEST_METHOD"] for e in seen] == ["PUT", "PUT", "PUT"]

@@ -42,6 +42,8 @@ _HEADER_COUNT_LIMIT = 256
 _READ = 1 << 16
 _NO_BODY = (204, 304)
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+_LINGER_SECONDS = 2.0
+_LINGER_BYTES = 256 << 20
 
 
 class _BadRequest(Exception):
@@ -203,6 +205,21 @@ class _Input:
         return True
 
 
+def _linger(conn: socket.socket) -> None:
+    """Close our side and read what the client still sends (a body not read, at most
+    :data:`_LINGER_BYTES` for :data:`_LINGER_SECONDS`) before the socket is closed: closing
+    with unread bytes sends an RST, which can destroy the answer before the client reads it."""
+    with contextlib.suppress(OSError):
+        conn.shutdown(socket.SHUT_WR)
+        conn.settimeout(_LINGER_SECONDS)
+        got = 0
+        while got < _LINGER_BYTES:
+            data = conn.recv(_READ)
+            if not data:
+                break
+            got += len(data)
+
+
 class WsgiServer:
     """Serves ``app`` on ``host``:``port`` (0: a free port) from :meth:`start` to :meth:`stop`:
     a thread accepts connections, each connection gets a daemon thread of its own."""
@@ -281,8 +298,13 @@ class WsgiServer:
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             rfile = conn.makefile("rb", _READ)
             try:
-                while not self._stopping and self._request(conn, rfile, addr):
-                    pass
+                while not self._stopping:
+                    keep = self._request(conn, rfile, addr)
+                    if keep is None:  # the client closed it
+                        break
+                    if not keep:
+                        _linger(conn)
+                        break
             finally:
                 rfile.close()
         except (_ClientGone, OSError, ValueError):
@@ -377,12 +399,13 @@ class WsgiServer:
             environ["HTTP_HOST"] = url.netloc
         return environ
 
-    def _request(self, conn: socket.socket, rfile: Any, addr: Any) -> bool:
-        """Serve one request; True when the connection can carry another."""
+    def _request(self, conn: socket.socket, rfile: Any, addr: Any) -> bool | None:
+        """Serve one request; True when the connection can carry another, None when the
+        client closed it before a request."""
         try:
             head = self._read_head(rfile)
             if head is None:
-                return False
+                return None
             first, headers = head
             method, target, version = first.split(" ", 2)
             if not version.startswith("HTTP/1."):
