@@ -204,17 +204,22 @@ def test_a_run_that_times_out_is_reported_and_the_others_go_on(tmp_path: Path) -
 
 def test_the_harness_loads_without_the_engine() -> None:
     """``zerorename perf`` starts without importing the engine (aiobotocore, aiohttp: ~0.7 s
-    of CPU at every start): its children import what their runs use, and the harness on an
-    embedded target uses none of it (a URL target checks the engine's endpoint rule: the
-    refusals in test_url_secrets.py)."""
+    of CPU at every start), the committers or the other commands (through the command's
+    entry point, ~1.1 s in all): its children import what their runs use, and the harness
+    on an embedded target uses none of it (a URL target checks the engine's endpoint rule:
+    the refusals in test_url_secrets.py)."""
     code = (
         "import sys; from zerorename.perf.harness import main, build_parser; build_parser(); "
         "from zerorename.perf.targets import target_problem; target_problem('sink', {}); "
+        "from zerorename.cli import main; "
+        "main(['perf', 'many', '--json', '/nonexistent/out.json']); "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('aiobotocore', 'aiohttp', 'boto3', 'botocore') or m.startswith('zerorename.engine')))"
+        "('aiobotocore', 'aiohttp', 'boto3', 'botocore') or m.startswith('zerorename.engine') "
+        "or m.startswith(('zerorename.committers', 'zerorename.commands'))))"
     )
     proc = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
     )
     assert proc.returncode == 0, proc.stderr
+    assert "--json: directory /nonexistent does not exist" in proc.stderr  # the command ran
     assert proc.stdout.strip() == "[]", proc.stdout
