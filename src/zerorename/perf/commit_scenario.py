@@ -262,20 +262,20 @@ def measure_boto3(target: Target, params: dict[str, Any]) -> dict[str, float]:
 
 
 def _measure(target: Target, params: dict[str, Any], label: str, commit: Any) -> dict[str, float]:
-    from zerorename.committers.paths import Destination
-
     n = int(params["uploads"])
     size = int(params["object_kib"]) * 1024
-    dest = Destination(target.bucket, target.key(NAME, f"{label}-{uuid.uuid4().hex[:12]}"))
+    # the committers (and the engine behind them) are imported by the runs that use them:
+    # a boto3 run's peak RSS and CPU never carry them
+    uri, list_prefix = target.destination(NAME, f"{label}-{uuid.uuid4().hex[:12]}")
     try:
         with tempfile.TemporaryDirectory(prefix="zr-commit-") as tmp:
             out = Path(tmp) / "summaries.jsonl"
-            prep = prepare_in_child(target, params, dest.uri, out)
+            prep = prepare_in_child(target, params, uri, out)
             summaries = out.read_text(encoding="utf-8").splitlines()
             with commit_latency.measured(target, params) as wire:
                 on = wire.target if wire else target
                 measure = wire.measure if wire else Meter
-                meter, extra = commit(on, params, dest.uri, prep["job_id"], summaries, measure)
+                meter, extra = commit(on, params, uri, prep["job_id"], summaries, measure)
                 if wire:
                     extra.update(wire.metrics())
                     wire.save_chain(params, label)
@@ -292,7 +292,7 @@ def _measure(target: Target, params: dict[str, Any], label: str, commit: Any) ->
         verify(
             target.boto3_client(),
             target.bucket,
-            dest.list_prefix,
+            list_prefix,
             expected=n,
             size=size,
             job_id=prep["job_id"],
@@ -302,12 +302,12 @@ def _measure(target: Target, params: dict[str, Any], label: str, commit: Any) ->
     except BaseException:
         if not params.get("keep"):
             try:  # best effort: the run's own error is the one to report
-                cleanup(target.boto3_client(), target.bucket, dest.list_prefix)
+                cleanup(target.boto3_client(), target.bucket, list_prefix)
             except Exception as exc:
-                sys.stderr.write(f"cleanup of s3://{target.bucket}/{dest.list_prefix}: {exc}\n")
+                sys.stderr.write(f"cleanup of s3://{target.bucket}/{list_prefix}: {exc}\n")
         raise
     if not params.get("keep"):
-        cleanup(target.boto3_client(), target.bucket, dest.list_prefix)
+        cleanup(target.boto3_client(), target.bucket, list_prefix)
     return metrics
 
 
