@@ -101,13 +101,14 @@ def test_many_against_the_sink_with_every_baseline(tmp_path: Path) -> None:
 def test_upload_against_the_sink_repeats_every_run_and_plots(tmp_path: Path) -> None:
     """The repetitions (reps samples per client, the figures their medians and ranges) and
     the bar plot are the harness's own, the same for every scenario: shown once, with the
-    upload, on two clients (a ratio needs two; every client: the test above)."""
+    upload, on two clients (a ratio needs two: obstore's child is the cheapest baseline's;
+    every client: the test above)."""
     args = ["upload", "--target", "sink", "--reps", "2", *TINY["upload"]]
-    doc = perf([*args, "--clients", "zerorename,boto3-default"], tmp_path, plot=True)
+    doc = perf([*args, "--clients", "zerorename,obstore"], tmp_path, plot=True)
     check_doc(doc, "upload", reps=2)
-    assert {s["client"] for s in doc["samples"]} == {"zerorename", "boto3-default"}
+    assert {s["client"] for s in doc["samples"]} == {"zerorename", "obstore"}
     assert sorted(s["rep"] for s in doc["samples"]) == [0, 0, 1, 1]
-    check_ratios(doc, {("zerorename", "boto3-default")})
+    check_ratios(doc, {("zerorename", "obstore")})
     for s in doc["samples"]:
         assert "requests" not in s["metrics"] and "latency_ms" not in s["params"], s
 

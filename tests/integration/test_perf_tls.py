@@ -25,7 +25,10 @@ from zerorename.perf.model import Target
 from zerorename.testing.sink import SinkServer
 from zerorename.testing.tls import make_tls_files
 
+#: the commit's clients: ours and one boto3 loop (boto3-64 is boto3-15's function with 64
+#: threads: tests/integration/test_perf_commit.py runs it)
 COMMIT = ["--uploads", "20", "--pendingsets", "2", "--prepare-concurrency", "8"]
+COMMIT += ["--clients", "zerorename,boto3-15"]
 ARGS = {**TINY, "commit": COMMIT}
 #: boto3's default (a trailing checksum over HTTPS) and boto3-matched (CRC32 as a trailer)
 #: are refused by RGW pacific (MissingContentLength): on RGW boto3 runs when_required.
@@ -69,9 +72,10 @@ def check_tls(doc: dict[str, Any]) -> None:
     assert f"floor: {tls['aead']} costs" in doc["_stdout"]
 
 
-#: the scenarios over TLS on the sink (every client); on moto and RGW the upload, whose
-#: trailing checksums are where the servers differ (the other scenarios' requests are the
-#: sink's, and test_perf_commit/test_perf_harness run them on both servers over HTTP).
+#: the scenarios over TLS on the sink (every upload client; the commit's: see COMMIT); on
+#: moto and RGW the upload, whose trailing checksums are where the servers differ (the
+#: other scenarios' requests are the sink's, and test_perf_commit/test_perf_harness run them
+#: on both servers over HTTP).
 #: 'many' over TLS on the sink, every client: test_an_https_url_target_is_verified_with_
 #: ca_bundle (the same HTTPS sink and checks; the CA given by --ca-bundle, not made by
 #: --tls, whose hand-off to every client is the Target's, shown here with the upload)
