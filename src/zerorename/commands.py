@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import logging
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from zerorename import __version__, clijson, logsafe
+from zerorename import __version__, clijson
+from zerorename.cli import missing_extra as missing_extra  # re-exported
+from zerorename.cli import one_line as _one_line
+from zerorename.cli import run_parsed
 from zerorename.cliopts import (
     add_json_option,
     add_progress_options,
@@ -33,26 +35,6 @@ from zerorename.perf import cli as perf_commands
 from zerorename.spark_adapter import demo
 from zerorename.spark_adapter.streamjobs import stream_job_action, stream_job_ids
 from zerorename.units import MiB
-
-log = logging.getLogger("zerorename.cli")
-
-#: command -> the extra that installs its optional dependencies
-_EXTRAS = {"demo": "demo", "perf": "perf"}
-#: the optional dependencies (top-level module names) those extras bring
-_OPTIONAL = frozenset(
-    {
-        "boto3",
-        "cryptography",
-        "matplotlib",
-        "moto",
-        "obstore",
-        "psutil",
-        "pyarrow",
-        "pyinstrument",
-        "pyspark",
-        "rich",
-    }
-)
 
 
 class CliError(ZeroRenameError):
@@ -510,51 +492,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def missing_extra(command: str | None, exc: ModuleNotFoundError) -> str | None:
-    """The one-line error for a command whose optional dependency is not installed, or
-    None when ``exc`` is not that (a missing module of the product itself is a bug)."""
-    module = (exc.name or "").partition(".")[0]
-    extra = _EXTRAS.get(command or "")
-    if extra is None or module not in _OPTIONAL:
-        return None
-    return f"zerorename {command} needs {module}: pip install 'zerorename[{extra}]'"
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
-    logsafe.install()
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return 2
-    try:
-        code: int = args.func(args)
-        return code
-    except ZeroRenameError as exc:  # the package's one root: CliError, engine, committers
-        print(f"zerorename: error: {_one_line(exc)}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("zerorename: interrupted", file=sys.stderr)
-        return 130
-    except Exception as exc:  # no traceback reaches a user: one line, the trace at -v
-        log.debug("unexpected error", exc_info=True)
-        extra = missing_extra(args.command, exc) if isinstance(exc, ModuleNotFoundError) else None
-        if extra is not None:
-            print(f"zerorename: error: {extra}", file=sys.stderr)
-            return 1
-        print(
-            f"zerorename: error: unexpected {type(exc).__name__}: {_one_line(exc)} "
-            "(run with -v for details; please report it)",
-            file=sys.stderr,
-        )
-        return 1
-
-
-def _one_line(exc: BaseException) -> str:
-    """An error's message on one line, credential-shaped values masked."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return logsafe.scrub(text)
+    return run_parsed(parser, parser.parse_args(argv))

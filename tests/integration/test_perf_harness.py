@@ -101,13 +101,14 @@ def test_many_against_the_sink_with_every_baseline(tmp_path: Path) -> None:
 def test_upload_against_the_sink_repeats_every_run_and_plots(tmp_path: Path) -> None:
     """The repetitions (reps samples per client, the figures their medians and ranges) and
     the bar plot are the harness's own, the same for every scenario: shown once, with the
-    upload, on two clients (a ratio needs two; every client: the test above)."""
+    upload, on two clients (a ratio needs two: obstore's child is the cheapest baseline's;
+    every client: the test above)."""
     args = ["upload", "--target", "sink", "--reps", "2", *TINY["upload"]]
-    doc = perf([*args, "--clients", "zerorename,boto3-default"], tmp_path, plot=True)
+    doc = perf([*args, "--clients", "zerorename,obstore"], tmp_path, plot=True)
     check_doc(doc, "upload", reps=2)
-    assert {s["client"] for s in doc["samples"]} == {"zerorename", "boto3-default"}
+    assert {s["client"] for s in doc["samples"]} == {"zerorename", "obstore"}
     assert sorted(s["rep"] for s in doc["samples"]) == [0, 0, 1, 1]
-    check_ratios(doc, {("zerorename", "boto3-default")})
+    check_ratios(doc, {("zerorename", "obstore")})
     for s in doc["samples"]:
         assert "requests" not in s["metrics"] and "latency_ms" not in s["params"], s
 
@@ -204,17 +205,22 @@ def test_a_run_that_times_out_is_reported_and_the_others_go_on(tmp_path: Path) -
 
 def test_the_harness_loads_without_the_engine() -> None:
     """``zerorename perf`` starts without importing the engine (aiobotocore, aiohttp: ~0.7 s
-    of CPU at every start): its children import what their runs use, and the harness on an
-    embedded target uses none of it (a URL target checks the engine's endpoint rule: the
-    refusals in test_url_secrets.py)."""
+    of CPU at every start), the committers or the other commands (through the command's
+    entry point, ~1.1 s in all): its children import what their runs use, and the harness
+    on an embedded target uses none of it (a URL target checks the engine's endpoint rule:
+    the refusals in test_url_secrets.py)."""
     code = (
         "import sys; from zerorename.perf.harness import main, build_parser; build_parser(); "
         "from zerorename.perf.targets import target_problem; target_problem('sink', {}); "
+        "from zerorename.cli import main; "
+        "main(['perf', 'many', '--json', '/nonexistent/out.json']); "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('aiobotocore', 'aiohttp', 'boto3', 'botocore') or m.startswith('zerorename.engine')))"
+        "('aiobotocore', 'aiohttp', 'boto3', 'botocore') or m.startswith('zerorename.engine') "
+        "or m.startswith(('zerorename.committers', 'zerorename.commands'))))"
     )
     proc = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
     )
     assert proc.returncode == 0, proc.stderr
+    assert "--json: directory /nonexistent does not exist" in proc.stderr  # the command ran
     assert proc.stdout.strip() == "[]", proc.stdout

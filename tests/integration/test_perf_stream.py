@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from perf_helpers import perf, perf_target
+from perf_helpers import perf, perf_target, run_observed
 from zerorename.perf import stream_scenario as ss
+from zerorename.perf.commit_verify import cleanup
 from zerorename.perf.model import ChildFailed, run_in_child
 from zerorename.testing.targets import S3Target
 
@@ -48,46 +49,49 @@ def runs_on(s3: S3Target, *argv: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("client", ss.CLIENTS)
 def test_each_client_runs_verifies_and_leaves_nothing(moto_s3: S3Target, client: str) -> None:
+    """Each client's run reports its figures, and a run deletes what it wrote (the frame
+    both clients' runs share: the baseline's shows it). zerorename's run is kept, to see
+    what it wrote: 3 files per batch in 2 tasks (2 + 1 files), 1 warm-up + 2 batches: 9
+    files, the query's log, nothing else (no job record, no note, no pending upload)."""
     run = runs_on(moto_s3)[client]
-    m = run_in_child(run.func, perf_target(moto_s3), run.params)
+    kept = client == "zerorename"
+    m, loaded = run_observed(run.func, perf_target(moto_s3), {**run.params, "keep": kept})
+    # the baseline's child loads boto3 alone (never the committers and the engine)
+    assert kept or loaded == ["boto3"], loaded
     assert set(FIGURES) <= set(m) and not set(COUNTS) & set(m)
     assert (m["batches"], m["files"], m["verified"]) == (2.0, 3.0, 1.0)
     assert 0 < m["commit_p50_ms"] <= m["commit_p99_ms"] <= m["commit_max_ms"]
+    if kept:
+        run_prefix = kept_stream_run(moto_s3)
+        assert cleanup(moto_s3.boto3_client(), moto_s3.bucket, run_prefix) == 10
     assert listing(moto_s3) == ([], [])
 
 
-def test_a_kept_stream_run_holds_its_batches_files_and_log(moto_s3: S3Target) -> None:
-    """3 files per batch in 2 tasks (2 + 1 files), 1 warm-up + 2 batches: 9 files, the
-    query's log, nothing else (no job record, no note, no pending upload)."""
-    run = runs_on(moto_s3)["zerorename"]
-    run_in_child(run.func, perf_target(moto_s3), {**run.params, "keep": True})
-    keys, uploads = listing(moto_s3)
+def kept_stream_run(s3: S3Target) -> str:
+    """Check the kept run's destination (see above); its prefix."""
+    keys, uploads = listing(s3)
     assert uploads == []
     data = [k for k in keys if k.endswith(".bin")]
     assert len(data) == 9
     (log_key,) = [k for k in keys if not k.endswith(".bin")]
     assert "/_zerorename_streams/" in log_key and log_key.endswith("/log.json")
-    doc = json.loads(
-        moto_s3.boto3_client().get_object(Bucket=moto_s3.bucket, Key=log_key)["Body"].read()
-    )
+    doc = json.loads(s3.boto3_client().get_object(Bucket=s3.bucket, Key=log_key)["Body"].read())
     assert doc["last_batch"] == 2 and doc["pending"] is None
     assert doc["totals"]["batches"] == 3 and doc["totals"]["files"] == 9
+    return log_key.split("_zerorename_streams/")[0]
 
 
-@pytest.mark.parametrize(
-    ("fault", "says"),
-    [("upload", "1 multipart uploads left"), ("missing", "1 committed files missing")],
-)
-def test_a_wrong_destination_fails_the_run_instead_of_reporting(
-    moto_s3: S3Target, fault: str, says: str
-) -> None:
-    """A pending upload left, or a committed file missing, after the batches: the run
-    reports no figure (the harness records it as failed) and still cleans up."""
+def test_a_wrong_destination_fails_the_run_instead_of_reporting(moto_s3: S3Target) -> None:
+    """A pending upload left after the batches: the run reports no figure (the harness
+    records it as failed) and still cleans up. The run checks what it listed (the pending
+    uploads here; the objects in every run above, which would miss files otherwise) with
+    stream_check.destination_problems, whose every refusal (a committed file missing, ...)
+    tests/unit/test_perf_stream_check.py shows without a server."""
     run = runs_on(moto_s3)["zerorename"]
     with pytest.raises(ChildFailed) as err:
-        run_in_child(run.func, perf_target(moto_s3), {**run.params, "inject": fault})
+        run_in_child(run.func, perf_target(moto_s3), {**run.params, "inject": "upload"})
     text = str(err.value)
-    assert "StreamVerificationError" in text and says in text
+    assert "StreamVerificationError" in text and "1 multipart uploads left" in text
     assert "the run's figures are not reported" in text
     assert listing(moto_s3) == ([], [])
 

@@ -23,6 +23,9 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
+import select
+import signal
 import statistics
 import sys
 import tempfile
@@ -234,10 +237,22 @@ async def _prepare(target: Target, params: dict[str, Any], dest: str, out: Path)
 
 
 def prepare_in_child(
-    target: Target, params: dict[str, Any], dest: str, out: Path, *, timeout: float = 7200.0
+    target: Target,
+    params: dict[str, Any],
+    dest: str,
+    out: Path,
+    *,
+    timeout: float = 7200.0,
+    fork: bool = False,
 ) -> dict[str, Any]:
-    """Run :func:`_prepare` in a fresh process (its memory and CPU are not the measured
-    child's); returns ``{"job_id", "prepare_s"}``. Credentials go on stdin, never argv."""
+    """Run :func:`_prepare` in another process (its memory and CPU are not the measured
+    child's); returns ``{"job_id", "prepare_s"}``. By default a fresh ``python -m
+    zerorename.perf.commit_scenario prepare`` (credentials on stdin, never argv): a boto3
+    run's child never imports the engine. With ``fork`` (zerorename's run, whose child
+    imports the engine and the committers anyway) a fork of this process prepares, with
+    those imports already made (a fresh interpreter would spend ~1.4 s of CPU on them)."""
+    if fork:
+        return _prepare_forked(target, params, dest, out, timeout)
     payload = {"target": target.to_json(), "params": params, "dest": dest, "out": str(out)}
     try:
         result: dict[str, Any] = run_json_module(
@@ -245,6 +260,48 @@ def prepare_in_child(
         )
     except ChildFailed as exc:
         raise PrepareFailed(f"preparing {dest} {exc}") from None
+    return result
+
+
+def _prepare_forked(
+    target: Target, params: dict[str, Any], dest: str, out: Path, timeout: float
+) -> dict[str, Any]:
+    """:func:`_prepare` in a fork of this single-threaded process (called before the run
+    starts any thread or event loop); its result, or its error in one line, comes back
+    through a pipe. The fork's memory is its own: this process's peak RSS never sees it."""
+    import zerorename.committers  # noqa: F401  (loaded once, here, before the fork)
+    from zerorename.engine.runner import run
+
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the fork: prepare, answer, leave without running this process's exit
+        code, answer = 1, "{}"
+        try:
+            os.close(read_fd)
+            answer = json.dumps(run(_prepare(target, params, dest, out)))
+            code = 0
+        except BaseException as exc:
+            answer = json.dumps({"error": f"{type(exc).__name__}: {' '.join(str(exc).split())}"})
+        finally:
+            try:
+                os.write(write_fd, answer.encode())
+            finally:
+                os._exit(code)
+    os.close(write_fd)
+    try:
+        ready, _, _ = select.select([read_fd], [], [], timeout)
+        if not ready:
+            os.kill(pid, signal.SIGKILL)
+            raise PrepareFailed(f"preparing {dest}: no result within {timeout:.0f} s")
+        chunks = []
+        while chunk := os.read(read_fd, 65536):
+            chunks.append(chunk)
+    finally:
+        os.close(read_fd)
+        os.waitpid(pid, 0)
+    result: dict[str, Any] = json.loads(b"".join(chunks) or b"{}")
+    if "job_id" not in result:
+        raise PrepareFailed(f"preparing {dest} failed: {result.get('error', 'no result')}")
     return result
 
 
@@ -262,20 +319,20 @@ def measure_boto3(target: Target, params: dict[str, Any]) -> dict[str, float]:
 
 
 def _measure(target: Target, params: dict[str, Any], label: str, commit: Any) -> dict[str, float]:
-    from zerorename.committers.paths import Destination
-
     n = int(params["uploads"])
     size = int(params["object_kib"]) * 1024
-    dest = Destination(target.bucket, target.key(NAME, f"{label}-{uuid.uuid4().hex[:12]}"))
+    # the committers (and the engine behind them) are imported by the runs that use them:
+    # a boto3 run's peak RSS and CPU never carry them
+    uri, list_prefix = target.destination(NAME, f"{label}-{uuid.uuid4().hex[:12]}")
     try:
         with tempfile.TemporaryDirectory(prefix="zr-commit-") as tmp:
             out = Path(tmp) / "summaries.jsonl"
-            prep = prepare_in_child(target, params, dest.uri, out)
+            prep = prepare_in_child(target, params, uri, out, fork=label == "zerorename")
             summaries = out.read_text(encoding="utf-8").splitlines()
             with commit_latency.measured(target, params) as wire:
                 on = wire.target if wire else target
                 measure = wire.measure if wire else Meter
-                meter, extra = commit(on, params, dest.uri, prep["job_id"], summaries, measure)
+                meter, extra = commit(on, params, uri, prep["job_id"], summaries, measure)
                 if wire:
                     extra.update(wire.metrics())
                     wire.save_chain(params, label)
@@ -292,7 +349,7 @@ def _measure(target: Target, params: dict[str, Any], label: str, commit: Any) ->
         verify(
             target.boto3_client(),
             target.bucket,
-            dest.list_prefix,
+            list_prefix,
             expected=n,
             size=size,
             job_id=prep["job_id"],
@@ -302,12 +359,12 @@ def _measure(target: Target, params: dict[str, Any], label: str, commit: Any) ->
     except BaseException:
         if not params.get("keep"):
             try:  # best effort: the run's own error is the one to report
-                cleanup(target.boto3_client(), target.bucket, dest.list_prefix)
+                cleanup(target.boto3_client(), target.bucket, list_prefix)
             except Exception as exc:
-                sys.stderr.write(f"cleanup of s3://{target.bucket}/{dest.list_prefix}: {exc}\n")
+                sys.stderr.write(f"cleanup of s3://{target.bucket}/{list_prefix}: {exc}\n")
         raise
     if not params.get("keep"):
-        cleanup(target.boto3_client(), target.bucket, dest.list_prefix)
+        cleanup(target.boto3_client(), target.bucket, list_prefix)
     return metrics
 
 

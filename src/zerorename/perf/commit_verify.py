@@ -8,6 +8,12 @@ from typing import Any
 
 from zerorename.perf.errors import VerificationError as VerificationError  # re-exported
 
+#: the committers' names of a magic job's records directory and of the success file
+#: (zerorename.committers.paths: MAGIC_JOB_PREFIX, SUCCESS_NAME; a test checks they are
+#: the same), here so that a baseline's child never imports the committers and the engine
+MAGIC_JOB_PREFIX = "__magic_job-"
+SUCCESS_NAME = "_SUCCESS"
+
 
 def verify(
     client: Any,
@@ -24,8 +30,6 @@ def verify(
     The job's records (``__magic_job-<id>/``) and ``_SUCCESS`` are not data; with
     ``committed_by_job`` (a zerorename job commit) ``_SUCCESS`` must exist and the records
     must be gone."""
-    from zerorename.committers.paths import MAGIC_JOB_PREFIX, SUCCESS_NAME
-
     objects = wrong_size = foreign = records = 0
     success = False
     for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):

@@ -71,6 +71,13 @@ class Target:
     def key(self, *parts: str) -> str:
         return "/".join([self.prefix, *parts])
 
+    def destination(self, *parts: str) -> tuple[str, str]:
+        """A run's destination under the prefix: its ``s3://`` URI and the prefix that
+        lists exactly it (ending in '/'), as the committers' Destination names them (a
+        test checks), without importing them: a baseline's child never loads the engine."""
+        key = self.key(*parts)
+        return f"s3://{self.bucket}/{key}", key + "/"
+
     def engine_config(self, **overrides: Any) -> EngineConfig:
         """An EngineConfig for this target; keyword arguments override any field."""
         from zerorename.testing.targets import endpoint_engine_config

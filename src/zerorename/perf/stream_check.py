@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from zerorename.committers.paths import MAGIC_JOB_PREFIX, job_id_of_key
+from zerorename.perf.commit_verify import MAGIC_JOB_PREFIX
 from zerorename.perf.errors import StreamVerificationError as StreamVerificationError  # re-exported
 from zerorename.spark_adapter.streamlog import KEEP, LOG_NAME, STREAMS_DIR, StreamLog
 
@@ -83,6 +83,10 @@ def destination_problems(
     multipart uploads, ``log`` the query's log as read. Right is: exactly ``files`` data
     files of ``size`` bytes per committed job and no other file, no job record (magic
     directory, job note), nothing pending, and a log that records exactly those batches."""
+    # imported here: the baseline's child (which never calls this) does not load the
+    # committers and the engine behind them
+    from zerorename.committers.paths import job_id_of_key
+
     problems: list[str] = []
     streams = f"{prefix}{STREAMS_DIR}/"
     log_key = f"{streams}{want.query_id}/{LOG_NAME}"

@@ -98,15 +98,14 @@ def _run(
 ) -> dict[str, float]:
     """Common frame: a fresh prefix, the proxy when asked, the batches, the untimed checks
     (``body`` verifies), then the prefix deleted (also when the run fails)."""
-    from zerorename.committers.paths import Destination
-
-    dest = Destination(target.bucket, target.key(NAME, f"{client}-{uuid.uuid4().hex[:12]}"))
+    # no committers here: the baseline's child never loads them (nor the engine)
+    uri, list_prefix = target.destination(NAME, f"{client}-{uuid.uuid4().hex[:12]}")
     try:
         with ExitStack() as stack:
             wire = stack.enter_context(commit_latency.measured(target, params))
             counter = _Counter(wire)
             timed_on = wire.target if wire is not None else target
-            batches = body(target, timed_on, counter, dest.uri, params)
+            batches = body(target, timed_on, counter, uri, params)
             counter.save(params, client)
         metrics = figures(batches[int(params["warmup"]) :])
         metrics["files"] = float(params["files"])
@@ -114,9 +113,9 @@ def _run(
     finally:
         if not params.get("keep"):
             try:  # best effort on failure: the run's own error is the one to report
-                cleanup(target.boto3_client(), target.bucket, dest.list_prefix)
+                cleanup(target.boto3_client(), target.bucket, list_prefix)
             except Exception as exc:
-                sys.stderr.write(f"cleanup of {dest.uri}/: {exc}\n")
+                sys.stderr.write(f"cleanup of {uri}/: {exc}\n")
     return metrics
 
 
@@ -278,20 +277,19 @@ def measure_baseline(target: Target, params: dict[str, Any]) -> dict[str, float]
 def _baseline_batches(
     direct: Target, timed_on: Target, counter: _Counter, dest: str, params: dict[str, Any]
 ) -> list[BatchFigure]:
-    from zerorename.committers.paths import Destination
-
-    d = Destination.parse(dest)
+    # dest is _run's: s3://<bucket>/<key> of target.destination
+    bucket, list_prefix = direct.bucket, dest.removeprefix(f"s3://{direct.bucket}/") + "/"
     files, size = int(params["files"]), int(params["file_size"])
     threads = int(params["concurrency"])
     payload = b"z" * size
     prep = direct.boto3_client(max_pool_connections=16)
     timed = timed_on.boto3_client(max_pool_connections=threads)
-    record = f"{d.list_prefix}_baseline/log.json"
+    record = f"{list_prefix}_baseline/log.json"
     figs: list[BatchFigure] = []
 
     def start(key: str) -> tuple[str, str, str]:
-        uid = prep.create_multipart_upload(Bucket=d.bucket, Key=key)["UploadId"]
-        etag = prep.upload_part(Bucket=d.bucket, Key=key, UploadId=uid, PartNumber=1, Body=payload)[
+        uid = prep.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+        etag = prep.upload_part(Bucket=bucket, Key=key, UploadId=uid, PartNumber=1, Body=payload)[
             "ETag"
         ]
         return key, uid, etag
@@ -299,7 +297,7 @@ def _baseline_batches(
     def complete(up: tuple[str, str, str]) -> None:
         key, uid, etag = up
         timed.complete_multipart_upload(
-            Bucket=d.bucket,
+            Bucket=bucket,
             Key=key,
             UploadId=uid,
             MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag}]},
@@ -308,20 +306,20 @@ def _baseline_batches(
     total = _total_batches(params)
     with ThreadPoolExecutor(16) as prep_pool, ThreadPoolExecutor(threads) as pool:
         for b in range(total):
-            keys = [f"{d.list_prefix}b{b:06d}-part-{i:05d}.bin" for i in range(files)]
+            keys = [f"{list_prefix}b{b:06d}-part-{i:05d}.bin" for i in range(files)]
             ups = list(prep_pool.map(start, keys))
             counter.start()
             t0 = time.perf_counter()
             list(pool.map(complete, ups))
             body = json.dumps({"batch": b, "files": files}).encode()
-            timed.put_object(Bucket=d.bucket, Key=record, Body=body)
+            timed.put_object(Bucket=bucket, Key=record, Body=body)
             figs.append(counter.figure(time.perf_counter() - t0))
-    objects, uploads = _listing(direct.boto3_client(), d.bucket, d.list_prefix)
+    objects, uploads = _listing(direct.boto3_client(), bucket, list_prefix)
     data = [s for k, s in objects if k != record]
     problems = []
     if len(data) != total * files or any(s != size for s in data):
         problems.append(f"{len(data)} objects, expected {total * files} of {size} bytes")
     if uploads:
         problems.append(f"{len(uploads)} multipart uploads left")
-    check(problems, d.uri)
+    check(problems, dest)
     return figs
