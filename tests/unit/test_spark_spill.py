@@ -257,7 +257,7 @@ def test_any_row_order_gives_at_most_one_file_per_partition_and_every_row(
 def test_memory_stays_bounded_while_partitions_spill(tmp_path: Path) -> None:
     """200 partitions in random order through 4 open files and a 256 KiB buffer: what the
     router holds (row groups and spill buffer) and Arrow's allocated memory stay bounded
-    while 12 MB of rows go through; the spill wrote runs; every partition is one file."""
+    while 4.7 MB of rows go through; the spill wrote runs; every partition is one file."""
     bound = 256 * 1024
     store: dict[str, bytes] = {}
     schema = pa.schema([("id", pa.int64()), ("v", pa.float64()), ("p", pa.int64())])
@@ -271,7 +271,7 @@ def test_memory_stays_bounded_while_partitions_spill(tmp_path: Path) -> None:
     base = pa.total_allocated_bytes()
     peak = 0
     n, per = 0, 8192
-    for k in range(64):  # 64 x 8192 rows x 24 bytes: ~12.6 MB
+    for k in range(24):  # 24 x 8192 rows x 24 bytes: ~4.7 MB, 3 times the bound below
         v = pc.random(per, initializer=k)
         batch = pa.record_batch(
             [
@@ -288,8 +288,8 @@ def test_memory_stays_bounded_while_partitions_spill(tmp_path: Path) -> None:
         held = sum(e.writer.buffered for e in r._open.values()) + r._spill.buffered
         assert held <= bound
         peak = max(peak, pa.total_allocated_bytes() - base)
-    assert peak < 4 * bound + 2 * per * 24, peak  # never the ~12 MB that went through
-    assert r.spill_runs > 10
+    assert peak < 4 * bound + 2 * per * 24, peak  # never the ~4.7 MB that went through
+    assert r.spill_runs > 10, r.spill_runs
     files = r.close()
     assert len(files) == 200 and max(_per_dir(store).values()) == 1
     assert sum(f.rows for f in files) == n == r.rows

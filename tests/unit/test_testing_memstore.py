@@ -142,6 +142,30 @@ async def test_multipart_invisible_until_completed_with_s3s_etag() -> None:
     assert await s.abort(rec) is False  # gone: False, as the engine answers
 
 
+async def test_a_copy_of_the_state_is_independent() -> None:
+    """Objects and parts are shared (immutable), containers are not: a complete, a part
+    dropped, an abort or a new upload on the copy leaves the original as it was, and the
+    copy's next upload's sequence number goes on from the original's."""
+    s = fresh(part_size=4, min_part_size=4)
+    await s.put_object(B, "a", b"1")
+    rec = await deferred(s, "out/f.bin", b"0123456789")
+    other = await deferred(s, "out/g.bin", b"0123")
+    branch = MemoryStore(s.state.copy(), part_size=4, min_part_size=4)
+    await branch.complete(rec)
+    branch.state.uploads[other.upload_id].parts.clear()
+    await branch.abort(other)
+    await branch.put_object(B, "a", b"2")
+    again = await deferred(branch, "out/h.bin", b"01")
+    assert s.state.objects(B) == {"a": b"1"}
+    assert s.state.pending(B) == sorted(
+        [("out/f.bin", rec.upload_id), ("out/g.bin", other.upload_id)]
+    )
+    assert [len(u.parts) for u in s.state.uploads.values()] == [3, 1]
+    assert branch.state.objects(B) == {"a": b"2", "out/f.bin": b"0123456789"}
+    assert branch.state.uploads[again.upload_id].seq == 3
+    assert (await deferred(s, "out/h.bin", b"01")).upload_id.startswith("mem-3-")
+
+
 async def test_complete_checks_parts_and_size_and_if_none_match() -> None:
     s = fresh(part_size=4)  # S3's 5 MiB minimum for every part but the last
     rec = await deferred(s, "k", b"0123456789")

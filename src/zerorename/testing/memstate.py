@@ -3,10 +3,8 @@ pending multipart uploads, shared by every handle opened on it, and S3's listing
 
 from __future__ import annotations
 
-import copy
 import hashlib
-import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from zerorename.engine import errors
 from zerorename.engine.planning import bucket_problem
@@ -51,7 +49,7 @@ class MemoryState:
     def __init__(self, *buckets: str) -> None:
         self.buckets: dict[str, dict[str, StoredObject]] = {}
         self.uploads: dict[str, StoredUpload] = {}
-        self._seq = itertools.count(1)
+        self._seq = 0
         for name in buckets:
             self.create_bucket(name)
 
@@ -62,11 +60,18 @@ class MemoryState:
         self.buckets.setdefault(name, {})
 
     def copy(self) -> MemoryState:
-        """An independent copy (to run two endings of one test from the same point)."""
-        return copy.deepcopy(self)
+        """An independent copy (to run two endings of one test from the same point). Objects
+        and parts are immutable, so the copy shares them; buckets, uploads and each
+        upload's parts are new containers."""
+        new = MemoryState()
+        new.buckets = {name: dict(objs) for name, objs in self.buckets.items()}
+        new.uploads = {i: replace(u, parts=dict(u.parts)) for i, u in self.uploads.items()}
+        new._seq = self._seq
+        return new
 
     def next_seq(self) -> int:
-        return next(self._seq)
+        self._seq += 1
+        return self._seq
 
     def objects(self, bucket: str, prefix: str = "") -> dict[str, bytes]:
         """Every object under ``prefix`` with its bytes (no request: a test's view)."""
