@@ -67,6 +67,8 @@ for _var in ("SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS"):
 #: the run's directory (shared RGW state, the TLS set) and the pid of the process that owns it
 RUN_DIR_ENV = "ZR_TEST_RUN_DIR"
 RUN_OWNER_ENV = "ZR_TEST_RUN_OWNER"
+#: the Spark home the run made (jvm_archive.spark_home_without_zip), when it made one
+OUR_SPARK_HOME_ENV = "ZR_TEST_SPARK_HOME"
 
 
 def _flag(name: str) -> bool:
@@ -132,6 +134,13 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[RUN_DIR_ENV] = run_dir
         os.environ[RUN_OWNER_ENV] = str(os.getpid())
         os.environ[TLS_DIR_ENV] = os.path.join(run_dir, "tls")
+        # Spark's Python processes import pyspark from the installed package, not from
+        # the zip Spark puts first on their path (jvm_archive.spark_home_without_zip); a
+        # Spark home of the caller's is kept
+        if "SPARK_HOME" not in os.environ:
+            home = jvm_archive.spark_home_without_zip(run_dir)
+            if home is not None:
+                os.environ["SPARK_HOME"] = os.environ[OUR_SPARK_HOME_ENV] = home
     run_dir = os.environ.get(RUN_DIR_ENV, "")
     for var in ("SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS"):
         if run_dir and os.environ.get(var) == TEST_JVM_OPTIONS:  # ours, not the caller's
