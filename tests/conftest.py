@@ -196,11 +196,13 @@ OWN_SPARK_MODULES = (
 
 #: the modules whose tests share the second Spark session (the rest of tests/spark/, but
 #: OWN_SPARK_MODULES, share the first): two chains of about equal length (~12 minutes each
-#: on a loaded machine, 83 tests in all), the standalone cluster's users in one of them
+#: on a loaded machine, 83 tests in all), the standalone cluster's users in one of them (the
+#: first: test_spark_speculation.py and test_spark_streaming_more.py), so that the run starts
+#: the cluster's three JVMs once (collection refuses cluster users in both)
 SECOND_SPARK_SESSION = (
     "tests/spark/test_spark_write.py",
     "tests/spark/test_spark_workers.py",
-    "tests/spark/test_spark_speculation.py",
+    "tests/spark/test_spark_commit_options.py",
     "tests/spark/test_spark_partition_files.py",
     "tests/spark/test_spark_formats_as_spark.py",
 )
@@ -227,6 +229,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 f"{item.nodeid} uses the run's Spark session but its module is in "
                 "OWN_SPARK_MODULES (tests/conftest.py): remove the module from that list"
             )
+    cluster_sessions = {
+        _spark_session_of(item.nodeid)
+        for item in items
+        if "cluster" in getattr(item, "fixturenames", ())
+    }
+    if len(cluster_sessions) > 1:
+        raise pytest.UsageError(
+            "the standalone cluster's users (the `cluster` fixture) are in both Spark sessions' "
+            "modules: list them all in SECOND_SPARK_SESSION (tests/conftest.py) or none"
+        )
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
