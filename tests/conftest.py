@@ -67,6 +67,8 @@ for _var in ("SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS"):
 #: the run's directory (shared RGW state, the TLS set) and the pid of the process that owns it
 RUN_DIR_ENV = "ZR_TEST_RUN_DIR"
 RUN_OWNER_ENV = "ZR_TEST_RUN_OWNER"
+#: the Spark home the run made (jvm_archive.spark_home_without_zip), when it made one
+OUR_SPARK_HOME_ENV = "ZR_TEST_SPARK_HOME"
 
 
 def _flag(name: str) -> bool:
@@ -132,6 +134,13 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[RUN_DIR_ENV] = run_dir
         os.environ[RUN_OWNER_ENV] = str(os.getpid())
         os.environ[TLS_DIR_ENV] = os.path.join(run_dir, "tls")
+        # Spark's Python processes import pyspark from the installed package, not from
+        # the zip Spark puts first on their path (jvm_archive.spark_home_without_zip); a
+        # Spark home of the caller's is kept
+        if "SPARK_HOME" not in os.environ:
+            home = jvm_archive.spark_home_without_zip(run_dir)
+            if home is not None:
+                os.environ["SPARK_HOME"] = os.environ[OUR_SPARK_HOME_ENV] = home
     run_dir = os.environ.get(RUN_DIR_ENV, "")
     for var in ("SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS"):
         if run_dir and os.environ.get(var) == TEST_JVM_OPTIONS:  # ours, not the caller's
@@ -187,11 +196,13 @@ OWN_SPARK_MODULES = (
 
 #: the modules whose tests share the second Spark session (the rest of tests/spark/, but
 #: OWN_SPARK_MODULES, share the first): two chains of about equal length (~12 minutes each
-#: on a loaded machine, 83 tests in all), the standalone cluster's users in one of them
+#: on a loaded machine, 83 tests in all), the standalone cluster's users in one of them (the
+#: first: test_spark_speculation.py and test_spark_streaming_more.py), so that the run starts
+#: the cluster's three JVMs once (collection refuses cluster users in both)
 SECOND_SPARK_SESSION = (
     "tests/spark/test_spark_write.py",
     "tests/spark/test_spark_workers.py",
-    "tests/spark/test_spark_speculation.py",
+    "tests/spark/test_spark_commit_options.py",
     "tests/spark/test_spark_partition_files.py",
     "tests/spark/test_spark_formats_as_spark.py",
 )
@@ -218,6 +229,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 f"{item.nodeid} uses the run's Spark session but its module is in "
                 "OWN_SPARK_MODULES (tests/conftest.py): remove the module from that list"
             )
+    cluster_sessions = {
+        _spark_session_of(item.nodeid)
+        for item in items
+        if "cluster" in getattr(item, "fixturenames", ())
+    }
+    if len(cluster_sessions) > 1:
+        raise pytest.UsageError(
+            "the standalone cluster's users (the `cluster` fixture) are in both Spark sessions' "
+            "modules: list them all in SECOND_SPARK_SESSION (tests/conftest.py) or none"
+        )
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
