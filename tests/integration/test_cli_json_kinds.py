@@ -15,7 +15,13 @@ from typing import Any
 import pytest
 
 from cli_helpers import check_document, run, use_target
-from zerorename.committers import Destination, JobCommitError, MagicCommitter, TaskCommitSummary
+from zerorename.committers import (
+    Destination,
+    JobCommitError,
+    MagicCommitter,
+    PartitionedCommitter,
+    TaskCommitSummary,
+)
 from zerorename.committers.jobresult import CommitHooks
 from zerorename.engine import UploadEngine
 from zerorename.spark_adapter.jobs import TaskResult, task_id_for
@@ -205,3 +211,48 @@ def test_stream_batch_job_resumed(moto_s3: S3Target, cli: Cli) -> None:
     assert any("no _SUCCESS" in m for m in doc["messages"]), doc
     # committed by this job: abort is refused, in one line
     assert "committed" in refused(cli("jobs", "abort", uri, job_id))
+
+
+# -- a zerorename job whose job.json is gone --------------------------------------------
+
+
+async def staging_job_without_marker(s3: S3Target, uri: str) -> str:
+    """A partitioned job with one committed task, its ``job.json`` then deleted: the records
+    no longer say which committer wrote them."""
+    async with UploadEngine(s3.engine_config()) as eng:
+        committer = PartitionedCommitter(eng, uri)
+        job = await committer.setup_job()
+        ta = job.task_attempt(task_id_for(0, 0), 0)
+        await ta.setup()
+        async with ta.open("day=1/part-00000.csv") as out:
+            await out.write(b"row\n")
+        await ta.commit()
+        dest = Destination.parse(uri)
+        await eng.delete_object(dest.bucket, job.layout.marker)
+        return job.job_id
+
+
+def test_a_job_without_its_marker_is_of_unknown_kind_everywhere(
+    moto_s3: S3Target, cli: Cli
+) -> None:
+    """``jobs list`` said ``zerorename/?`` of such a job, and ``jobs show|abort`` said
+    ``zerorename/magic`` (the committer that opened it, not the one that wrote it)."""
+    uri = f"s3://{moto_s3.bucket}/{moto_s3.prefix}nomarker"
+    job_id = asyncio.run(staging_job_without_marker(moto_s3, uri))
+    code, out, err = cli("jobs", "list", uri)
+    assert code == 0, err
+    kinds = [(j["jobId"], j["kind"]) for j in check_document(out)["jobs"]]
+    assert kinds == [(job_id, "zerorename/?")]
+    code, out, err = cli("jobs", "show", uri, job_id)
+    assert code == 0, err
+    assert check_document(out)["kind"] == "zerorename/?"
+    code, out, err = cli("jobs", "abort", uri, job_id)
+    assert code == 0, err
+    doc = check_document(out)
+    assert (doc["jobId"], doc["kind"]) == (job_id, "zerorename/?")
+    assert (
+        moto_s3.boto3_client()
+        .list_objects_v2(Bucket=moto_s3.bucket, Prefix=f"{moto_s3.prefix}nomarker")
+        .get("KeyCount")
+        == 0
+    )

@@ -35,7 +35,7 @@ from typing import Any, Protocol
 
 from zerorename import clijson
 from zerorename.committers.commitlock import CLAIM_VERBS, command_claim
-from zerorename.committers.committer import MagicCommitter
+from zerorename.committers.committer import Job, MagicCommitter
 from zerorename.committers.errors import CommitterError, RecordFormatError
 from zerorename.committers.jobcommit import CommitProgress
 from zerorename.committers.maintenance import (
@@ -322,6 +322,12 @@ async def _uploads_abort_json(eng: UploadEngine, args: argparse.Namespace) -> in
     return 0
 
 
+def _kind_label(job: Job) -> str:
+    """A zerorename job's kind as ``jobs list|show|resume|abort`` report it: the committer
+    its ``job.json`` names, ``zerorename/?`` for a job without one."""
+    return "zerorename/" + (job.kind if job.kind_recorded else "?")
+
+
 async def _jobs_list(eng: UploadEngine, args: argparse.Namespace) -> int:
     """zerorename's jobs and Hadoop S3A's magic jobs, one line each, sorted by job id; the
     kind column tells them apart (``zerorename/<committer>``, ``stream`` for a streaming
@@ -507,7 +513,7 @@ async def _job_action(
         if stream is not None:
             out["stream"] = stream.show
         if getattr(args, "json", False):
-            kind = "stream" if stream is not None else f"zerorename/{job.kind}"
+            kind = "stream" if stream is not None else _kind_label(job)
             clijson.emit("jobs show", kind=kind, job=out)
             return 0
         print(safe_json(out))
@@ -530,7 +536,7 @@ async def _job_action(
             clijson.emit(
                 "jobs resume",
                 jobId=res.job_id,
-                kind=f"zerorename/{job.kind}",
+                kind=_kind_label(job),
                 files=res.files,
                 bytes=res.bytes,
                 messages=[],
@@ -550,7 +556,7 @@ async def _job_action(
         clijson.emit(
             "jobs abort",
             jobId=res_abort.job_id,
-            kind=f"zerorename/{job.kind}",
+            kind=_kind_label(job),
             rolledBack=recorded,
             uploadsAborted=res_abort.uploads_aborted,
             objectsDeleted=res_abort.objects_deleted,

@@ -117,6 +117,13 @@ class Committer:
         """A handle on job ``job_id`` with this committer's settings (no I/O)."""
         return Job(self, check_job_id(job_id), self.kind, self.conflict, self.scope)
 
+    def _unrecorded(self, job_id: str) -> Job:
+        """A job without its ``job.json``: handled with this committer's settings, its own
+        committer unknown (:attr:`Job.kind_recorded` is False)."""
+        job = self.job(job_id)
+        job.kind_recorded = False
+        return job
+
     async def setup_job(self, job_id: str | None = None) -> Job:
         """Set up a new job: a random UUID (or the given UUID), its ``job.json`` written."""
         job = self.job(job_id or new_job_id())
@@ -146,9 +153,9 @@ class Committer:
                 m = JobMarker.from_json(data, location=self.dest.uri_of(layout.marker))
                 return Job(self, job_id, m.committer, m.conflict, m.scope)
             async for _ in self.engine.list_objects(self.dest.bucket, layout.root):
-                return self.job(job_id)
+                return self._unrecorded(job_id)
             async for _ in job_uploads(self.engine, self.dest, job_id):
-                return self.job(job_id)  # only its uploads left (an abort that failed)
+                return self._unrecorded(job_id)  # only its uploads left (a failed abort)
         raise JobNotFound(f"no job {job_id} under {self.dest.uri}")
 
 
@@ -202,6 +209,9 @@ class Job:
         scope: str | ConflictScope,
     ) -> None:
         self.committer = committer
+        #: False for a job opened without its ``job.json`` (:meth:`Committer.open_job`):
+        #: :attr:`kind` is then the opening committer's, not the job's own
+        self.kind_recorded = True
         self.context = JobContext.create(
             job_id,
             committer.engine,
