@@ -81,6 +81,9 @@ def start_archive(run_dir: str, base: str) -> None:
     except FileExistsError:
         return
     env = dict(os.environ)
+    # its Python workers run this interpreter (it has pyspark; the run's Spark home has no
+    # pyspark.zip that would lend pyspark to another)
+    env.setdefault("PYSPARK_PYTHON", sys.executable)
     tmp = os.path.join(run_dir, ARCHIVE + ".tmp")
     env["SPARK_SUBMIT_OPTS"] = f"{base} -XX:ArchiveClassesAtExit={tmp} {QUIET}"
     with open(os.path.join(run_dir, ARCHIVE + ".log"), "wb") as log:
