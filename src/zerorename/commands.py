@@ -15,9 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from zerorename import __version__, clijson
-from zerorename.cli import missing_extra as missing_extra  # re-exported
-from zerorename.cli import one_line as _one_line
-from zerorename.cli import run_parsed
 from zerorename.cliopts import (
     add_json_option,
     add_progress_options,
@@ -25,6 +22,9 @@ from zerorename.cliopts import (
     part_size_arg,
 )
 from zerorename.cliprogress import Bar, NullBar
+from zerorename.clirun import missing_extra as missing_extra  # re-exported
+from zerorename.clirun import one_line as _one_line
+from zerorename.clirun import run_parsed
 from zerorename.committers import CommitProgress, Destination, Job
 from zerorename.committers import cli as committer_commands
 from zerorename.dirupload import DirResult, Scan, upload_directory
