@@ -10,56 +10,29 @@ from typing import Any
 
 import pytest
 
+# the 3.3 layout and its three jobs, as the 3.3 layout's own tests lay them out
+from test_s3a_layout33_memory import (
+    DEST,
+    JOB,
+    MAGIC,
+    NEW,
+    OTHER,
+    B,
+    lay33,
+    of,
+    three_jobs,
+)
+
 from zerorename.committers import CommitOptions, MagicCommitter
 from zerorename.committers.errors import JobNotFound
 from zerorename.committers.jobstorage import success_names_commit
 from zerorename.committers.journal import Journal
 from zerorename.committers.paths import Destination
 from zerorename.committers.s3ajobs import abort_s3a_job, job_committed, resume_s3a_job
-from zerorename.committers.s3alayout import FLAT, S3AJobLayout, S3ALayoutKind
 from zerorename.committers.successdata import SuccessData
 from zerorename.testing.memfaults import Fault
 from zerorename.testing.memstate import MemoryState
 from zerorename.testing.memstore import MemoryStore
-from zerorename.testing.s3acrash import lay_out_on
-
-# the layout of test_s3a_layout33_memory.py (test modules do not import each other here)
-B = "bucket"
-URI = f"s3://{B}/s3a/out"
-DEST = Destination.parse(URI)
-JOB = "3f2a9c1e-6c0b-4d57-9a59-0123456789ab"
-OTHER = "9d7c1b2a-1111-4222-8333-444455556666"
-NEW = "5e6f7a8b-2222-4333-8444-555566667777"  # a Hadoop 3.4 job beside them
-MAGIC = "s3a/out/__magic/"
-H33 = S3ALayoutKind.HADOOP_33
-
-
-def lay33(job: str) -> S3AJobLayout:
-    return S3AJobLayout(DEST, job, H33)
-
-
-async def lay_out33(store: MemoryStore, job: str, *, attempts: bool) -> S3AJobLayout:
-    """A crashed 3.3 job: two committed tasks (the first's uploads completed by the commit
-    that died), one task attempt that never committed."""
-    lay, _ = await lay_out_on(store, URI, job, H33, 0 if attempts else FLAT)
-    return lay
-
-
-async def three_jobs() -> MemoryState:
-    state = MemoryState(B)
-    store = MemoryStore(state)
-    await lay_out33(store, JOB, attempts=False)
-    await lay_out33(store, OTHER, attempts=True)
-    await lay_out_on(store, URI, NEW)
-    return state
-
-
-def of(state: MemoryState, job: str) -> tuple[dict[str, bytes], list[tuple[str, str]]]:
-    """A job's objects (records and outputs) and pending uploads."""
-    return (
-        {k: v for k, v in state.objects(B).items() if job in k},
-        [u for u in state.pending(B) if job in u[0]],
-    )
 
 
 async def _requests(action: str) -> int:
