@@ -11,6 +11,17 @@ SPARK_DAEMON_JAVA_OPTS (:func:`jvm_options`): a JVM started before the archive e
 one whose class path differs from the archive's, runs as it would without it (its CDS
 warnings are switched off). What Spark computes does not change.
 
+Why dynamic, not a static archive (``java -Xshare:dump -XX:SharedClassListFile=...``) built
+at the run's start from a class list (measured 2026-11-27, JDK 17.0.15, pyspark 4.3.0, the
+class list of this script's session: 17,877 lines, 1 MB): JDK 17 dumps a static archive with
+its compilers off (``-Xshare:dump`` sets UseCompiler=false), so it loads and verifies every
+class in the interpreter: 110-113 CPU-s and 422-744 s of wall on the loaded machine (without
+the list's 1,110 lambda lines: 110 CPU-s), more than this whole build (106 CPU-s of tree, its
+JVM 97) and far too late for the session JVMs; a short spark-submit JVM runs no faster on it
+(its CPU, 3 runs each, interleaved: none 31-36 s, static 17 s, dynamic 16-17 s). A static
+archive also replaces the JDK's own: a JVM whose class path differs loses CDS for the JDK's
+classes too (+0.3 CPU-s for ``java -version``), where a dynamic one falls back to the JDK's.
+
     python jvm_archive.py ARCHIVE      (run by :func:`start_archive`, not by hand)
 
 The run's Spark home (:func:`spark_home_without_zip`): pyspark's own directory as the JVMs
