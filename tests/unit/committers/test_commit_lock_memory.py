@@ -352,12 +352,12 @@ async def dies_holding_the_lock(state: MemoryState, tmp: Path, job_id: str, sums
 
 
 def swap_lock_at_delete(store: MemoryStore, state: MemoryState, other: LockRecord) -> Any:
-    """A store gate: when ``store`` sends a DeleteObjects (the lock's release), the lock
-    is first replaced by ``other``'s (a concurrent job took it between the release's
-    read and its delete)."""
+    """A store gate: when ``store`` sends the DeleteObjects of the lock (the release,
+    after its read), the lock is first replaced by ``other``'s (a concurrent job took it
+    between the release's read and its delete)."""
 
     async def gate(op: str, bucket: str, key: str) -> None:
-        if op == "DeleteObjects" and LOCK in state.objects(B):
+        if (op, key) == ("DeleteObjects", LOCK) and LOCK in state.objects(B):
             mem = MemoryStore(state)
             await mem.delete_objects(B, [LOCK])
             await mem.put_object(B, LOCK, other.to_json(), if_none_match=True)
@@ -386,7 +386,8 @@ async def test_a_lock_another_job_took_between_read_and_delete_is_kept(
         with pytest.raises(LockLost):
             await hj.commit(hs)
     assert LockRecord.from_json(state.objects(B)[LOCK]) == other
-    assert [r for r in store.log if r.op == "DeleteObjects"]  # the delete was sent
+    # the release read H's record and sent its delete (the swap came in between)
+    assert [r for r in store.log if (r.op, r.key) == ("DeleteObjects", LOCK)]
 
 
 @pytest.mark.parametrize("conflict", ["fail", "append"])
@@ -573,3 +574,39 @@ async def test_an_oversized_lock_is_refused_as_a_bad_record_with_nothing_changed
     msg = str(refused.value)
     assert "\n" not in msg and "refused: a record is bad" in msg and "lock.json" in msg
     assert "larger than" in msg and data(state) == {}
+
+
+async def test_a_fenced_jobs_retried_commit_crashing_at_any_request_then_abort(
+    tmp_path: Path,
+) -> None:
+    """H's retried commit (fenced off) dies before or after any of its requests; then
+    ``jobs abort`` of H: the lock is free, nothing of H is left, K's files are intact, and
+    another job commits without waiting."""
+    ready, h, hs, kk = await fenced_h(tmp_path)
+    clean = MemoryStore(ready.copy())
+    with pytest.raises(LockLost):
+        await (
+            await MagicCommitter(clean, URI, conflict="fail", options=options(tmp_path)).open_job(
+                h.job_id
+            )
+        ).commit(hs)
+    for n in range(1, clean.requests + 1):
+        for after in (False, True):
+            state = ready.copy()
+            dying = MemoryStore(state)
+            dying.crash_at(n, after=after)
+            hc = MagicCommitter(dying, URI, conflict="fail", options=options(tmp_path))
+            with pytest.raises(BaseException):  # noqa: B017 - the crash, or LockLost
+                await (await hc.open_job(h.job_id)).commit(hs)
+            again = MagicCommitter(MemoryStore(state), URI, options=options(tmp_path))
+            await (await again.open_job(h.job_id)).abort()
+            where = (n, after)
+            assert LOCK not in state.objects(B), where
+            assert not [x for x in state.objects(B) if h.job_id in x], where
+            assert not [x for x, _ in state.pending(B) if h.job_id in x], where
+            assert sorted(data(state)) == sorted(kk), where
+            j, js, jk = await ready_job(
+                MemoryStore(state), tmp_path, "append", "j", 1, lock_wait=0.0
+            )
+            await j.commit(js)
+            assert sorted(data(state)) == sorted(kk + jk), where
