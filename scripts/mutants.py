@@ -209,6 +209,13 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/unit/test_simulation.py", "tests/unit/test_streaming_sink.py"),
     ),
     Mutant(
+        "streamsink-discard-before-log-stops-naming-it",
+        "spark_adapter/streamsink.py",
+        "await self.write_log(bare)",
+        "await self.discard(intent.job_id); await self.write_log(bare)",
+        ("tests/unit/test_streaming_sink.py", "tests/unit/test_simulation.py"),
+    ),
+    Mutant(
         "streamsink-recovery-reuses-prepared-run",
         "spark_adapter/streamsink.py",
         "prepared=run if step is Step.COMMIT else None,",
@@ -247,6 +254,13 @@ EXPLAINED: dict[str, str] = {
         "returns (the log read again), so a batch the operator's resume recorded meanwhile is "
         "still a duplicate, not written twice (test_streams_1443_... holds that); the early "
         "return only spares the discard of the resumed job, whose records are gone"
+    ),
+    "streamsink-discard-before-log-stops-naming-it": (
+        "equivalent since recover() adopts only on proof (a journal: resume; none: discard): "
+        "a crash between the discard and the log write leaves an intent naming a job with "
+        "no records, which the next run discards again; test_a_recovery_that_dies_at_any_"
+        "request_then_a_rerun crashes this recovery at every request, before and after, and "
+        "finds batch 1 once, nothing pending, no record left"
     ),
     "s3a-job-dir-any-depth": (
         "equivalent: a deeper prefix leaves a '/' inside the id, which s3a_id_problem refuses "

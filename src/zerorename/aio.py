@@ -7,12 +7,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Awaitable, Iterable
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+)
+from contextvars import ContextVar
 from typing import TypeVar
 
 import anyio
 
-__all__ = ["aiter_any", "first_error", "to_the_end", "unwrapped"]
+__all__ = ["aiter_any", "cleanup_interrupted", "first_error", "to_the_end", "unwrapped"]
+
+#: called when an interrupt (a cancel) finds a clean-up (``to_the_end(..., cleanup=True)``)
+#: running or starts one: the CLI sets it to print that the clean-up is finishing
+#: (:mod:`zerorename.clirun`); unset elsewhere
+cleanup_interrupted: ContextVar[Callable[[], None] | None] = ContextVar(
+    "zerorename_cleanup_interrupted", default=None
+)
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -54,7 +69,7 @@ async def unwrapped() -> AsyncIterator[None]:
         raise first_error(eg)  # noqa: B904 - the leaf keeps its own __cause__
 
 
-async def to_the_end(step: Awaitable[T]) -> T:
+async def to_the_end(step: Awaitable[T], *, cleanup: bool = False) -> T:
     """Await ``step`` to its end even when this task is cancelled meanwhile, then raise
     the cancel: for the requests that must not be cut short (a create whose id we would
     never learn, the abort or rollback after a failure, a journal save).
@@ -66,14 +81,23 @@ async def to_the_end(step: Awaitable[T]) -> T:
     ended, whatever the step's outcome (the interrupt is what ended the caller; a step's
     error it hides is logged (info), naming what the clean-up left undone); else
     the step's result or error. Two cancels in a row do not stop the step either; only the
-    loop's end does."""
+    loop's end does. ``cleanup`` (a rollback or an abort): a cancel that finds the step
+    running, or that started it, calls :data:`cleanup_interrupted`."""
     task = asyncio.ensure_future(step)
     cancelled: asyncio.CancelledError | None = None
+    me = asyncio.current_task()
+    notice = cleanup_interrupted.get() if cleanup else None
+    if notice is not None and me is not None and me.cancelling():
+        notice()
+        notice = None
     with anyio.CancelScope(shield=True):
         while not task.done():
             try:
                 await asyncio.wait((task,))  # neither cancels it nor raises its error
             except asyncio.CancelledError as exc:
+                if notice is not None:
+                    notice()
+                    notice = None
                 cancelled = cancelled or exc
     if cancelled is not None:
         err = None if task.cancelled() else task.exception()

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
+from collections.abc import Callable
 
 INTERRUPTED = 130  # 128 + SIGINT, as a shell reports it
 
@@ -48,6 +50,9 @@ def run_parsed(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
         parser.print_help()
         return 2
     try:
+        from zerorename import aio
+
+        aio.cleanup_interrupted.set(_cleanup_notice())
         code: int = args.func(args)
         return code
     except ZeroRenameError as exc:  # the package's one root: CliError, engine, committers
@@ -68,6 +73,38 @@ def run_parsed(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
             file=sys.stderr,
         )
         return 1
+
+
+def _cleanup_notice() -> Callable[[], None]:
+    """What the CLI does when Ctrl-C finds a clean-up (a rollback, an abort) running or
+    starts one: say once, on stderr, why it does not stop yet and how to stop now (the
+    second Ctrl-C raises KeyboardInterrupt at once: asyncio.Runner's rule). Only for a
+    real Ctrl-C: another cancel (a task group's) prints nothing."""
+    said = False
+
+    def notice() -> None:
+        nonlocal said
+        if said or not _interrupted():
+            return
+        said = True
+        print(
+            "zerorename: interrupted: finishing the clean-up first, so nothing is left "
+            "half done; press Ctrl-C again to stop at once",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    return notice
+
+
+def _interrupted() -> bool:
+    """Whether this process's asyncio.Runner got a Ctrl-C (its SIGINT handler, a partial
+    of the runner's own method, counts them); False when that cannot be told."""
+    import asyncio
+
+    handler = signal.getsignal(signal.SIGINT)
+    runner = getattr(getattr(handler, "func", None), "__self__", None)
+    return isinstance(runner, asyncio.Runner) and getattr(runner, "_interrupt_count", 0) > 0
 
 
 def missing_extra(command: str | None, exc: ModuleNotFoundError) -> str | None:

@@ -293,14 +293,14 @@ async def upload_directory(
     except Exception as exc:
         if committing:  # the commit rolled back, or left its journal: its error says which
             raise
-        await to_the_end(job.abort())  # nothing is visible yet: leave nothing pending
+        await to_the_end(job.abort(), cleanup=True)  # nothing is visible yet: leave nothing pending
         raise DirectoryUploadFailed(
             f"uploading {root} failed ({exc}); job {job.job_id} was aborted: nothing is "
             f"visible or pending under {dest.uri}"
         ) from exc
     except BaseException:  # Ctrl-C, cancelled
         if not committing:
-            await to_the_end(job.abort())
+            await to_the_end(job.abort(), cleanup=True)
         raise
     skipped = tuple(p.rel for p in found.problems)
     return DirResult(job.job_id, files, total, skipped, result)

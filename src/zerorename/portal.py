@@ -22,6 +22,7 @@ import contextlib
 import logging
 import os
 import threading
+import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Hashable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -82,6 +83,9 @@ class _State:
     resources: dict[Hashable, tuple[AbstractAsyncContextManager[Any], Any]] = field(
         default_factory=dict
     )
+    #: the coroutines handed to the loop from other threads (the callers' work, whose
+    #: clean-ups must end before the resources they use are closed)
+    submitted: weakref.WeakSet[Coroutine[Any, Any, Any]] = field(default_factory=weakref.WeakSet)
 
 
 def _loop_main(loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
@@ -95,6 +99,7 @@ def _loop_main(loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
 
 def _submit(state: _State, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
     """The one place zerorename hands a coroutine to a loop from another thread."""
+    state.submitted.add(coro)
     return asyncio.run_coroutine_threadsafe(coro, state.loop)
 
 
@@ -214,7 +219,8 @@ class LoopPortal:
         if state is None or state.pid != os.getpid():
             return
         if self._live(state):
-            fut = _submit(state, self._shutdown(state, owned=state.thread is not None))
+            owned = state.thread is not None
+            fut = _submit(state, self._shutdown(state, owned=owned, grace=timeout / 2))
             try:
                 fut.result(timeout)
             except concurrent.futures.TimeoutError:
@@ -231,7 +237,27 @@ class LoopPortal:
             state.loop.close()
 
     @staticmethod
-    async def _shutdown(state: _State, *, owned: bool) -> None:
+    async def _shutdown(state: _State, *, owned: bool, grace: float) -> None:
+        """Owned: the callers' coroutines still running are cancelled and awaited (for up
+        to ``grace`` seconds) first, so a clean-up they run to its end (a rollback, an
+        abort: :func:`zerorename.aio.to_the_end`) still has its engine; then the
+        resources close (newest first); then every task left is cancelled."""
+        me = asyncio.current_task()
+        if owned:
+            work = [
+                t for t in asyncio.all_tasks() if t is not me and t.get_coro() in state.submitted
+            ]
+            for t in work:
+                t.cancel()
+            if work:
+                _, late = await asyncio.wait(work, timeout=grace)
+                if late:
+                    log.warning(
+                        "zerorename portal: %d task(s) still running after %.0fs; closing "
+                        "their resources anyway",
+                        len(late),
+                        grace,
+                    )
         for key, (cm, _value) in reversed(list(state.resources.items())):
             try:
                 await cm.__aexit__(None, None, None)
@@ -240,7 +266,6 @@ class LoopPortal:
         state.resources.clear()
         if not owned:  # the loop's tasks belong to whoever runs it
             return
-        me = asyncio.current_task()
         others = [t for t in asyncio.all_tasks() if t is not me]
         for t in others:
             t.cancel()

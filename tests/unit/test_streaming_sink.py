@@ -420,7 +420,9 @@ async def test_a_recovery_that_dies_at_any_request_then_a_rerun(first: int) -> N
     """A run dies with its intent stored but not its journal (``first`` 2) or not its
     plan (3); the next run, settling it (discard), dies at any request; a third run and the
     next batch: batch 1 exactly once, nothing pending, no record (the log stops naming the
-    discarded job before its records go; otherwise the third run adopted it, files lost).
+    discarded job before its records go, but the order no longer decides it: a run adopts
+    only on proof, so a crash between the discard and the log write is discarded again by
+    the next run; scripts/mutants.py's streamsink-discard-before-log-stops-naming-it).
     Every scenario starts from a copy of what the first run and the second run's tasks
     left (see :func:`second_run_ready`); one whose crash left the very contents an earlier
     one left is not run on again, nor is the next batch after a rerun that left what an

@@ -26,7 +26,13 @@ lock that replaced H's):
   K waits. The time bound decides only when a silent holder is fenced, never whether two
   commits can act at once;
 - H releasing without a journal (a commit refused before writing one) fences itself the
-  same way first (``fenced_by`` H), then deletes the lock and the tombstone together.
+  same way first (``fenced_by`` H), then deletes the lock and the tombstone together;
+- H (its commit refused as fenced off, or its abort) when H's journal is K's tombstone and
+  the lock is not the record K fenced (the tombstone names that record's ``acquired``):
+  H took it again after the fence. K never deletes it (it deletes only the record it
+  fenced) and no other job touches it while the tombstone is there, so H deletes it;
+  a commit only the very record it wrote, and always with the lock's ETag (If-Match: a
+  store that honours it keeps a lock another job took meanwhile).
 
 A job that finds the lock held waits (polling, reported as the commit's phase) at most
 ``CommitOptions.lock_wait`` seconds, then refuses with :class:`DestinationLocked`; its
@@ -41,7 +47,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -60,13 +66,15 @@ from zerorename.committers.objectstore import Store
 from zerorename.committers.paths import Destination, JobLayout, check_job_id
 from zerorename.committers.store import read_optional
 from zerorename.committers.validate import Fields, load_json
-from zerorename.engine.errors import ObjectTooLarge, PreconditionFailed
+from zerorename.engine.errors import ObjectTooLarge, PreconditionFailed, S3Error
 
 log = logging.getLogger("zerorename.committers")
 LOCK_DIR = "__magic_commit"
 LOCK_NAME = "lock.json"
 LOCK_VERSION = 1
 JSON = "application/json"
+#: the codes of a store that refuses a DeleteObjects with ETags (it deletes nothing)
+ETAG_REFUSED = ("MalformedXML", "InvalidArgument", "InvalidRequest", "NotImplemented")
 #: the longest pause between two looks at a held lock
 MAX_POLL = 2.0
 
@@ -83,7 +91,9 @@ __all__ = [
     "judge",
     "lock_key",
     "read_lock",
+    "release_taken",
     "release_unjournaled",
+    "taken_after_fence",
     "try_lock",
 ]
 
@@ -180,16 +190,16 @@ async def read_lock(ctx: JobContext) -> LockRecord | None:
 FREE = LockRecord("00000000-0000-4000-8000-000000000000", 0.0, "")
 
 
-async def try_lock(ctx: JobContext) -> LockRecord | None:
-    """Create the lock for this job (If-None-Match). None: it is this job's now (also when
-    it named this job already); else the holder's record (:data:`FREE` if it was gone
-    by the time it was read)."""
+async def try_lock(ctx: JobContext, record: LockRecord | None = None) -> LockRecord | None:
+    """Create the lock for this job (If-None-Match) with ``record`` (None: a fresh one).
+    None: it is this job's now (also when it named this job already); else the holder's
+    record (:data:`FREE` if it was gone by the time it was read)."""
     engine, key = ctx.engine, lock_key(ctx.dest)
     try:
         await engine.put_object(
             ctx.dest.bucket,
             key,
-            LockRecord(ctx.job_id).to_json(),
+            (record or LockRecord(ctx.job_id)).to_json(),
             if_none_match=True,
             content_type=JSON,
         )
@@ -202,11 +212,28 @@ async def try_lock(ctx: JobContext) -> LockRecord | None:
     return None if holder.job_id == ctx.job_id else holder
 
 
-def tombstone(job_id: str, by: str) -> bytes:
+def tombstone(job_id: str, by: str, fenced: LockRecord | None = None) -> bytes:
     """The journal that fences job ``job_id`` off the lock (its first journal write, with
-    If-None-Match, then fails); abort (``zerorename jobs abort``) finishes it."""
+    If-None-Match, then fails); abort (``zerorename jobs abort``) finishes it. ``fenced``:
+    the lock record the fencer deletes (another job's fence)."""
     why = f"fenced off the destination's commit lock by job {by} before its commit began"
-    return Journal(job_id, State.ROLLING_BACK, error=why, fenced_by=by).to_json()
+    at = None if fenced is None else fenced.acquired
+    return Journal(job_id, State.ROLLING_BACK, error=why, fenced_by=by, fenced_lock=at).to_json()
+
+
+def taken_after_fence(j: Journal | None, holder: LockRecord | None, me: str) -> bool:
+    """Whether job ``me`` releases the lock ``holder`` although its journal ``j`` is
+    another job's tombstone: the lock names ``me`` and is not the record that job fenced
+    (and deletes), so ``me`` took it after the fence and nobody else will release it.
+    A tombstone that names no fenced record (an older zerorename's) proves nothing."""
+    return (
+        j is not None
+        and j.fenced_by not in (None, me)
+        and j.fenced_lock is not None
+        and holder is not None
+        and holder.job_id == me
+        and holder.acquired != j.fenced_lock
+    )
 
 
 async def fence(ctx: JobContext, holder: LockRecord) -> bool:
@@ -218,7 +245,7 @@ async def fence(ctx: JobContext, holder: LockRecord) -> bool:
         await engine.put_object(
             dest.bucket,
             journal,
-            tombstone(holder.job_id, ctx.job_id),
+            tombstone(holder.job_id, ctx.job_id, holder),
             if_none_match=True,
             content_type=JSON,
         )
@@ -239,13 +266,17 @@ async def holder_has_journal(ctx: JobContext, holder: LockRecord) -> bool:
 
 
 async def acquire(
-    ctx: JobContext, holder: LockRecord | None, on_wait: Callable[[str], None]
+    ctx: JobContext,
+    holder: LockRecord | None,
+    on_wait: Callable[[str], None],
+    fresh: Callable[[], LockRecord] | None = None,
 ) -> None:
     """Take the lock, ``holder`` being what :func:`try_lock` answered: wait while another
     job's commit holds it (``on_wait(job id)`` each time), fence a silent holder; after
     ``lock_wait`` seconds :class:`DestinationLocked`. Nothing is written but the lock
-    (and a fenced holder's tombstone)."""
+    (and a fenced holder's tombstone). ``fresh``: the record each try writes."""
     opts = ctx.opts
+    fresh = fresh or (lambda: LockRecord(ctx.job_id))
     # the event loop's clock (monotonic; a test's loop may make it virtual), as the sleeps
     deadline = anyio.current_time() + opts.lock_wait
     pause = 0.05
@@ -254,7 +285,7 @@ async def acquire(
             has_journal = await holder_has_journal(ctx, holder)
             verdict = judge(holder, ctx.job_id, has_journal, time.time(), opts.lock_stale_after)
             if verdict is Verdict.FENCE and await fence(ctx, holder):
-                holder = await try_lock(ctx)
+                holder = await try_lock(ctx, fresh())
                 continue
             on_wait(holder.job_id)
             left = deadline - anyio.current_time()
@@ -271,7 +302,7 @@ async def acquire(
                 )
             await anyio.sleep(min(pause, left))
             pause = min(pause * 2, MAX_POLL)
-        holder = await try_lock(ctx)
+        holder = await try_lock(ctx, fresh())
 
 
 def ago(holder: LockRecord) -> str:
@@ -299,6 +330,47 @@ async def release_unjournaled(ctx: JobContext) -> bool:
     keys = [lock_key(dest)] if now is not None and now.job_id == ctx.job_id else []
     await engine.delete_objects(dest.bucket, [*keys, lay.journal])
     return True
+
+
+async def delete_lock(ctx: JobContext, record: LockRecord, also: Sequence[str] = ()) -> bool:
+    """Delete the lock if it is ``record`` (its HEAD first, then its body: the ETag sent
+    is the one of the body compared), with ``also`` in the same request; the lock goes
+    with If-Match (a store that refuses If-Match gets the request again without: the
+    caller's fence keeps every other job off the lock). True when it was ``record``."""
+    engine, dest, key = ctx.engine, ctx.dest, lock_key(ctx.dest)
+    info = await engine.head_object(dest.bucket, key)
+    now = None if info is None else await read_lock(ctx)
+    if info is None or now != record:
+        if also:
+            await engine.delete_objects(dest.bucket, list(also))
+        return False
+    keys = [key, *also]
+    try:
+        await engine.delete_objects(dest.bucket, keys, if_match={key: info.etag.strip('"')})
+    except S3Error as exc:
+        if exc.code not in ETAG_REFUSED:
+            raise
+        await engine.delete_objects(dest.bucket, keys)
+    return True
+
+
+async def release_taken(ctx: JobContext, written: LockRecord | None) -> bool:
+    """A commit refused as fenced off (:class:`LockLost`) that wrote ``written`` (its
+    last lock record) in this run: release the lock when it is that very record and the
+    tombstone fenced another one (:func:`taken_after_fence`). True when released."""
+    if written is None:
+        return False
+    data = await read_optional(
+        ctx.engine, ctx.dest.bucket, ctx.layout.journal, max_size=caps.JOURNAL_CAP
+    )
+    j = (
+        None
+        if data is None
+        else Journal.from_json(data, location=ctx.dest.uri_of(ctx.layout.journal))
+    )
+    if not taken_after_fence(j, written, ctx.job_id):
+        return False
+    return await delete_lock(ctx, written)
 
 
 async def releasable(ctx: JobContext, journal: Journal | None) -> bool:
@@ -374,16 +446,22 @@ class CommitLock:
         self.on_wait = on_wait
         self.held = False
         self.journaled = False
+        #: the lock record this run wrote last (what proves a lock is the one it took)
+        self.written: LockRecord | None = None
+
+    def _fresh(self) -> LockRecord:
+        self.written = LockRecord(self.ctx.job_id)
+        return self.written
 
     async def take(self) -> LockRecord | None:
         """One try (:func:`try_lock`); the holder when another job's commit has it."""
-        holder = await try_lock(self.ctx)
+        holder = await try_lock(self.ctx, self._fresh())
         self.held = holder is None
         return holder
 
     async def wait(self, holder: LockRecord | None) -> None:
         """Wait for it (:func:`acquire`): DestinationLocked after ``lock_wait``."""
-        await acquire(self.ctx, holder, self.on_wait)
+        await acquire(self.ctx, holder, self.on_wait, self._fresh)
         self.held = True
 
     async def for_resume(self, j: Journal) -> None:
@@ -394,10 +472,13 @@ class CommitLock:
             await self.wait(await self.take())
 
     async def release_unjournaled(self) -> None:
-        """A commit that stops before its journal: release the lock if it holds it."""
+        """A commit that stops before its journal: release the lock if it holds it; one
+        fenced off (a tombstone is its journal) releases only a record it wrote after
+        the fence (:func:`release_taken`)."""
         if self.held and not self.journaled:
             try:
-                await release_unjournaled(self.ctx)
+                if not await release_unjournaled(self.ctx):
+                    await release_taken(self.ctx, self.written)
             except Exception:
                 log.exception("job %s could not release its lock", self.ctx.job_id)
             self.held = False
@@ -407,7 +488,6 @@ class CommitLock:
         before its journal releases the lock; :class:`DestinationLocked` (raised again
         here) after the journal was written (append waits with it) removes the commit's
         records first, so nothing of it is left."""
-        self.held = self.held and not isinstance(exc, LockLost)
         await self.release_unjournaled()
         if isinstance(exc, DestinationLocked):
             if self.journaled:

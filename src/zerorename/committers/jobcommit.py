@@ -384,7 +384,7 @@ class JobCommitRun:
             if not self.lock.held:  # append: another commit holds it; the journal waits
                 await self.lock.wait(holder)
         except BaseException as exc:
-            await to_the_end(self._failed(exc, resumed))
+            await to_the_end(self._failed(exc, resumed), cleanup=True)
             raise AssertionError("unreachable") from exc  # _failed always raises
         await self._report()
 
@@ -415,7 +415,7 @@ class JobCommitRun:
                     j.state.value,
                 )
             except BaseException as exc:
-                await to_the_end(self._failed(exc, resumed))
+                await to_the_end(self._failed(exc, resumed), cleanup=True)
                 raise AssertionError("unreachable") from exc  # _failed always raises
             # the state move saves the final watermark too: one journal write
             j.watermark = len(self.plan.pendingsets)

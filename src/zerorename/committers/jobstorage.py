@@ -22,10 +22,14 @@ import anyio
 
 from zerorename.committers import objectstore as caps
 from zerorename.committers.commitlock import (
+    ETAG_REFUSED,
     LockLost,
+    LockRecord,
+    delete_lock,
     first_journal,
     lock_key,
     read_lock,
+    taken_after_fence,
     tombstone,
 )
 from zerorename.committers.conflict import (
@@ -79,7 +83,7 @@ from zerorename.engine.store import DELETE_BATCH
 log = logging.getLogger("zerorename.committers")
 
 #: a store's codes for a DeleteObjects whose ETag elements it does not understand
-_ETAG_REFUSED = ("MalformedXML", "InvalidArgument", "InvalidRequest", "NotImplemented")
+_ETAG_REFUSED = ETAG_REFUSED
 #: HEADs at once while an abort checks the objects its pendingsets name
 _CHECK_CONCURRENCY = 16
 JSON = "application/json"
@@ -202,13 +206,18 @@ async def abort_job_uploads(ctx: JobContext) -> int:
 
 
 async def abort_job_storage(
-    ctx: JobContext, *, keep: Iterable[str] = (), lock: bool = False
+    ctx: JobContext,
+    *,
+    keep: Iterable[str] = (),
+    lock: bool = False,
+    taken: LockRecord | None = None,
 ) -> AbortResult:
     """Abort (or roll back) the job: its pending uploads first (by the naming rule: tasks
     that died before writing a record count too), then the marker (stragglers stop), its
     uploads again (a straggler's started in between), the objects its pendingsets prove it
     completed (but the ``keep`` keys), its records, journal last (with ``lock``: the
-    destination's commit lock with it, see :mod:`commitlock`). Nothing of the job's
+    destination's commit lock with it, see :mod:`commitlock`; with ``taken``: the lock
+    with it while it is that record, If-Match). Nothing of the job's
     records goes before every upload of it is aborted, so a failed abort leaves the job
     for the next one to find. Nothing that only mentions the job id elsewhere in its key
     is touched."""
@@ -220,7 +229,10 @@ async def abort_job_storage(
     res.objects_deleted = await delete_recorded_objects(ctx, keep)
     records = keys_under(engine, dest.bucket, lay.root, lambda k: True, skip=[lay.journal])
     await engine.delete_objects(dest.bucket, records)
-    await engine.delete_objects(dest.bucket, [*([lock_key(dest)] if lock else []), lay.journal])
+    if taken is not None:
+        await delete_lock(ctx, taken, also=[lay.journal])
+    else:
+        await engine.delete_objects(dest.bucket, [*([lock_key(dest)] if lock else []), lay.journal])
     await anyio.to_thread.run_sync(lambda: shutil.rmtree(ctx.local_job_dir, ignore_errors=True))
     return res
 
@@ -490,7 +502,8 @@ async def rollback_job(
     writer's objects found at the job's keys). ``aborting(journal)`` moves the journal
     to ``rolling_back`` and stores it. The destination's commit lock goes with the
     journal when it names the job and the journal is not another job's tombstone; one
-    with no journal is fenced first (:mod:`commitlock`)."""
+    with no journal is fenced first; one the job took again after another job fenced it
+    (:func:`.commitlock.taken_after_fence`) goes too, If-Match (:mod:`commitlock`)."""
     j_read, lock_read = await gather(caught(read_journal(ctx)), caught(read_lock(ctx)))
     try:
         j = j_read.get()
@@ -504,6 +517,7 @@ async def rollback_job(
         with contextlib.suppress(LockLost):
             await first_journal(ctx, tombstone(ctx.job_id, ctx.job_id))
         j = await read_journal(ctx)
+    taken = holder if taken_after_fence(j, holder, ctx.job_id) else None
     lock = lock and (j is None or j.fenced_by in (None, ctx.job_id))
     if j is not None:
         done = check_success and j.state is State.COMPLETING and await success_of_job(ctx, j)
@@ -514,4 +528,4 @@ async def rollback_job(
                 f"complete and older files may be gone; resume it instead of aborting"
             )
         await aborting(j)
-    return await abort_job_storage(ctx, keep=keep, lock=lock)
+    return await abort_job_storage(ctx, keep=keep, lock=lock, taken=taken)

@@ -248,6 +248,9 @@ class Journal:
     #: the job that fenced this commit off its destination's commit lock (a tombstone
     #: planted where no journal was: :mod:`commitlock`); None for a commit's own journal
     fenced_by: str | None = None
+    #: a tombstone's: the ``acquired`` time of the lock record it fenced (the one its
+    #: fencer deletes); a lock naming the job with another time was taken after the fence
+    fenced_lock: float | None = None
 
     def apply(self, event: Event) -> State:
         """Take ``event`` (:func:`process_event`); a commit that moves on clears its error,
@@ -261,6 +264,8 @@ class Journal:
         d["state"] = self.state.value
         d["version"] = JOURNAL_VERSION
         d["jobId"] = d.pop("job_id")
+        if d["fenced_lock"] is None:  # a commit's own journal is written as before
+            del d["fenced_lock"]
         return _dump(d)
 
     @classmethod
@@ -287,6 +292,7 @@ class Journal:
             retries=f.int_("retries", required=False),
             throttles=f.int_("throttles", required=False),
             fenced_by=f.opt_str("fenced_by"),
+            fenced_lock=None if f.d.get("fenced_lock") is None else f.time_("fenced_lock"),
         )
         for name, value in (("jobId", j.job_id), ("fenced_by", j.fenced_by)):
             try:

@@ -207,7 +207,7 @@ class TaskAttempt:
         except BaseException as exc:
             self._state = "failed"
             try:
-                await to_the_end(self._abort_all())
+                await to_the_end(self._abort_all(), cleanup=True)
             except Exception:
                 log.exception("aborting task attempt %s after a failed commit", self.name)
             if isinstance(exc, CommitterError) or not isinstance(exc, Exception):

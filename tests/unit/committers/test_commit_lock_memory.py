@@ -25,9 +25,11 @@ from zerorename.committers.commitlock import (
     LockRecord,
     Verdict,
     judge,
+    taken_after_fence,
 )
 from zerorename.committers.errors import RecordFormatError
-from zerorename.testing.memstore import MemoryState, MemoryStore
+from zerorename.committers.journal import Journal, State
+from zerorename.testing.memstore import ConditionalDelete, MemoryState, MemoryStore
 from zerorename.testing.rounds import rounds
 
 B = "bkt"
@@ -279,28 +281,194 @@ async def test_a_live_holder_fenced_off_completes_nothing(tmp_path: Path, op: st
     assert sorted(data(state)) == sorted(kk)
 
 
-@pytest.mark.xfail(strict=True, reason="not fixed: the refused commit leaves its lock")
+async def fenced_h(tmp: Path) -> tuple[MemoryState, Any, Any, Any]:
+    """H died holding the lock (no journal); K (lock_stale_after 0) fenced it off (a
+    tombstone naming the fenced record) and committed; (state, H, H's summaries, K's
+    keys)."""
+    state = MemoryState(B)
+    setup = MemoryStore(state)
+    h, hs, _ = await ready_job(setup, tmp, "fail", "h", 1)
+    k, ks, kk = await ready_job(setup, tmp, "append", "k", 1)
+    await setup.put_object(B, LOCK, LockRecord(h.job_id).to_json())  # H died holding it
+    kc = MagicCommitter(MemoryStore(state), URI, options=options(tmp, lock_stale_after=0))
+    await (await kc.open_job(k.job_id)).commit(ks)  # K fences H off
+    assert LOCK not in state.objects(B)
+    return state, h, hs, kk
+
+
 async def test_a_fenced_jobs_retried_commit_leaves_the_destination_unlocked(
     tmp_path: Path,
 ) -> None:
     """H was fenced off (a tombstone journal) and its lock released; H's commit run again
-    takes the free lock in round 1, is refused (LockLost), and cannot release the lock:
-    its self-fence finds the tombstone, and no other job touches a lock whose holder has
-    a journal. After ``jobs abort`` of H the lock names H with no journal: every other
-    commit waits lock_wait and refuses until the lock is lock_stale_after old."""
-    state = MemoryState(B)
-    setup = MemoryStore(state)
-    h, hs, _ = await ready_job(setup, tmp_path, "fail", "h", 1)
-    k, ks, _ = await ready_job(setup, tmp_path, "append", "k", 1)
-    await setup.put_object(B, LOCK, LockRecord(h.job_id).to_json())  # H died holding it
-    kc = MagicCommitter(MemoryStore(state), URI, options=options(tmp_path, lock_stale_after=0))
-    await (await kc.open_job(k.job_id)).commit(ks)  # K fences H off
-    again = MagicCommitter(MemoryStore(state), URI, conflict="fail", options=options(tmp_path))
+    takes the free lock in round 1 and is refused (LockLost). It releases the lock it
+    took (the stored record is the one it wrote, the tombstone fenced another): it used
+    to leave it naming H, so every other commit waited lock_wait and refused until the
+    lock was lock_stale_after old. ``jobs abort`` of H then leaves nothing of H."""
+    state, h, hs, kk = await fenced_h(tmp_path)
+    h_store = MemoryStore(state)
+    again = MagicCommitter(h_store, URI, conflict="fail", options=options(tmp_path))
     hj = await again.open_job(h.job_id)
     with pytest.raises(LockLost):
         await hj.commit(hs)
+    assert LOCK not in state.objects(B)
+    assert [r for r in h_store.log if r.op == "PutObject" and r.key == LOCK]  # it took it
+    # another job commits at once (lock_wait 0: it never waits)
+    state2 = MemoryStore(state)
+    j, js, jk = await ready_job(state2, tmp_path, "append", "j", 1, lock_wait=0.0)
+    await j.commit(js)
     await hj.abort()
     assert LOCK not in state.objects(B)
+    assert not [x for x in state.objects(B) if h.job_id in x]
+    assert sorted(data(state)) == sorted(kk + jk)
+
+
+@pytest.mark.parametrize("mode", ["honour", "ignore", "refuse"])
+async def test_abort_releases_a_lock_the_fenced_job_took_again(
+    tmp_path: Path, mode: ConditionalDelete
+) -> None:
+    """H's retried commit dies right after taking the lock (before its refusal could
+    release it): the lock names H, H's journal is K's tombstone. ``jobs abort`` of H
+    releases it (it used to stay until lock_stale_after, every commit refused), on a
+    store that honours, ignores or refuses a conditional delete."""
+    state, h, hs, kk = await fenced_h(tmp_path)
+    await dies_holding_the_lock(state, tmp_path, h.job_id, hs)
+    assert json.loads(state.objects(B)[LOCK])["jobId"] == h.job_id
+    store = MemoryStore(state, conditional_delete=mode)
+    again = MagicCommitter(store, URI, conflict="fail", options=options(tmp_path))
+    await (await again.open_job(h.job_id)).abort()
+    assert LOCK not in state.objects(B)
+    assert not [x for x in state.objects(B) if h.job_id in x]
+    assert sorted(data(state)) == sorted(kk)
+
+
+async def dies_holding_the_lock(state: MemoryState, tmp: Path, job_id: str, sums: Any) -> None:
+    """Job ``job_id``'s commit dies right after its lock create took effect."""
+    dying = MemoryStore(state)
+    dying.crash_at(1, op="PutObject", after=True)  # the lock, taken; then dead
+    hc = MagicCommitter(dying, URI, conflict="fail", options=options(tmp))
+    with pytest.raises(BaseException) as died:
+        await (await hc.open_job(job_id)).commit(sums)
+    assert "crashed" in repr(died.value)
+
+
+def swap_lock_at_delete(store: MemoryStore, state: MemoryState, other: LockRecord) -> Any:
+    """A store gate: when ``store`` sends the DeleteObjects of the lock (the release,
+    after its read), the lock is first replaced by ``other``'s (a concurrent job took it
+    between the release's read and its delete)."""
+
+    async def gate(op: str, bucket: str, key: str) -> None:
+        if (op, key) == ("DeleteObjects", LOCK) and LOCK in state.objects(B):
+            mem = MemoryStore(state)
+            await mem.delete_objects(B, [LOCK])
+            await mem.put_object(B, LOCK, other.to_json(), if_none_match=True)
+
+    return gate
+
+
+@pytest.mark.parametrize("who", ["refused commit", "abort"])
+async def test_a_lock_another_job_took_between_read_and_delete_is_kept(
+    tmp_path: Path, who: str
+) -> None:
+    """The race the release guards: between its read of the lock (H's record) and its
+    delete, the lock becomes job J's. The delete carries the ETag of the record it read
+    (If-Match): a store that honours it keeps J's lock."""
+    state, h, hs, _ = await fenced_h(tmp_path)
+    other = LockRecord("33333333-3333-4333-8333-333333333333")
+    store = MemoryStore(state, conditional_delete="honour")
+    hc = MagicCommitter(store, URI, conflict="fail", options=options(tmp_path))
+    hj = await hc.open_job(h.job_id)
+    if who == "abort":
+        await dies_holding_the_lock(state, tmp_path, h.job_id, hs)
+        store.gate = swap_lock_at_delete(store, state, other)
+        await hj.abort()
+    else:
+        store.gate = swap_lock_at_delete(store, state, other)
+        with pytest.raises(LockLost):
+            await hj.commit(hs)
+    assert LockRecord.from_json(state.objects(B)[LOCK]) == other
+    # the release read H's record and sent its delete (the swap came in between)
+    assert [r for r in store.log if (r.op, r.key) == ("DeleteObjects", LOCK)]
+
+
+@pytest.mark.parametrize("conflict", ["fail", "append"])
+async def test_a_job_refused_mid_fence_leaves_the_record_to_its_fencer(
+    tmp_path: Path, conflict: str
+) -> None:
+    """H took the lock (record W) and K fences W: K's tombstone names W. H, refused at its
+    first journal write (LockLost) after K's tombstone and before K's delete of W, must
+    leave W to K (two deletes of one lock let a third job's lock, taken between them, be
+    deleted by the later one). Ordered by gates: H's journal write waits for K's
+    tombstone, K's delete of the lock waits for H's commit to end."""
+    state = MemoryState(B)
+    setup = MemoryStore(state)
+    h, hs, _ = await ready_job(setup, tmp_path, conflict, "h", 1)
+    k, ks, kk = await ready_job(setup, tmp_path, "append", "k", 1)
+    journal = f"{DEST}/__magic_job-{h.job_id}/journal.json"
+    tombed, h_done = anyio.Event(), anyio.Event()
+    seen: list[bytes | None] = []
+
+    async def h_gate(op: str, bucket: str, key: str) -> None:
+        if (op, key) == ("PutObject", journal):
+            await tombed.wait()
+
+    async def k_gate(op: str, bucket: str, key: str) -> None:
+        if (op, key) == ("GetObject", LOCK) and journal in state.objects(B):
+            tombed.set()  # K's re-read of the lock after its tombstone
+        if (op, key) == ("DeleteObjects", LOCK) and not h_done.is_set():
+            await h_done.wait()
+            seen.append(state.objects(B).get(LOCK))
+
+    h_store = MemoryStore(state)
+    h_store.gate = h_gate
+    k_store = MemoryStore(state)
+    k_store.gate = k_gate
+    hj = await MagicCommitter(h_store, URI, conflict=conflict, options=options(tmp_path)).open_job(
+        h.job_id
+    )
+    kj = await MagicCommitter(k_store, URI, options=options(tmp_path, lock_stale_after=0)).open_job(
+        k.job_id
+    )
+    caught: list[BaseException] = []
+
+    async def run_h() -> None:
+        try:
+            await hj.commit(hs)
+        except Exception as exc:
+            caught.append(exc)
+        finally:
+            h_done.set()
+
+    async def run_k() -> None:
+        await until(lambda: LOCK in state.objects(B))  # H holds it
+        await kj.commit(ks)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run_h)
+        tg.start_soon(run_k)
+    (err,) = caught
+    assert isinstance(err if isinstance(err, LockLost) else err.__cause__, LockLost), repr(err)
+    (w,) = seen  # the record K fenced was still there when K deleted it
+    assert w is not None and LockRecord.from_json(w).job_id == h.job_id
+    assert LOCK not in state.objects(B) and sorted(data(state)) == sorted(kk)
+
+
+def test_taken_after_fence() -> None:
+    me, k = "11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222"
+    fenced = LockRecord(me, 100.0, "h")
+    again = LockRecord(me, 200.0, "h")
+    tomb = Journal(me, State.ROLLING_BACK, fenced_by=k, fenced_lock=100.0)
+    assert taken_after_fence(tomb, again, me)
+    assert not taken_after_fence(tomb, fenced, me)  # the fencer deletes that one
+    assert not taken_after_fence(tomb, LockRecord(k, 200.0), me)  # not ours
+    assert not taken_after_fence(tomb, None, me)
+    assert not taken_after_fence(None, again, me)
+    old = Journal(me, State.ROLLING_BACK, fenced_by=k)  # an older tombstone: no proof
+    assert not taken_after_fence(old, again, me)
+    own = Journal(me, State.ROLLING_BACK, fenced_by=me, fenced_lock=100.0)
+    assert not taken_after_fence(own, again, me)
+    assert not taken_after_fence(Journal(me), again, me)  # a live journal
+    assert Journal.from_json(tomb.to_json()) == tomb
+    assert b"fenced_lock" not in Journal(me).to_json()
 
 
 async def crashed_mid_commit(state: MemoryState, tmp: Path) -> tuple[Any, Any, Any]:
@@ -406,3 +574,39 @@ async def test_an_oversized_lock_is_refused_as_a_bad_record_with_nothing_changed
     msg = str(refused.value)
     assert "\n" not in msg and "refused: a record is bad" in msg and "lock.json" in msg
     assert "larger than" in msg and data(state) == {}
+
+
+async def test_a_fenced_jobs_retried_commit_crashing_at_any_request_then_abort(
+    tmp_path: Path,
+) -> None:
+    """H's retried commit (fenced off) dies before or after any of its requests; then
+    ``jobs abort`` of H: the lock is free, nothing of H is left, K's files are intact, and
+    another job commits without waiting."""
+    ready, h, hs, kk = await fenced_h(tmp_path)
+    clean = MemoryStore(ready.copy())
+    with pytest.raises(LockLost):
+        await (
+            await MagicCommitter(clean, URI, conflict="fail", options=options(tmp_path)).open_job(
+                h.job_id
+            )
+        ).commit(hs)
+    for n in range(1, clean.requests + 1):
+        for after in (False, True):
+            state = ready.copy()
+            dying = MemoryStore(state)
+            dying.crash_at(n, after=after)
+            hc = MagicCommitter(dying, URI, conflict="fail", options=options(tmp_path))
+            with pytest.raises(BaseException):  # noqa: B017 - the crash, or LockLost
+                await (await hc.open_job(h.job_id)).commit(hs)
+            again = MagicCommitter(MemoryStore(state), URI, options=options(tmp_path))
+            await (await again.open_job(h.job_id)).abort()
+            where = (n, after)
+            assert LOCK not in state.objects(B), where
+            assert not [x for x in state.objects(B) if h.job_id in x], where
+            assert not [x for x, _ in state.pending(B) if h.job_id in x], where
+            assert sorted(data(state)) == sorted(kk), where
+            j, js, jk = await ready_job(
+                MemoryStore(state), tmp_path, "append", "j", 1, lock_wait=0.0
+            )
+            await j.commit(js)
+            assert sorted(data(state)) == sorted(kk + jk), where
