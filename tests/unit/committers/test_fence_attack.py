@@ -1,0 +1,296 @@
+"""Attacks on the fenced lock's release (branch fence): a fenced job H (its journal is
+job K's tombstone naming the record K fenced) whose commit runs again, or that is
+aborted, in any order, racing other jobs, crashing, on a store that drips or lies.
+The invariant: no job deletes a lock record another job holds, nothing committed is
+lost, no destination stays locked forever. A confirmed defect is a strict xfail whose
+reason names the interleaving; an attack that holds is a regression test."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_commit_lock_memory import (
+    DEST,
+    LOCK,
+    URI,
+    B,
+    data,
+    dies_holding_the_lock,
+    fenced_h,
+    options,
+    ready_job,
+)
+
+from zerorename.committers import MagicCommitter
+from zerorename.committers.commitlock import DestinationLocked, LockLost, LockRecord
+from zerorename.committers.errors import JobNotFound
+from zerorename.committers.journal import Journal
+from zerorename.engine.errors import S3Error
+from zerorename.testing.memstore import ConditionalDelete, MemoryState, MemoryStore
+
+OTHER = LockRecord("33333333-3333-4333-8333-333333333333")
+
+
+def journal_of(job_id: str) -> str:
+    return f"{DEST}/__magic_job-{job_id}/journal.json"
+
+
+def lock_now(state: MemoryState) -> LockRecord | None:
+    raw = state.objects(B).get(LOCK)
+    return None if raw is None else LockRecord.from_json(raw)
+
+
+async def h_job(state: MemoryState, tmp: Path, h: Any, **kw: Any) -> Any:
+    store = MemoryStore(state, **kw)
+    c = MagicCommitter(store, URI, conflict="fail", options=options(tmp))
+    return store, await c.open_job(h.job_id)
+
+
+async def clean_end(state: MemoryState, tmp: Path, h: Any, kept: list[str]) -> None:
+    """Nothing of H, the lock free, the committed files intact, and another job commits
+    at once (lock_wait 0)."""
+    assert LOCK not in state.objects(B), lock_now(state)
+    assert not [x for x in state.objects(B) if h.job_id in x]
+    assert not [x for x, _ in state.pending(B) if h.job_id in x]
+    assert sorted(data(state)) == sorted(kept)
+    j, js, jk = await ready_job(MemoryStore(state), tmp, "append", "j", 1, lock_wait=0.0)
+    await j.commit(js)
+    assert sorted(data(state)) == sorted(kept + jk)
+
+
+# -- (a) a careless operator -----------------------------------------------------------
+@pytest.mark.xfail(
+    strict=True,
+    reason="jobs abort of H racing H's retried commit: H's commit took the free lock "
+    "(record r2, after K's fence) and, before its first journal write, `jobs abort H` "
+    "runs whole: it finds K's tombstone and r2 (taken_after_fence), deletes r2 with the "
+    "tombstone; H's first journal write (If-None-Match) then succeeds and H commits with "
+    "no lock (the store holds H's journal 'started' and no lock.json), so another job "
+    "takes the lock and commits at the same time. Before the fence branch the abort left "
+    "r2 (H kept a lock it held). The abort's claim does not exclude a commit.",
+)
+async def test_an_abort_between_the_retried_commits_lock_and_journal_leaves_it_its_lock(
+    tmp_path: Path,
+) -> None:
+    state, h, hs, _ = await fenced_h(tmp_path)
+    h_store, hj = await h_job(state, tmp_path, h)
+    journal = journal_of(h.job_id)
+    at_journal: list[LockRecord | None] = []
+
+    async def gate(op: str, bucket: str, key: str) -> None:
+        if (op, key) == ("PutObject", journal) and not at_journal:
+            _, other = await h_job(state, tmp_path, h)
+            await other.abort()  # the careless operator, while H's commit runs
+            at_journal.append(lock_now(state))
+
+    h_store.gate = gate
+    with pytest.raises(Exception):  # noqa: B017 - the aborted uploads refuse H's commit
+        await hj.commit(hs)
+    wrote = [r for r in h_store.log if (r.op, r.key) == ("PutObject", journal)]
+    assert wrote and wrote[0].error is None  # H's first journal write succeeded
+    (seen,) = at_journal
+    # a commit that writes its journal holds the lock
+    assert seen is not None and seen.job_id == h.job_id, seen
+
+
+async def test_careless_orders_of_commit_abort_resume_end_clean(tmp_path: Path) -> None:
+    """On the fenced H: every order of up to three of (retried commit, abort, resume),
+    each step's refusal tolerated, then one more abort: the lock is free, nothing of H
+    is left, K's files are intact, another job commits without waiting."""
+    ready, h, hs, kk = await fenced_h(tmp_path)
+    steps = ("commit", "abort", "resume")
+    for n in (1, 2, 3):
+        for order in itertools.product(steps, repeat=n):
+            state = ready.copy()
+            for step in order:
+                try:
+                    _, hj = await h_job(state, tmp_path, h)
+                    if step == "commit":
+                        await hj.commit(hs)
+                    elif step == "abort":
+                        await hj.abort()
+                    else:
+                        await hj.resume()
+                except Exception as exc:  # a refusal (or JobNotFound: gone) is one line
+                    assert "\n" not in str(exc), (order, exc)
+                holder = lock_now(state)
+                # never a lock naming another job than H
+                assert holder is None or holder.job_id == h.job_id, (order, holder)
+            with contextlib.suppress(JobNotFound):  # an abort already left nothing
+                _, hj = await h_job(state, tmp_path, h)
+                await hj.abort()
+            await clean_end(state, tmp_path, h, kk)
+
+
+# -- (b) a concurrent job ----------------------------------------------------------------
+def abort_and_take_at_delete(state: MemoryState, tmp: Path, h: Any) -> Any:
+    """A gate for H's retried commit: when its release sends the DeleteObjects of the lock
+    (after its HEAD and read found r2), ``jobs abort H`` runs whole (it deletes r2 and
+    the tombstone) and job OTHER takes the free lock."""
+    done: list[bool] = []
+
+    async def gate(op: str, bucket: str, key: str) -> None:
+        if (op, key) == ("DeleteObjects", LOCK) and not done:
+            done.append(True)
+            _, other = await h_job(state, tmp, h)
+            await other.abort()
+            assert LOCK not in state.objects(B)
+            await MemoryStore(state).put_object(B, LOCK, OTHER.to_json(), if_none_match=True)
+
+    return gate
+
+
+@pytest.mark.parametrize(
+    "mode",
+    [
+        "honour",
+        pytest.param(
+            "ignore",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="delete_lock relies on If-Match once the abort removed the tombstone: "
+                "H's refused commit HEADs and reads its r2, then `jobs abort H` deletes r2 and "
+                "the tombstone and job J takes the lock; H's DeleteObjects(If-Match r2's ETag) "
+                "on a store that ignores If-Match (moto, Ceph RGW 16) deletes J's lock: the "
+                "store holds no lock.json while J commits",
+            ),
+        ),
+        pytest.param(
+            "refuse",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="delete_lock's fallback for a store that refuses ETags in DeleteObjects "
+                "resends the delete without If-Match, assuming H's tombstone keeps every other "
+                "job off; `jobs abort H` between H's read and delete removed it and job J took "
+                "the lock: the unconditional resend deletes J's lock (no lock.json left)",
+            ),
+        ),
+    ],
+)
+async def test_a_refused_commits_release_racing_an_abort_keeps_the_next_jobs_lock(
+    tmp_path: Path, mode: ConditionalDelete
+) -> None:
+    state, h, hs, _ = await fenced_h(tmp_path)
+    h_store, hj = await h_job(state, tmp_path, h, conditional_delete=mode)
+    h_store.gate = abort_and_take_at_delete(state, tmp_path, h)
+    with pytest.raises(LockLost):
+        await hj.commit(hs)
+    assert [r for r in h_store.log if (r.op, r.key) == ("DeleteObjects", LOCK)]
+    assert lock_now(state) == OTHER
+
+
+async def test_an_old_tombstone_without_fenced_lock_releases_nothing_and_locks_not_forever(
+    tmp_path: Path,
+) -> None:
+    """K was an older zerorename: its tombstone names no fenced record. H's retried commit
+    takes the free lock, is refused and leaves it (no proof it is not the fenced one);
+    jobs abort of H leaves it too. The next job waits (DestinationLocked), then, once the
+    lock is lock_stale_after old, fences H again and commits; a second abort of H leaves
+    nothing of H."""
+    state, h, hs, kk = await fenced_h(tmp_path)
+    journal = journal_of(h.job_id)
+    old = Journal.from_json(state.objects(B)[journal])
+    old.fenced_lock = None
+    await MemoryStore(state).put_object(B, journal, old.to_json())
+    assert b"fenced_lock" not in state.objects(B)[journal]
+    _, hj = await h_job(state, tmp_path, h)
+    with pytest.raises(LockLost):
+        await hj.commit(hs)
+    held = lock_now(state)
+    assert held is not None and held.job_id == h.job_id  # kept
+    _, hj = await h_job(state, tmp_path, h)
+    await hj.abort()
+    assert lock_now(state) == held  # still kept: the abort proves nothing either
+    j, js, jk = await ready_job(MemoryStore(state), tmp_path, "append", "j", 1, lock_wait=0.0)
+    with pytest.raises(DestinationLocked):
+        await j.commit(js)
+    jc = MagicCommitter(
+        MemoryStore(state), URI, options=options(tmp_path, lock_stale_after=0, lock_wait=0.0)
+    )
+    await (await jc.open_job(j.job_id)).commit(js)  # fences H's lock (no journal now)
+    tomb = json.loads(state.objects(B)[journal])
+    assert tomb["fenced_by"] == j.job_id and tomb["fenced_lock"] == held.acquired
+    _, hj = await h_job(state, tmp_path, h)
+    await hj.abort()
+    assert LOCK not in state.objects(B)
+    assert not [x for x in state.objects(B) if h.job_id in x]
+    assert sorted(data(state)) == sorted(kk + jk)
+
+
+async def test_a_fenced_job_dead_holding_its_retaken_lock_blocks_until_its_abort(
+    tmp_path: Path,
+) -> None:
+    """H's retried commit dies right after taking the free lock (r2): its journal is K's
+    tombstone, which counts as a journal, so no other job ever fences r2 (not even with
+    lock_stale_after 0): the next job is refused in one line naming H and the command
+    that frees it; ``jobs abort`` of H does."""
+    state, h, hs, kk = await fenced_h(tmp_path)
+    await dies_holding_the_lock(state, tmp_path, h.job_id, hs)
+    j, js, jk = await ready_job(MemoryStore(state), tmp_path, "append", "j", 1)
+    jc = MagicCommitter(
+        MemoryStore(state), URI, options=options(tmp_path, lock_stale_after=0, lock_wait=0.0)
+    )
+    with pytest.raises(DestinationLocked) as refused:
+        await (await jc.open_job(j.job_id)).commit(js)
+    msg = str(refused.value)
+    assert "\n" not in msg and h.job_id in msg and "jobs resume|abort" in msg
+    assert json.loads(state.objects(B)[LOCK])["jobId"] == h.job_id
+    _, hj = await h_job(state, tmp_path, h)
+    await hj.abort()
+    await (await jc.open_job(j.job_id)).commit(js)
+    assert LOCK not in state.objects(B)
+    assert sorted(data(state)) == sorted(kk + jk)
+
+
+# -- (c) a crash or an error at every request ------------------------------------------
+def faults() -> list[tuple[str, bool]]:
+    return [(kind, after) for kind in ("crash", "500") for after in (False, True)]
+
+
+def arm(store: MemoryStore, n: int, kind: str, after: bool) -> None:
+    if kind == "crash":
+        store.crash_at(n, after=after)
+    else:
+        err = S3Error("InternalError 500", code="InternalError", status=500)
+        store.fail_at(n, err, after=after)
+
+
+@pytest.mark.parametrize("who", ["abort", "refused commit"])
+async def test_a_fault_at_every_request_of_the_release_then_abort_ends_clean(
+    tmp_path: Path, who: str
+) -> None:
+    """H holds r2 after K's fence. Its release (``jobs abort``, or its refused commit run
+    again) dies or gets a 500 (before it took effect, or with its answer lost) at each of
+    its requests; then ``jobs abort`` again (twice if need be): the lock is free, nothing
+    of H left, K's files intact, the next job commits at once. The lock is never one
+    naming another job."""
+    ready, h, hs, kk = await fenced_h(tmp_path)
+    if who == "abort":
+        await dies_holding_the_lock(ready, tmp_path, h.job_id, hs)
+    probe_state = ready.copy()
+    probe, hj = await h_job(probe_state, tmp_path, h)
+    with contextlib.suppress(LockLost):
+        await (hj.abort() if who == "abort" else hj.commit(hs))
+    assert LOCK not in probe_state.objects(B)
+    for n in range(1, probe.requests + 1):
+        for kind, after in faults():
+            where = (n, kind, after)
+            state = ready.copy()
+            store, hj = await h_job(state, tmp_path, h)
+            arm(store, n, kind, after)
+            with contextlib.suppress(BaseException):
+                await (hj.abort() if who == "abort" else hj.commit(hs))
+            holder = lock_now(state)
+            assert holder is None or holder.job_id == h.job_id, where
+            with contextlib.suppress(JobNotFound):
+                _, again = await h_job(state, tmp_path, h)
+                await again.abort()
+            try:
+                await clean_end(state, tmp_path, h, kk)
+            except AssertionError as exc:
+                raise AssertionError(f"{where}: {exc}") from exc
