@@ -26,7 +26,7 @@ from test_commit_lock_memory import (
     ready_job,
 )
 
-from zerorename.committers import MagicCommitter
+from zerorename.committers import ConflictError, MagicCommitter
 from zerorename.committers.commitlock import DestinationLocked, LockLost, LockRecord
 from zerorename.committers.errors import JobNotFound
 from zerorename.committers.journal import Journal
@@ -294,3 +294,128 @@ async def test_a_fault_at_every_request_of_the_release_then_abort_ends_clean(
                 await clean_end(state, tmp_path, h, kk)
             except AssertionError as exc:
                 raise AssertionError(f"{where}: {exc}") from exc
+
+
+# -- (d) a store that drips: a delete's answer lost and the engine sends it again ------
+def resent_with_a_taker(state: MemoryState, nth: int, seen: list[LockRecord | None]) -> Any:
+    """A gate for the releasing job's store: its ``nth`` DeleteObjects of the lock is the
+    engine's resend after a lost answer (the engine's retrier resends DeleteObjects:
+    ``engine/store.py`` ``_delete_batch``): the first send had deleted the lock, and job
+    OTHER took the free lock before the resend arrived. ``seen`` gets the lock as the
+    releasing job's next request finds it (if it sends one)."""
+    count = 0
+
+    async def gate(op: str, bucket: str, key: str) -> None:
+        nonlocal count
+        if count >= nth and not seen:
+            seen.append(lock_now(state))  # the request after the resend
+            return
+        if (op, key) == ("DeleteObjects", LOCK):
+            count += 1
+            if count == nth:
+                mem = MemoryStore(state)
+                await mem.delete_objects(B, [LOCK])  # the first send, its answer lost
+                await mem.put_object(B, LOCK, OTHER.to_json(), if_none_match=True)
+
+    return gate
+
+
+LOST = "a lost answer of {what}'s DeleteObjects of the lock (the first send deleted it) "
+TAKEN = "and job J taking the free lock before the engine's resend: the resend deletes J's lock "
+
+
+@pytest.mark.parametrize(
+    ("who", "mode", "nth"),
+    [
+        ("refused commit", "honour", 1),
+        pytest.param(
+            "refused commit",
+            "ignore",
+            1,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason=LOST.format(what="H's refused commit (release_taken, If-Match r2)")
+                + TAKEN
+                + "on a store that ignores If-Match (moto, Ceph RGW 16): no lock.json left",
+            ),
+        ),
+        pytest.param(
+            "refused commit",
+            "refuse",
+            2,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason=LOST.format(what="H's refused commit's fallback (no If-Match)")
+                + TAKEN
+                + "(the fallback's premise, that H's tombstone keeps others off, does not "
+                "hold once the lock is free): no lock.json left",
+            ),
+        ),
+        pytest.param(
+            "fencer",
+            "honour",
+            1,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason=LOST.format(
+                    what="K's fence (fence(), unconditional, unchanged on the fence branch)"
+                )
+                + TAKEN
+                + "on any store; K then takes the lock and commits while J holds none",
+            ),
+        ),
+        pytest.param(
+            "self-fence",
+            "honour",
+            1,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason=LOST.format(
+                    what="H's self-fenced release (release_unjournaled of a "
+                    "commit refused before its journal: [lock, tombstone], unconditional; "
+                    "unchanged on the fence branch)"
+                )
+                + TAKEN
+                + "on any store: no lock.json left while J commits",
+            ),
+        ),
+    ],
+)
+async def test_a_resent_lock_delete_keeps_a_lock_taken_in_between(
+    tmp_path: Path, who: str, mode: ConditionalDelete, nth: int
+) -> None:
+    seen: list[LockRecord | None] = []
+    if who == "fencer":
+        state = MemoryState(B)
+        setup = MemoryStore(state)
+        h, _, _ = await ready_job(setup, tmp_path, "fail", "h", 1)
+        k, ks, _ = await ready_job(setup, tmp_path, "append", "k", 1)
+        await setup.put_object(B, LOCK, LockRecord(h.job_id).to_json())  # H died holding it
+        k_store = MemoryStore(state, conditional_delete=mode)
+        k_store.gate = resent_with_a_taker(state, nth, seen)
+        kc = MagicCommitter(k_store, URI, options=options(tmp_path, lock_stale_after=0))
+        with contextlib.suppress(Exception):
+            await (await kc.open_job(k.job_id)).commit(ks)
+    elif who == "self-fence":  # H's fail-mode commit refused (a conflict) before its journal
+        state = MemoryState(B)
+        setup = MemoryStore(state)
+        h, hs, hk = await ready_job(setup, tmp_path, "fail", "h", 1)
+        await setup.put_object(B, hk[0], b"there before")
+        h_store = MemoryStore(state, conditional_delete=mode)
+        h_store.gate = resent_with_a_taker(state, nth, seen)
+        hc = MagicCommitter(h_store, URI, conflict="fail", options=options(tmp_path))
+        with pytest.raises(ConflictError):
+            await (await hc.open_job(h.job_id)).commit(hs)
+        if not seen:  # the resend was its last request: the lock as it left it
+            seen.append(lock_now(state))
+    else:
+        state, h, hs, _ = await fenced_h(tmp_path)
+        h_store, hj = await h_job(state, tmp_path, h, conditional_delete=mode)
+        h_store.gate = resent_with_a_taker(state, nth, seen)
+        with pytest.raises(LockLost):
+            await hj.commit(hs)
+        sent = [r for r in h_store.log if (r.op, r.key) == ("DeleteObjects", LOCK)]
+        assert len(sent) == nth  # the resend was its last request: the lock as it left it
+        assert not seen
+        seen.append(lock_now(state))
+    assert seen == [OTHER]
