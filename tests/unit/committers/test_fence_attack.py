@@ -279,10 +279,11 @@ async def test_a_fault_at_every_request_of_the_release_then_abort_ends_clean(
         await dies_holding_the_lock(ready, tmp_path, h.job_id, hs)
     probe_state = ready.copy()
     probe, hj = await h_job(probe_state, tmp_path, h)
+    opened = probe.requests  # open_job's, before the release
     with contextlib.suppress(LockLost):
         await (hj.abort() if who == "abort" else hj.commit(hs))
     assert LOCK not in probe_state.objects(B)
-    for n in range(1, probe.requests + 1):
+    for n in range(1, probe.requests - opened + 1):
         for kind, after in faults():
             where = (n, kind, after)
             state = ready.copy()
@@ -487,3 +488,67 @@ async def test_an_attached_portal_closes_its_engine_after_a_callers_clean_up() -
     await asyncio.to_thread(close)
     await asyncio.wrap_future(fut)
     assert order == ["clean-up done", "closed"]
+
+
+def whole_commit_at(
+    n: int, state: MemoryState, tmp: Path, j: Any, js: Any, mode: ConditionalDelete
+) -> tuple[Any, list[str]]:
+    """A gate: before the ``n``-th request of the store it is set on, job ``j``'s whole
+    commit runs (lock_wait 0, lock_stale_after 0); its outcome goes to the list."""
+    count, outcome = 0, []
+
+    async def gate(op: str, bucket: str, key: str) -> None:
+        nonlocal count
+        count += 1
+        if count == n:
+            jc = MagicCommitter(
+                MemoryStore(state, conditional_delete=mode),
+                URI,
+                options=options(tmp, lock_wait=0.0, lock_stale_after=0),
+            )
+            try:
+                await (await jc.open_job(j.job_id)).commit(js)
+                outcome.append("committed")
+            except DestinationLocked:
+                outcome.append("refused")
+
+    return gate, outcome
+
+
+@pytest.mark.parametrize("mode", ["honour", "ignore", "refuse"])
+@pytest.mark.parametrize("who", ["abort", "refused commit"])
+async def test_another_jobs_whole_commit_between_any_two_requests_of_the_release(
+    tmp_path: Path, who: str, mode: ConditionalDelete
+) -> None:
+    """Job J (lock_wait 0, lock_stale_after 0: it fences whatever it may) runs its whole
+    commit before each request of H's release in turn: J commits (the lock free) or is
+    refused (H holds it, its journal a tombstone); either way H's release never leaves a
+    lock naming another job, and after one more abort of H nothing of H is left and J's
+    and K's files are there."""
+    ready, h, hs, kk = await fenced_h(tmp_path)
+    if who == "abort":
+        await dies_holding_the_lock(ready, tmp_path, h.job_id, hs)
+    j, js, jk = await ready_job(MemoryStore(ready), tmp_path, "append", "j", 1)
+    probe_state = ready.copy()
+    probe, hj = await h_job(probe_state, tmp_path, h, conditional_delete=mode)
+    opened = probe.requests  # open_job's, before the release
+    with contextlib.suppress(LockLost):
+        await (hj.abort() if who == "abort" else hj.commit(hs))
+    for n in range(1, probe.requests - opened + 1):
+        state = ready.copy()
+        store, hj = await h_job(state, tmp_path, h, conditional_delete=mode)
+        store.gate, outcome = whole_commit_at(n, state, tmp_path, j, js, mode)
+        with contextlib.suppress(LockLost):
+            await (hj.abort() if who == "abort" else hj.commit(hs))
+        where = (n, outcome)
+        assert len(outcome) == 1, where
+        holder = lock_now(state)
+        assert holder is None or holder.job_id == h.job_id, where
+        with contextlib.suppress(JobNotFound):
+            _, again = await h_job(state, tmp_path, h)
+            await again.abort()
+        if outcome == ["refused"]:
+            await (await MagicCommitter(MemoryStore(state), URI).open_job(j.job_id)).commit(js)
+        assert LOCK not in state.objects(B), where
+        assert not [x for x in state.objects(B) if h.job_id in x], where
+        assert sorted(data(state)) == sorted(kk + jk), where
