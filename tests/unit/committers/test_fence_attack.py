@@ -568,3 +568,56 @@ async def test_another_jobs_whole_commit_between_any_two_requests_of_the_release
         assert LOCK not in state.objects(B), where
         assert not [x for x in state.objects(B) if h.job_id in x], where
         assert sorted(data(state)) == sorted(kk + jk), where
+
+
+@pytest.mark.parametrize("mode", ["honour", "ignore", "refuse"])
+async def test_resume_of_a_fenced_job_holding_a_retaken_lock_releases_it(
+    tmp_path: Path, mode: ConditionalDelete
+) -> None:
+    """``jobs resume`` instead of abort on H (dead holding r2, its journal K's tombstone):
+    it finishes the rollback (refused in one line saying so) and the lock goes too."""
+    state, h, hs, kk = await fenced_h(tmp_path)
+    await dies_holding_the_lock(state, tmp_path, h.job_id, hs)
+    _, hj = await h_job(state, tmp_path, h, conditional_delete=mode)
+    with pytest.raises(Exception, match="rolling back; the rollback is now finished") as ended:
+        await hj.resume()
+    assert "\n" not in str(ended.value)
+    await clean_end(state, tmp_path, h, kk)
+
+
+@pytest.mark.parametrize("second", ["abort", "resume"])
+async def test_a_second_abort_or_resume_between_any_two_requests_of_an_abort(
+    tmp_path: Path, second: str
+) -> None:
+    """Two operators on H (dead holding r2): the second command (an abort, whose claim
+    takes the first one's over, or a resume, refused by the abort's claim) runs whole
+    before each request of the first abort in turn. The lock never names another job;
+    after one more abort nothing of H is left and the next job commits at once."""
+    ready, h, hs, kk = await fenced_h(tmp_path)
+    await dies_holding_the_lock(ready, tmp_path, h.job_id, hs)
+    probe_state = ready.copy()
+    probe, hj = await h_job(probe_state, tmp_path, h)
+    opened = probe.requests
+    await hj.abort()
+    for n in range(1, probe.requests - opened + 1):
+        state = ready.copy()
+        store, hj = await h_job(state, tmp_path, h)
+        count = 0
+
+        async def gate(op: str, bucket: str, key: str, n: int = n, st: MemoryState = state) -> None:
+            nonlocal count
+            count += 1
+            if count == n:
+                with contextlib.suppress(Exception):  # refused, or nothing left of H
+                    _, other = await h_job(st, tmp_path, h)
+                    await (other.abort() if second == "abort" else other.resume())
+
+        store.gate = gate
+        with contextlib.suppress(Exception):  # refused, or nothing left of H
+            await hj.abort()
+        holder = lock_now(state)
+        assert holder is None or holder.job_id == h.job_id, n
+        with contextlib.suppress(JobNotFound):
+            _, again = await h_job(state, tmp_path, h)
+            await again.abort()
+        await clean_end(state, tmp_path, h, kk)
