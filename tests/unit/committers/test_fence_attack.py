@@ -386,6 +386,20 @@ TAKEN = "and job J taking the free lock before the engine's resend: the resend d
                 + "on any store; K then takes the lock and commits while J holds none",
             ),
         ),
+        ("abort", "honour", 1),
+        pytest.param(
+            "abort",
+            "ignore",
+            1,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason=LOST.format(
+                    what="jobs abort of H (delete_lock of r2 with the tombstone, If-Match r2)"
+                )
+                + TAKEN
+                + "on a store that ignores If-Match (moto, Ceph RGW 16): no lock.json left",
+            ),
+        ),
         pytest.param(
             "self-fence",
             "honour",
@@ -430,6 +444,14 @@ async def test_a_resent_lock_delete_keeps_a_lock_taken_in_between(
             await (await hc.open_job(h.job_id)).commit(hs)
         if not seen:  # the resend was its last request: the lock as it left it
             seen.append(lock_now(state))
+    elif who == "abort":
+        state, h, hs, _ = await fenced_h(tmp_path)
+        await dies_holding_the_lock(state, tmp_path, h.job_id, hs)
+        h_store, hj = await h_job(state, tmp_path, h, conditional_delete=mode)
+        h_store.gate = resent_with_a_taker(state, nth, seen)
+        await hj.abort()
+        assert not seen  # the resend was its last request: the lock as it left it
+        seen.append(lock_now(state))
     else:
         state, h, hs, _ = await fenced_h(tmp_path)
         h_store, hj = await h_job(state, tmp_path, h, conditional_delete=mode)
