@@ -238,26 +238,24 @@ class LoopPortal:
 
     @staticmethod
     async def _shutdown(state: _State, *, owned: bool, grace: float) -> None:
-        """Owned: the callers' coroutines still running are cancelled and awaited (for up
-        to ``grace`` seconds) first, so a clean-up they run to its end (a rollback, an
-        abort: :func:`zerorename.aio.to_the_end`) still has its engine; then the
-        resources close (newest first); then every task left is cancelled."""
+        """The callers' coroutines still running (the ones handed in through this portal,
+        owned or attached) are cancelled and awaited (for up to ``grace`` seconds) first,
+        so a clean-up they run to its end (a rollback, an abort:
+        :func:`zerorename.aio.to_the_end`) still has its engine; then the resources close
+        (newest first); then, owned only, every task left is cancelled."""
         me = asyncio.current_task()
-        if owned:
-            work = [
-                t for t in asyncio.all_tasks() if t is not me and t.get_coro() in state.submitted
-            ]
-            for t in work:
-                t.cancel()
-            if work:
-                _, late = await asyncio.wait(work, timeout=grace)
-                if late:
-                    log.warning(
-                        "zerorename portal: %d task(s) still running after %.0fs; closing "
-                        "their resources anyway",
-                        len(late),
-                        grace,
-                    )
+        work = [t for t in asyncio.all_tasks() if t is not me and t.get_coro() in state.submitted]
+        for t in work:
+            t.cancel()
+        if work:
+            _, late = await asyncio.wait(work, timeout=grace)
+            if late:
+                log.warning(
+                    "zerorename portal: %d task(s) still running after %.0fs; closing "
+                    "their resources anyway",
+                    len(late),
+                    grace,
+                )
         for key, (cm, _value) in reversed(list(state.resources.items())):
             try:
                 await cm.__aexit__(None, None, None)
