@@ -251,11 +251,10 @@ async def fence(ctx: JobContext, holder: LockRecord) -> bool:
         )
     except PreconditionFailed:
         return False
-    # from here only this job deletes the holder's lock: nobody else can change it
-    now = await read_lock(ctx)
-    if now == holder:
-        await engine.delete_objects(dest.bucket, [lock_key(dest)])
-    else:  # the holder finished and released it meanwhile: nothing of it to fence
+    # from here only this job deletes the holder's lock; If-Match still keeps a lock taken
+    # after a lost answer of this delete (the engine's resend) on a store that honours it
+    if not await delete_lock(ctx, holder):
+        # the holder finished and released it meanwhile: nothing of it to fence
         await engine.delete_objects(dest.bucket, [journal])
     return True
 
@@ -327,8 +326,10 @@ async def release_unjournaled(ctx: JobContext) -> bool:
     except PreconditionFailed:
         return False
     now = await read_lock(ctx)
-    keys = [lock_key(dest)] if now is not None and now.job_id == ctx.job_id else []
-    await engine.delete_objects(dest.bucket, [*keys, lay.journal])
+    if now is not None and now.job_id == ctx.job_id:  # If-Match: see fence()
+        await delete_lock(ctx, now, [lay.journal])
+    else:
+        await engine.delete_objects(dest.bucket, [lay.journal])
     return True
 
 

@@ -229,10 +229,13 @@ async def abort_job_storage(
     res.objects_deleted = await delete_recorded_objects(ctx, keep)
     records = keys_under(engine, dest.bucket, lay.root, lambda k: True, skip=[lay.journal])
     await engine.delete_objects(dest.bucket, records)
+    held = await read_lock(ctx) if lock and taken is None else None
+    if held is not None and held.job_id == ctx.job_id:
+        taken = held  # If-Match: a resend after a lost answer keeps a lock taken meanwhile
     if taken is not None:
         await delete_lock(ctx, taken, also=[lay.journal])
     else:
-        await engine.delete_objects(dest.bucket, [*([lock_key(dest)] if lock else []), lay.journal])
+        await engine.delete_objects(dest.bucket, [lay.journal])
     await anyio.to_thread.run_sync(lambda: shutil.rmtree(ctx.local_job_dir, ignore_errors=True))
     return res
 

@@ -373,19 +373,7 @@ TAKEN = "and job J taking the free lock before the engine's resend: the resend d
                 "hold once the lock is free): no lock.json left",
             ),
         ),
-        pytest.param(
-            "fencer",
-            "honour",
-            1,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason=LOST.format(
-                    what="K's fence (fence(), unconditional, unchanged on the fence branch)"
-                )
-                + TAKEN
-                + "on any store; K then takes the lock and commits while J holds none",
-            ),
-        ),
+        ("fencer", "honour", 1),  # If-Match on its lock delete (was unconditional)
         ("abort", "honour", 1),
         pytest.param(
             "abort",
@@ -400,21 +388,7 @@ TAKEN = "and job J taking the free lock before the engine's resend: the resend d
                 + "on a store that ignores If-Match (moto, Ceph RGW 16): no lock.json left",
             ),
         ),
-        pytest.param(
-            "self-fence",
-            "honour",
-            1,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason=LOST.format(
-                    what="H's self-fenced release (release_unjournaled of a "
-                    "commit refused before its journal: [lock, tombstone], unconditional; "
-                    "unchanged on the fence branch)"
-                )
-                + TAKEN
-                + "on any store: no lock.json left while J commits",
-            ),
-        ),
+        ("self-fence", "honour", 1),  # If-Match on its lock delete (was unconditional)
     ],
 )
 async def test_a_resent_lock_delete_keeps_a_lock_taken_in_between(
@@ -432,7 +406,7 @@ async def test_a_resent_lock_delete_keeps_a_lock_taken_in_between(
         kc = MagicCommitter(k_store, URI, options=options(tmp_path, lock_stale_after=0))
         with contextlib.suppress(Exception):
             await (await kc.open_job(k.job_id)).commit(ks)
-    elif who == "self-fence":  # H's fail-mode commit refused (a conflict) before its journal
+    elif who == "self-fence":  # H's fail-mode commit refused (a conflict): its rollback releases
         state = MemoryState(B)
         setup = MemoryStore(state)
         h, hs, hk = await ready_job(setup, tmp_path, "fail", "h", 1)
