@@ -32,9 +32,13 @@ PRELOAD = (
     "pyspark.worker",
     "pyspark.sql.datasource",
     "zerorename.engine",
-    "zerorename.committers",
+    # the committers package loads its modules on first use: name the ones tasks run
+    "zerorename.committers.committer",
+    "zerorename.committers.sync",
+    "zerorename.engine.core",
     "zerorename.spark_adapter.bridge",
     "zerorename.spark_adapter.options",
+    "zerorename.spark_adapter.jobs",
 )
 
 #: botocore data files an S3 client reads when it is created (``create_client("s3")``):
