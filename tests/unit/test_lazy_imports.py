@@ -138,8 +138,9 @@ def test_the_job_commit_unpickles_writer_and_messages_without_pyarrow(tmp_path: 
 
 def test_a_stream_batch_commit_builds_its_writer_without_pyarrow() -> None:
     """Spark's stream commit process (python_streaming_sink_runner) builds the writer with
-    ``streamWriter()`` before committing a micro-batch: options, schema checks and the
-    writer class load no pyarrow, no file writer, no text encoder."""
+    ``streamWriter()`` before committing a micro-batch, and its planning process
+    (write_into_data_source) builds and pickles it: options, schema checks and the writer
+    class load no pyarrow, no file writer, no text encoder, no engine."""
     need_module("pyspark", "pip install -e '.[spark]'")
     got = _loaded_after(
         "from pyspark.sql.types import LongType, StructField, StructType\n"
@@ -150,3 +151,15 @@ def test_a_stream_batch_commit_builds_its_writer_without_pyarrow() -> None:
         "assert type(source.streamWriter(schema, False)).__name__ == 'ZeroRenameStreamWriter'"
     )
     assert not got["pyarrow"] and not got["zerorename.spark_adapter.formats"], got
+    # nor the task writer, the bridge, the committers, the engine or the HTTP stack: Spark's
+    # planning process (write_into_data_source) builds and pickles this writer, no more
+    assert not any(
+        got[m]
+        for m in (
+            "zerorename.spark_adapter.bridge",
+            "zerorename.committers.committer",
+            "zerorename.engine.core",
+            "aiohttp",
+            "botocore",
+        )
+    ), got
