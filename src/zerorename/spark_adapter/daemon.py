@@ -39,6 +39,10 @@ PRELOAD = (
     "zerorename.spark_adapter.bridge",
     "zerorename.spark_adapter.options",
     "zerorename.spark_adapter.jobs",
+    # what a task unpickles (the writers' classes) and a stream task runs
+    "zerorename.spark_adapter.datasource",
+    "zerorename.spark_adapter.streaming",
+    "zerorename.spark_adapter.streamtask",
 )
 
 #: botocore data files an S3 client reads when it is created (``create_client("s3")``):
