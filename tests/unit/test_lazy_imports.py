@@ -1,5 +1,6 @@
-"""Each of Spark's Python processes imports what its step needs, and no more: the engine
-package resolves its names on first use (every public name still imports), the data source
+"""Each of Spark's Python processes imports what its step needs, and no more: the engine and
+committers packages resolve their names on first use (every public name still imports), the
+write options load no committer, engine core or HTTP stack, the data source
 module loads no pyarrow, engine core or stream code, and the job commit's process
 unpickles a writer and its tasks' messages without pyarrow (each probe a fresh interpreter)."""
 
@@ -42,36 +43,53 @@ WATCH = (
     "pyarrow",
     "zerorename.engine.core",
     "zerorename.engine.config",
+    "zerorename.committers.committer",
     "zerorename.spark_adapter.bridge",
     "zerorename.spark_adapter.streaming",
     "zerorename.spark_adapter.formats",
 )
 
 
-def test_every_public_engine_name_imports_and_is_its_modules_object() -> None:
-    engine = importlib.import_module("zerorename.engine")
-    package = Path(SRC) / "zerorename" / "engine"
+@pytest.mark.parametrize("package", ["engine", "committers"])
+def test_every_public_name_imports_and_is_its_modules_object(package: str) -> None:
+    pkg = importlib.import_module(f"zerorename.{package}")
+    folder = Path(SRC) / "zerorename" / package
     modules = [
-        importlib.import_module(f"zerorename.engine.{p.stem}")
-        for p in sorted(package.glob("*.py"))
+        importlib.import_module(f"zerorename.{package}.{p.stem}")
+        for p in sorted(folder.glob("*.py"))
         if p.stem != "__init__"
     ]
-    for name in engine.__all__:
-        value = getattr(engine, name)
-        # the very object one of the engine's modules defines (or the module itself)
+    for name in pkg.__all__:
+        value = getattr(pkg, name)
+        # the very object one of the package's modules defines (or the module itself)
         assert any(getattr(m, name, None) is value or m is value for m in modules), name
     namespace: dict[str, object] = {}
-    exec("from zerorename.engine import *", namespace)  # the star import, as users write it
-    assert set(engine.__all__) <= set(namespace)
-    assert set(engine.__all__) <= set(dir(engine))
+    exec(f"from zerorename.{package} import *", namespace)  # the star import, as users write it
+    assert set(pkg.__all__) <= set(namespace)
+    assert set(pkg.__all__) <= set(dir(pkg))
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
-        engine.Nope  # noqa: B018
+        pkg.Nope  # noqa: B018
 
 
 def test_reading_engine_settings_loads_no_http_stack() -> None:
     got = _loaded_after("from zerorename.engine import EngineConfig, RetryConfig")
     assert got["zerorename.engine.config"]
     assert not got["zerorename.engine.core"] and not got["aiohttp"] and not got["botocore"]
+
+
+def test_write_options_load_no_committer_engine_core_or_http_stack() -> None:
+    """What a planning process parses (Spark's options, commit options, conflict scope):
+    the committers' light modules alone; a process that only reads them pays no
+    committer, engine core, aiohttp or botocore import."""
+    got = _loaded_after(
+        "from zerorename.committers import CommitOptions, ConflictScope, Destination\n"
+        "from zerorename.spark_adapter.options import WriteOptions\n"
+        "WriteOptions.parse({'path': 's3://bucket/t', 'commitConcurrency': '8'})"
+    )
+    assert not any(
+        got[m] for m in ("zerorename.committers.committer", "zerorename.engine.core", "aiohttp")
+    ), got
+    assert not got["botocore"], got
 
 
 def test_the_data_source_module_loads_only_the_class() -> None:
@@ -120,8 +138,9 @@ def test_the_job_commit_unpickles_writer_and_messages_without_pyarrow(tmp_path: 
 
 def test_a_stream_batch_commit_builds_its_writer_without_pyarrow() -> None:
     """Spark's stream commit process (python_streaming_sink_runner) builds the writer with
-    ``streamWriter()`` before committing a micro-batch: options, schema checks and the
-    writer class load no pyarrow, no file writer, no text encoder."""
+    ``streamWriter()`` before committing a micro-batch, and its planning process
+    (write_into_data_source) builds and pickles it: options, schema checks and the writer
+    class load no pyarrow, no file writer, no text encoder, no engine."""
     need_module("pyspark", "pip install -e '.[spark]'")
     got = _loaded_after(
         "from pyspark.sql.types import LongType, StructField, StructType\n"
@@ -132,3 +151,15 @@ def test_a_stream_batch_commit_builds_its_writer_without_pyarrow() -> None:
         "assert type(source.streamWriter(schema, False)).__name__ == 'ZeroRenameStreamWriter'"
     )
     assert not got["pyarrow"] and not got["zerorename.spark_adapter.formats"], got
+    # nor the task writer, the bridge, the committers, the engine or the HTTP stack: Spark's
+    # planning process (write_into_data_source) builds and pickles this writer, no more
+    assert not any(
+        got[m]
+        for m in (
+            "zerorename.spark_adapter.bridge",
+            "zerorename.committers.committer",
+            "zerorename.engine.core",
+            "aiohttp",
+            "botocore",
+        )
+    ), got

@@ -19,6 +19,18 @@ need_module("pyspark", "pip install -e '.[spark]'")
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
+#: what every zerorename task runs, loaded before the fork (the packages' names alone load
+#: nothing: zerorename.engine and zerorename.committers resolve their names on first use)
+TASK_MODULES = (
+    "zerorename.committers.committer",
+    "zerorename.committers.tasks",
+    "zerorename.committers.sync",
+    "zerorename.engine.core",
+    "zerorename.spark_adapter.jobs",
+    "botocore.client",
+    "aiohttp",
+)
+
 PROBE = r"""
 import json, os, sys, threading
 from zerorename.spark_adapter import daemon
@@ -30,6 +42,7 @@ for fd in os.listdir("/proc/self/fd"):
     except OSError:
         pass  # the listing's own descriptor
 from zerorename.engine.client import _LOADERS
+TASK_MODULES = __TASK_MODULES__
 (loader,) = _LOADERS.values()
 print(json.dumps({
     "threads": len(os.listdir("/proc/self/task")),
@@ -38,12 +51,13 @@ print(json.dumps({
     "pollers": [f for f in fds if "eventpoll" in f],  # every event loop opens one
     "loaded": [m for m in ("pyarrow", "numpy", "pandas") if m in sys.modules],
     "preloaded": [m for m in daemon.PRELOAD if m in sys.modules],
+    "task_modules": [m for m in TASK_MODULES if m in sys.modules],
     "flag": daemon.PRELOADED,
     "s3_cached": loader.load_service_model("s3", "service-2")
     is loader.load_service_model("s3", "service-2"),
     "cache": len(loader._cache),
 }))
-"""
+""".replace("__TASK_MODULES__", repr(TASK_MODULES))
 
 
 def _env() -> dict[str, str]:
@@ -60,6 +74,7 @@ def test_preload_starts_no_thread_opens_no_socket_and_no_loop() -> None:
     assert got["pollers"] == []  # no event loop (uvloop's nor asyncio's)
     assert got["loaded"] == []  # pyarrow, numpy and pandas start threads when imported
     assert got["flag"] and got["preloaded"] == list(PRELOAD)
+    assert got["task_modules"] == list(TASK_MODULES)  # workers start with them loaded
     assert got["s3_cached"] and got["cache"] >= 6  # the S3 model and shared data, parsed
 
 

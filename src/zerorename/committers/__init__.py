@@ -4,43 +4,109 @@ Committers: :class:`MagicCommitter` (tasks stream to final keys as deferred uplo
 :class:`StagingCommitter` (tasks write local files, uploaded at task commit),
 :class:`PartitionedCommitter` (staging with conflicts judged per partition).
 Async core; :mod:`zerorename.committers.sync` is the blocking facade.
+
+Every name below loads its module on first use (PEP 562), as :mod:`zerorename.engine`'s do:
+``from zerorename.committers import ConflictScope`` loads the conflict rules alone, not the
+committers, the engine, aiohttp and botocore, so a Spark planning process or a command that
+needs one module stays cheap.
 """
 
-from zerorename.committers.commitlock import DestinationLocked, LockLost
-from zerorename.committers.committer import (
-    CommitOptions,
-    Committer,
-    Job,
-    JobStatus,
-    MagicCommitter,
-    PartitionedCommitter,
-    StagingCommitter,
-    committer_class,
-)
-from zerorename.committers.conflict import ConflictMode, ConflictScope
-from zerorename.committers.errors import (
-    CommitterError,
-    ConflictError,
-    InvalidJobId,
-    JobCommitError,
-    JobNotActive,
-    JobNotFound,
-    JournalError,
-    PathError,
-    RecordFormatError,
-    TaskAttemptError,
-)
-from zerorename.committers.jobcommit import CommitProgress, JobCommitResult
-from zerorename.committers.jobstorage import AbortResult
-from zerorename.committers.paths import Destination, new_job_id, output_name
-from zerorename.committers.records import PendingRecord, PendingSetHeader, SuccessData
-from zerorename.committers.sync import SyncCommitter
-from zerorename.committers.tasks import (
-    MagicTaskAttempt,
-    StagingTaskAttempt,
-    TaskAttempt,
-    TaskCommitSummary,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from zerorename.committers.commitlock import DestinationLocked, LockLost
+    from zerorename.committers.committer import (
+        Committer,
+        Job,
+        JobStatus,
+        MagicCommitter,
+        PartitionedCommitter,
+        StagingCommitter,
+        committer_class,
+    )
+    from zerorename.committers.conflict import ConflictMode, ConflictScope
+    from zerorename.committers.context import CommitOptions
+    from zerorename.committers.errors import (
+        CommitterError,
+        ConflictError,
+        InvalidJobId,
+        JobCommitError,
+        JobNotActive,
+        JobNotFound,
+        JournalError,
+        PathError,
+        RecordFormatError,
+        TaskAttemptError,
+    )
+    from zerorename.committers.jobcommit import CommitProgress, JobCommitResult
+    from zerorename.committers.jobstorage import AbortResult
+    from zerorename.committers.paths import Destination, new_job_id, output_name
+    from zerorename.committers.records import PendingRecord, PendingSetHeader, SuccessData
+    from zerorename.committers.sync import SyncCommitter
+    from zerorename.committers.tasks import (
+        MagicTaskAttempt,
+        StagingTaskAttempt,
+        TaskAttempt,
+        TaskCommitSummary,
+    )
+
+#: each public name -> the module that defines it
+_LAZY = {
+    "AbortResult": "jobstorage",
+    "CommitOptions": "context",
+    "CommitProgress": "jobcommit",
+    "Committer": "committer",
+    "CommitterError": "errors",
+    "ConflictError": "errors",
+    "ConflictMode": "conflict",
+    "ConflictScope": "conflict",
+    "Destination": "paths",
+    "DestinationLocked": "commitlock",
+    "InvalidJobId": "errors",
+    "Job": "committer",
+    "JobCommitError": "errors",
+    "JobCommitResult": "jobcommit",
+    "JobNotActive": "errors",
+    "JobNotFound": "errors",
+    "JobStatus": "committer",
+    "JournalError": "errors",
+    "LockLost": "commitlock",
+    "MagicCommitter": "committer",
+    "MagicTaskAttempt": "tasks",
+    "PartitionedCommitter": "committer",
+    "PathError": "errors",
+    "PendingRecord": "records",
+    "PendingSetHeader": "records",
+    "RecordFormatError": "errors",
+    "StagingCommitter": "committer",
+    "StagingTaskAttempt": "tasks",
+    "SuccessData": "records",
+    "SyncCommitter": "sync",
+    "TaskAttempt": "tasks",
+    "TaskAttemptError": "errors",
+    "TaskCommitSummary": "tasks",
+    "committer_class": "committer",
+    "new_job_id": "paths",
+    "output_name": "paths",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "AbortResult",

@@ -269,7 +269,7 @@ def _prepare_forked(
     """:func:`_prepare` in a fork of this single-threaded process (called before the run
     starts any thread or event loop); its result, or its error in one line, comes back
     through a pipe. The fork's memory is its own: this process's peak RSS never sees it."""
-    import zerorename.committers  # noqa: F401  (loaded once, here, before the fork)
+    import zerorename.committers.committer  # noqa: F401  (loaded once, here, before the fork)
     from zerorename.engine.runner import run
 
     read_fd, write_fd = os.pipe()

@@ -32,9 +32,17 @@ PRELOAD = (
     "pyspark.worker",
     "pyspark.sql.datasource",
     "zerorename.engine",
-    "zerorename.committers",
+    # the committers package loads its modules on first use: name the ones tasks run
+    "zerorename.committers.committer",
+    "zerorename.committers.sync",
+    "zerorename.engine.core",
     "zerorename.spark_adapter.bridge",
     "zerorename.spark_adapter.options",
+    "zerorename.spark_adapter.jobs",
+    # what a task unpickles (the writers' classes) and a stream task runs
+    "zerorename.spark_adapter.datasource",
+    "zerorename.spark_adapter.streaming",
+    "zerorename.spark_adapter.streamtask",
 )
 
 #: botocore data files an S3 client reads when it is created (``create_client("s3")``):

@@ -30,20 +30,20 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
-from zerorename.spark_adapter.bridge import get_bridge
 from zerorename.spark_adapter.commitopts import refuse_for_stream
 from zerorename.spark_adapter.errors import CommitMessageError, OptionError
-from zerorename.spark_adapter.jobs import TaskResult, TaskWriter
 from zerorename.spark_adapter.options import WriteOptions
 from zerorename.spark_adapter.streamlog import check_query_id, stream_job_id
-from zerorename.spark_adapter.streamsink import StreamSink, ensure_job, stream_committer
 
 if TYPE_CHECKING:
     # pyarrow and the file writers load with a task's first batch (TaskWriter._start): the
-    # process that commits a micro-batch needs neither
+    # process that commits a micro-batch needs neither. The task writer (streamtask), the
+    # bridge and the sink (committers, engine, aiohttp, botocore) load where a task writes
+    # or a batch commits: Spark's planning process that builds and pickles this writer
+    # (write_into_data_source) needs none of them.
     import pyarrow as pa
 
-    from zerorename.spark_adapter.router import BatchRouter
+    from zerorename.spark_adapter.jobs import TaskResult
 
 log = logging.getLogger("zerorename.spark")
 
@@ -74,18 +74,6 @@ class StreamCommitMessage(WriterCommitMessage):  # type: ignore[misc]
     query_id: str
     batch_id: int
     job_id: str
-
-
-class StreamTaskWriter(TaskWriter):
-    """A task attempt of one micro-batch: sets the batch's job up on its first rows."""
-
-    query_id = ""
-    batch_id = 0
-
-    def _start(self, schema: pa.Schema) -> BatchRouter:
-        committer = stream_committer(self.opts)
-        self._bridge.run(ensure_job(committer, self.job_id, self.query_id, self.batch_id))
-        return super()._start(schema)
 
 
 def _task_context() -> tuple[str, int, int, int, int]:
@@ -151,6 +139,8 @@ class ZeroRenameStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
         (the sink committed the batch, Spark has not recorded it). Does nothing here."""
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StreamCommitMessage:
+        from zerorename.spark_adapter.streamtask import StreamTaskWriter
+
         query_id, batch_id, partition, attempt, task_attempt_id = _task_context()
         job_id = stream_job_id(query_id, self.token, batch_id)
         writer = StreamTaskWriter(self.opts, job_id, partition, attempt, task_attempt_id)
@@ -169,6 +159,9 @@ class ZeroRenameStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
         got = batch_of(messages, batchId)
         if got is None:
             return
+        from zerorename.spark_adapter.bridge import get_bridge
+        from zerorename.spark_adapter.streamsink import StreamSink
+
         query_id, job_id, results = got
         sink = StreamSink(self.opts, query_id)
         out = get_bridge().run(sink.commit(batchId, job_id, results))
@@ -186,6 +179,9 @@ class ZeroRenameStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
         self.checkpoint("batch_committed", batchId, -1, -1)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        from zerorename.spark_adapter.bridge import get_bridge
+        from zerorename.spark_adapter.streamsink import StreamSink
+
         got = [m for m in messages if isinstance(m, StreamCommitMessage)]
         jobs = {(m.query_id, m.job_id) for m in got}
         for query_id, job_id in sorted(jobs):
