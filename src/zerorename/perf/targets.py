@@ -52,14 +52,15 @@ def _free_port() -> int:
 
 @contextmanager
 def _moto_process() -> Iterator[str]:
-    """moto's server in a child process on a free loopback port."""
+    """moto's server in a child process on a free loopback port, served by the tests' own
+    keep-alive WSGI server (:class:`zerorename.testing.servers.MotoServer`): moto's
+    werkzeug server (``ThreadedMotoServer``) takes a TCP connection and a thread per
+    request, a cost no real store has, which the moto figures then carried."""
     port = _free_port()
     code = (
-        "import logging,sys\n"
-        "logging.getLogger('werkzeug').setLevel(logging.ERROR)\n"
-        "from moto.server import ThreadedMotoServer\n"
-        f"s = ThreadedMotoServer(ip_address='127.0.0.1', port={port}, verbose=False)\n"
-        "s.start()\n"
+        "import sys\n"
+        "from zerorename.testing.servers import MotoServer\n"
+        f"s = MotoServer(port={port}).start()\n"
         "sys.stdin.read()\n"
     )
     proc = subprocess.Popen(
