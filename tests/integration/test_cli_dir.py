@@ -178,9 +178,10 @@ def test_ctrl_c_leaves_nothing(
     moto_s3: S3Target, fault_proxy: Callable[..., Any], tmp_path: Path
 ) -> None:
     """Ctrl-C while the files go up: the job is aborted (nothing visible, nothing
-    pending), one line, exit 130. Every part takes 2 s through the proxy, so the upload
-    is still going when the first progress line comes (at 61 small files it could end
-    before that line on a loaded machine: the job committed and the exit was 0)."""
+    pending), the clean-up notice then one line, exit 130. Every part takes 2 s through
+    the proxy, so the upload is still going when the first progress line comes (at 61
+    small files it could end before that line on a loaded machine: the job committed and
+    the exit was 0)."""
     s3 = moto_s3
     proxy: FaultProxy = fault_proxy(s3.endpoint_url)
     proxy.add_rule(FaultRule(operation="UploadPart", fault="latency", delay=2.0))
@@ -203,5 +204,7 @@ def test_ctrl_c_leaves_nothing(
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     said = [ln for ln in err.splitlines() if ln.startswith("zerorename:")]
-    assert len(said) == 1 and "was aborted, nothing is visible" in said[0], err
+    # the first Ctrl-C starts the job's abort: a line says it finishes first, then the outcome
+    assert len(said) == 2 and "finishing the clean-up first" in said[0], err
+    assert "was aborted, nothing is visible" in said[1], err
     assert objects(s3, prefix + "/") == {} and pending(s3, prefix + "/") == []
