@@ -481,3 +481,16 @@ def test_ops_2146_a_resume_takes_a_dead_aborts_claim_over_once_success_names_the
     # the _SUCCESS), abort refused ("succeeded (its _SUCCESS is written)"): the job's
     # records stayed forever (inv 4)
     assert categories(2146, "ops") == set()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open (found by stop 35's long run): an S3A job dies after its first complete; "
+    "`jobs abort` aborts the other upload, deletes the pendingset that names the completed "
+    "object, then fails (SlowDown past the budget) before it reports what it kept; the "
+    "final abort finds no record of that object, so it is neither named nor removed "
+    "(1 of the job's 2 files stays visible). Replay: python -m zerorename.sim --seed 3947 "
+    "--trace",
+)
+def test_default_3947_an_abort_that_fails_after_deleting_a_kept_objects_record() -> None:
+    assert run_schedule(generate(3947)).violations == []
