@@ -19,6 +19,20 @@ from zerorename.testing.targets import S3Target
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
+def credentials_env(s3: S3Target) -> dict[str, str]:
+    """The environment with ``s3``'s credentials and region, and no profile or endpoint
+    (the command names its endpoint with ``--endpoint-url``)."""
+    env = dict(os.environ)
+    env.update(
+        AWS_ACCESS_KEY_ID=s3.access_key or "",
+        AWS_SECRET_ACCESS_KEY=s3.secret_key or "",
+        AWS_DEFAULT_REGION=s3.region,
+    )
+    for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
+        env.pop(name, None)
+    return env
+
+
 def target_env(s3: S3Target) -> dict[str, str]:
     """The environment a user has: credentials and endpoint of ``s3``."""
     env = dict(os.environ)

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from cli_helpers import credentials_env
 from zerorename.engine import EngineConfig, RetryConfig, UploadEngine
 from zerorename.testing.faultproxy import FaultProxy, FaultRule
 from zerorename.testing.targets import S3Target
@@ -52,18 +53,6 @@ _PERF = (
 )
 
 
-def _env(s3: S3Target) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        AWS_ACCESS_KEY_ID=s3.access_key or "",
-        AWS_SECRET_ACCESS_KEY=s3.secret_key or "",
-        AWS_DEFAULT_REGION=s3.region,
-    )
-    for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
-        env.pop(name, None)
-    return env
-
-
 def _one_line(proc: subprocess.CompletedProcess[str] | subprocess.Popen[str], err: str) -> str:
     assert "Traceback" not in err, err
     lines = [ln for ln in err.splitlines() if ln.strip()]
@@ -86,7 +75,7 @@ def test_ctrl_c_while_the_command_loads_is_one_line(
         [sys.executable, "-c", script],
         capture_output=True,
         text=True,
-        env=_env(moto_s3) | {"AWS_ENDPOINT_URL": moto_s3.endpoint_url},
+        env=credentials_env(moto_s3) | {"AWS_ENDPOINT_URL": moto_s3.endpoint_url},
         timeout=120,
         check=False,
     )
@@ -128,7 +117,7 @@ def test_ctrl_c_while_perf_loads_is_one_line(moto_s3: S3Target, module: str) -> 
         [sys.executable, "-c", script],
         capture_output=True,
         text=True,
-        env=_env(moto_s3),
+        env=credentials_env(moto_s3),
         timeout=120,
         check=False,
     )
@@ -145,7 +134,7 @@ def _put_interrupted_at(
     source.write_bytes(os.urandom(11 * MiB))
     argv = ["put", str(source), f"s3://{s3.bucket}/{key}", "--part-size", "5m"]
     argv += ["--endpoint-url", proxy.url, "--addressing-style", "path"]
-    proc, err = _interrupt_when(proxy, operation, argv, _env(s3))
+    proc, err = _interrupt_when(proxy, operation, argv, credentials_env(s3))
     return _one_line(proc, err)
 
 
@@ -188,7 +177,7 @@ def test_ctrl_c_during_complete_says_some_may_have_completed(
     record = tmp_path / "r.json"
     source = tmp_path / "big"
     source.write_bytes(os.urandom(6 * MiB))
-    env = _env(moto_s3) | {"AWS_ENDPOINT_URL": moto_s3.endpoint_url}
+    env = credentials_env(moto_s3) | {"AWS_ENDPOINT_URL": moto_s3.endpoint_url}
     argv = ["put", str(source), f"s3://{moto_s3.bucket}/{key}", "--part-size", "5m"]
     deferred = subprocess.run(
         [sys.executable, "-m", "zerorename.cli", *argv, "--defer", str(record)],
@@ -202,7 +191,7 @@ def test_ctrl_c_during_complete_says_some_may_have_completed(
     proxy: FaultProxy = fault_proxy(moto_s3.endpoint_url)
     proxy.add_rule(FaultRule(operation="CompleteMultipartUpload", fault="latency", delay=3.0))
     argv = ["complete", str(record), "--endpoint-url", proxy.url, "--addressing-style", "path"]
-    proc, err = _interrupt_when(proxy, "CompleteMultipartUpload", argv, _env(moto_s3))
+    proc, err = _interrupt_when(proxy, "CompleteMultipartUpload", argv, credentials_env(moto_s3))
     line = _one_line(proc, err)
     assert "may have been completed" in line, line
 

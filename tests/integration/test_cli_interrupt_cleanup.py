@@ -6,7 +6,6 @@ the second Ctrl-C can end the command before the deadline (a hang guard, nothing
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -16,22 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from cli_helpers import credentials_env
 from zerorename.testing.faultproxy import FaultProxy, FaultRule
 from zerorename.testing.targets import S3Target
 
 NOTICE = "zerorename: interrupted: finishing the clean-up first"
-
-
-def _env(s3: S3Target) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        AWS_ACCESS_KEY_ID=s3.access_key or "",
-        AWS_SECRET_ACCESS_KEY=s3.secret_key or "",
-        AWS_DEFAULT_REGION=s3.region,
-    )
-    for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
-        env.pop(name, None)
-    return env
 
 
 def _wait(done: Callable[[], bool], proc: subprocess.Popen[str], what: str) -> None:
@@ -61,7 +49,7 @@ def test_first_ctrl_c_in_a_clean_up_says_so_and_the_second_stops_at_once(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=_env(moto_s3),
+        env=credentials_env(moto_s3),
     )
     lines: list[str] = []
 
