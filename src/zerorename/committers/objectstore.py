@@ -61,6 +61,9 @@ PLAN_CAP = 64 * MiB
 REPLACE_PLAN_CAP = 256 * MiB
 #: a destination's ``_SUCCESS`` (zerorename's or S3A's)
 SUCCESS_CAP = 64 * MiB
+#: the note an S3A job's abort keeps while it deletes the job's directory (the objects it
+#: keeps: ~200 bytes each)
+ABORT_NOTE_CAP = 256 * MiB
 #: any record ``zerorename inspect`` shows
 INSPECT_CAP = 64 * MiB
 
