@@ -127,8 +127,8 @@ def parse_note(data: bytes, layout: S3AJobLayout) -> AbortNote:
     def bad(why: str) -> CommitterError:
         return CommitterError(
             f"{layout.uri(layout.abort_note)} is not an abort note of S3A job "
-            f"{layout.job_id} ({why}): refused, nothing changed; look at it with "
-            "`zerorename inspect`, and delete it by hand only once you know what it kept"
+            f"{layout.job_id} ({why}): refused, nothing changed; read it (JSON), and delete "
+            "it by hand only once you know which objects it names"
         )
 
     try:
