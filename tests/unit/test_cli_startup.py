@@ -2,8 +2,9 @@
 a fresh interpreter running the entry point): ``--help``, ``-h`` of a subcommand,
 ``--version`` and a usage error load no event loop, HTTP stack, engine, committer,
 benchmark, Spark or testing code beyond the argument definitions; ``uploads list`` loads
-the committers and the engine but no benchmark, Spark or testing code; ``put`` of a file
-loads no committer. Plus the lazy subcommand parser the entry point builds them with."""
+the engine and the committers' listing code but no job machinery, benchmark, Spark or
+testing code; ``put`` of a file loads no committer. Plus the lazy subcommand parser the
+entry point builds them with."""
 
 from __future__ import annotations
 
@@ -133,11 +134,13 @@ def test_perf_help_loads_no_engine_committer_or_other_command() -> None:
     assert "zerorename.commands" not in modules
 
 
-def test_uploads_list_loads_committers_and_engine_but_no_benchmark_spark_or_testing() -> None:
+def test_uploads_list_loads_the_listing_and_engine_but_no_jobs_benchmark_spark_or_testing() -> None:
     # a bucket name S3 refuses: the command runs, its engine refuses before any request
     code, _, err, modules = run_cli("uploads", "list", "s3://b/prefix")
     assert code == 1 and "invalid bucket name 'b'" in err, err
     assert {"zerorename.committers.cli", "botocore"} <= modules  # it did run
+    jobs_only = {"committer", "commitlock", "jobcommit", "s3ajobs", "s3aread", "tasks"}
+    assert not {f"zerorename.committers.{m}" for m in jobs_only} & modules
     for package in ("perf", "spark_adapter", "testing", "sim"):
         assert not product_code(modules, package), (package, product_code(modules, package))
     assert "zerorename.commands" not in modules and "pyspark" not in modules

@@ -17,6 +17,8 @@ escapes control characters (a hostile record cannot forge terminal output). Endp
 credentials: the standard AWS environment and config, plus ``--endpoint-url``. Errors print
 one line and exit 1. The commands' arguments are defined in :mod:`cliargs` (no import of
 this module's engine and committers to parse or to print help); :data:`COMMANDS` runs them.
+The ``jobs`` commands import the job machinery (committer, claims, S3A jobs) when they
+run: ``uploads`` and ``inspect`` load only the listing and record code they use.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import time
 import unicodedata
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zerorename import clijson
 from zerorename.committers import cliargs
@@ -42,10 +44,7 @@ from zerorename.committers.cliargs import (
 )
 from zerorename.committers.cliargs import StreamJobReply as StreamJobReply  # re-exported
 from zerorename.committers.cliargs import parse_age as parse_age  # re-exported
-from zerorename.committers.commitlock import CLAIM_VERBS, command_claim
-from zerorename.committers.committer import Job, MagicCommitter
 from zerorename.committers.errors import CommitterError, RecordFormatError
-from zerorename.committers.jobcommit import CommitProgress
 from zerorename.committers.maintenance import (
     inspect_record,
     list_jobs,
@@ -59,20 +58,14 @@ from zerorename.committers.records import (
     Unchecked,
     read_pendingset,
 )
-from zerorename.committers.s3ajobs import (
-    NOTHING_ROLLED_BACK,
-    UNRECORDED,
-    abort_s3a_job,
-    job_committed,
-    list_s3a_jobs,
-    resume_s3a_job,
-    show_s3a_job,
-)
-from zerorename.committers.s3aread import find_s3a_job
 from zerorename.committers.store import abort_uploads, job_uploads
 from zerorename.engine import EngineConfig, UploadEngine, run
 from zerorename.engine.errors import EngineError
 from zerorename.engine.records import UploadInfo
+
+if TYPE_CHECKING:
+    from zerorename.committers.committer import Job
+    from zerorename.committers.jobcommit import CommitProgress
 
 
 @contextlib.contextmanager
@@ -292,6 +285,8 @@ async def _jobs_list(eng: UploadEngine, args: argparse.Namespace) -> int:
     """zerorename's jobs and Hadoop S3A's magic jobs, one line each, sorted by job id; the
     kind column tells them apart (``zerorename/<committer>``, ``stream`` for a streaming
     query's batch job, as ``jobs show|resume|abort`` say, or ``s3a/magic``)."""
+    from zerorename.committers.s3ajobs import list_s3a_jobs
+
     dest = Destination.parse(args.dest)
     ids: StreamJobIds | None = getattr(args, "stream_ids", None)
     streams = await ids(eng, dest) if ids is not None else frozenset()
@@ -320,6 +315,13 @@ async def _jobs_list(eng: UploadEngine, args: argparse.Namespace) -> int:
 
 async def _s3a_action(eng: UploadEngine, dest: Destination, args: argparse.Namespace) -> int:
     """show / resume / abort of a Hadoop S3A magic job (see :mod:`s3ajobs`)."""
+    from zerorename.committers.s3ajobs import (
+        NOTHING_ROLLED_BACK,
+        abort_s3a_job,
+        resume_s3a_job,
+        show_s3a_job,
+    )
+
     job_id = str(args.job_id)
 
     def say(line: str) -> None:
@@ -411,6 +413,9 @@ def _need_job(args: argparse.Namespace) -> str:
 
 
 async def _jobs_action(eng: UploadEngine, args: argparse.Namespace) -> int:
+    from zerorename.committers.commitlock import CLAIM_VERBS, command_claim
+    from zerorename.committers.s3ajobs import job_committed
+
     if args.action == "list":
         return await _jobs_list(eng, args)
     job_id = _need_job(args)
@@ -425,6 +430,10 @@ async def _jobs_action(eng: UploadEngine, args: argparse.Namespace) -> int:
 async def _job_action(
     eng: UploadEngine, dest: Destination, job_id: str, args: argparse.Namespace
 ) -> int:
+    from zerorename.committers.committer import MagicCommitter
+    from zerorename.committers.s3ajobs import UNRECORDED
+    from zerorename.committers.s3aread import find_s3a_job
+
     if await find_s3a_job(eng, dest, job_id) is not None:  # Hadoop 3.4's or 3.3's
         return await _s3a_action(eng, dest, args)
     streams: StreamJobs | None = getattr(args, "stream_jobs", None)
