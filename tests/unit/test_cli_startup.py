@@ -132,6 +132,7 @@ def test_perf_help_loads_no_engine_committer_or_other_command() -> None:
         m for m in modules if m.startswith(("zerorename.engine.", "zerorename.committers."))
     }
     assert "zerorename.commands" not in modules
+    assert "zerorename.testing.faultproxy" not in modules  # what a --latency-ms run uses
 
 
 def test_uploads_list_loads_the_listing_and_engine_but_no_jobs_benchmark_spark_or_testing() -> None:
