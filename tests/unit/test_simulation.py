@@ -483,14 +483,18 @@ def test_ops_2146_a_resume_takes_a_dead_aborts_claim_over_once_success_names_the
     assert categories(2146, "ops") == set()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open (found by stop 35's long run): an S3A job dies after its first complete; "
-    "`jobs abort` aborts the other upload, deletes the pendingset that names the completed "
-    "object, then fails (SlowDown past the budget) before it reports what it kept; the "
-    "final abort finds no record of that object, so it is neither named nor removed "
-    "(1 of the job's 2 files stays visible). Replay: python -m zerorename.sim --seed 3947 "
-    "--trace",
-)
+# -- stop 35's long run (seeds 0..9999), fixed in stop 36 by the abort note (s3aabort) --
 def test_default_3947_an_abort_that_fails_after_deleting_a_kept_objects_record() -> None:
-    assert run_schedule(generate(3947)).violations == []
+    # an S3A job dies after its first complete; `jobs abort` aborts the other upload,
+    # deletes the pendingset that names the completed object, then fails (SlowDown past
+    # the budget) before it reports what it kept: the final abort found no record of that
+    # object, so it was neither named nor removed (1 of the job's 2 files visible, inv 6)
+    assert categories(3947) == set()
+
+
+@pytest.mark.parametrize(
+    ("profile", "seed"),
+    [("s3a", 4968), ("s3a-late", 203), ("s3a-late", 1913), ("s3a-late", 2369), ("s3a-late", 4607)],
+)
+def test_the_same_class_in_the_s3a_profiles(profile: str, seed: int) -> None:
+    assert categories(seed, profile) == set()

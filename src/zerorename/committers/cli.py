@@ -315,6 +315,7 @@ async def _jobs_list(eng: UploadEngine, args: argparse.Namespace) -> int:
 
 async def _s3a_action(eng: UploadEngine, dest: Destination, args: argparse.Namespace) -> int:
     """show / resume / abort of a Hadoop S3A magic job (see :mod:`s3ajobs`)."""
+    from zerorename.committers.s3aabort import S3AAbortResult, kept_lines
     from zerorename.committers.s3ajobs import (
         NOTHING_ROLLED_BACK,
         abort_s3a_job,
@@ -361,9 +362,19 @@ async def _s3a_action(eng: UploadEngine, dest: Destination, args: argparse.Names
             )
         )
         return 0
-    ab = await abort_s3a_job(eng, dest, job_id, report=say)
+    as_json = bool(getattr(args, "json", False))
+
+    def tell(res: S3AAbortResult) -> None:
+        # before the abort deletes its note: what it kept is told even if it dies after
+        for line in kept_lines(res):
+            if as_json:
+                say(line)
+            else:
+                print(safe(line))
+
+    ab = await abort_s3a_job(eng, dest, job_id, report=say, tell=tell)
     done = f"its directory ({ab.records_deleted} objects) deleted"
-    if getattr(args, "json", False):
+    if as_json:
         clijson.emit(
             "jobs abort",
             jobId=ab.job_id,
@@ -381,21 +392,6 @@ async def _s3a_action(eng: UploadEngine, dest: Destination, args: argparse.Names
     else:
         left = f"{ab.uploads_aborted} uploads of uncommitted task attempts aborted"
         print(safe(f"S3A job {ab.job_id}: {NOTHING_ROLLED_BACK}; {left}, {done}"))
-    if ab.maybe_completed:
-        shown = ", ".join(uri for uri, _ in ab.maybe_completed[:10])
-        more = f" and {len(ab.maybe_completed) - 10} more" if len(ab.maybe_completed) > 10 else ""
-        print(
-            safe(
-                f"kept {len(ab.maybe_completed)} objects this job may have completed: {shown}{more}"
-            )
-        )
-        print(
-            "S3A keys carry no job id: an object identical to what the job's upload made may "
-            "be a re-run's, so none is deleted; delete them yourself once you know they are "
-            "this job's (see the README: What zerorename will and will not delete)"
-        )
-    for uri, why in ab.kept:
-        print(safe(f"kept {uri}: {why}"))
     if ab.other_pending:
         print(
             safe(

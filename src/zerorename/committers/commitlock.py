@@ -186,23 +186,33 @@ async def read_lock(ctx: JobContext) -> LockRecord | None:
         ) from None
 
 
+#: a resend's recheck (the engine's ``delete_objects``): the batch's keys still to delete
+Recheck = Callable[[list[str]], Awaitable[list[str]]]
+
 #: what :func:`try_lock` answers when the lock was released between its two requests
 FREE = LockRecord("00000000-0000-4000-8000-000000000000", 0.0, "")
 
 
-async def try_lock(ctx: JobContext, record: LockRecord | None = None) -> LockRecord | None:
+async def try_lock(
+    ctx: JobContext,
+    record: LockRecord | None = None,
+    took: Callable[[str], None] | None = None,
+) -> LockRecord | None:
     """Create the lock for this job (If-None-Match) with ``record`` (None: a fresh one).
     None: it is this job's now (also when it named this job already); else the holder's
-    record (:data:`FREE` if it was gone by the time it was read)."""
+    record (:data:`FREE` if it was gone by the time it was read). ``took`` is given the
+    ETag of the record this call wrote (not called when it found its own record there)."""
     engine, key = ctx.engine, lock_key(ctx.dest)
     try:
-        await engine.put_object(
+        etag = await engine.put_object(
             ctx.dest.bucket,
             key,
             (record or LockRecord(ctx.job_id)).to_json(),
             if_none_match=True,
             content_type=JSON,
         )
+        if took is not None:
+            took(etag)
         return None
     except PreconditionFailed:
         pass
@@ -269,6 +279,7 @@ async def acquire(
     holder: LockRecord | None,
     on_wait: Callable[[str], None],
     fresh: Callable[[], LockRecord] | None = None,
+    took: Callable[[str], None] | None = None,
 ) -> None:
     """Take the lock, ``holder`` being what :func:`try_lock` answered: wait while another
     job's commit holds it (``on_wait(job id)`` each time), fence a silent holder; after
@@ -284,7 +295,7 @@ async def acquire(
             has_journal = await holder_has_journal(ctx, holder)
             verdict = judge(holder, ctx.job_id, has_journal, time.time(), opts.lock_stale_after)
             if verdict is Verdict.FENCE and await fence(ctx, holder):
-                holder = await try_lock(ctx, fresh())
+                holder = await try_lock(ctx, fresh(), took)
                 continue
             on_wait(holder.job_id)
             left = deadline - anyio.current_time()
@@ -301,7 +312,7 @@ async def acquire(
                 )
             await anyio.sleep(min(pause, left))
             pause = min(pause * 2, MAX_POLL)
-        holder = await try_lock(ctx, fresh())
+        holder = await try_lock(ctx, fresh(), took)
 
 
 def ago(holder: LockRecord) -> str:
@@ -333,11 +344,44 @@ async def release_unjournaled(ctx: JobContext) -> bool:
     return True
 
 
+def _still(ctx: JobContext, etag: str) -> Recheck:
+    """A resend's recheck (``delete_objects``): the lock's key stays in the batch only
+    while the lock is still the object of ``etag`` (one HEAD). A store that ignores
+    If-Match would otherwise let the engine's resend, after a lost answer, delete a lock
+    another job took once the first send had freed it."""
+    key = lock_key(ctx.dest)
+
+    async def recheck(keys: list[str]) -> list[str]:
+        if key not in keys:
+            return keys
+        info = await ctx.engine.head_object(ctx.dest.bucket, key)
+        if info is not None and info.etag.strip('"') == etag.strip('"'):
+            return keys
+        return [k for k in keys if k != key]
+
+    return recheck
+
+
+async def delete_lock_of(ctx: JobContext, etag: str, also: Sequence[str] = ()) -> None:
+    """Delete the lock while it is the object of ``etag`` (If-Match, and a recheck before
+    any resend), with ``also`` in the same request. A store that refuses ETags in
+    DeleteObjects gets the delete again without, if a HEAD finds the lock still that
+    object (the HEAD-to-delete window is left on such a store; README: the commit lock)."""
+    engine, dest, key = ctx.engine, ctx.dest, lock_key(ctx.dest)
+    keys = [key, *also]
+    recheck = _still(ctx, etag)
+    try:
+        await engine.delete_objects(dest.bucket, keys, if_match={key: etag}, recheck=recheck)
+    except S3Error as exc:
+        if exc.code not in ETAG_REFUSED:
+            raise
+        await engine.delete_objects(dest.bucket, await recheck(keys), recheck=recheck)
+
+
 async def delete_lock(ctx: JobContext, record: LockRecord, also: Sequence[str] = ()) -> bool:
     """Delete the lock if it is ``record`` (its HEAD first, then its body: the ETag sent
     is the one of the body compared), with ``also`` in the same request; the lock goes
-    with If-Match (a store that refuses If-Match gets the request again without: the
-    caller's fence keeps every other job off the lock). True when it was ``record``."""
+    with If-Match (:func:`delete_lock_of`). True when it was ``record``."""
     engine, dest, key = ctx.engine, ctx.dest, lock_key(ctx.dest)
     info = await engine.head_object(dest.bucket, key)
     now = None if info is None else await read_lock(ctx)
@@ -345,14 +389,21 @@ async def delete_lock(ctx: JobContext, record: LockRecord, also: Sequence[str] =
         if also:
             await engine.delete_objects(dest.bucket, list(also))
         return False
-    keys = [key, *also]
-    try:
-        await engine.delete_objects(dest.bucket, keys, if_match={key: info.etag.strip('"')})
-    except S3Error as exc:
-        if exc.code not in ETAG_REFUSED:
-            raise
-        await engine.delete_objects(dest.bucket, keys)
+    await delete_lock_of(ctx, info.etag, also)
     return True
+
+
+async def release_held(ctx: JobContext, etag: str | None) -> None:
+    """A commit's release of the lock it holds (its journal is its own, so no other job
+    touches the lock): with the ETag its PutObject answered, one conditional delete;
+    without (a resume, or a write whose answer was lost) the lock is read first and goes
+    only while it names this job."""
+    if etag is not None:
+        await delete_lock_of(ctx, etag)
+        return
+    now = await read_lock(ctx)
+    if now is not None and now.job_id == ctx.job_id:
+        await delete_lock(ctx, now)
 
 
 async def release_taken(ctx: JobContext, written: LockRecord | None) -> bool:
@@ -449,20 +500,25 @@ class CommitLock:
         self.journaled = False
         #: the lock record this run wrote last (what proves a lock is the one it took)
         self.written: LockRecord | None = None
+        #: the ETag of the lock record this run wrote last (None: not known)
+        self.etag: str | None = None
 
     def _fresh(self) -> LockRecord:
-        self.written = LockRecord(self.ctx.job_id)
+        self.written, self.etag = LockRecord(self.ctx.job_id), None
         return self.written
+
+    def _took(self, etag: str) -> None:
+        self.etag = etag
 
     async def take(self) -> LockRecord | None:
         """One try (:func:`try_lock`); the holder when another job's commit has it."""
-        holder = await try_lock(self.ctx, self._fresh())
+        holder = await try_lock(self.ctx, self._fresh(), self._took)
         self.held = holder is None
         return holder
 
     async def wait(self, holder: LockRecord | None) -> None:
         """Wait for it (:func:`acquire`): DestinationLocked after ``lock_wait``."""
-        await acquire(self.ctx, holder, self.on_wait, self._fresh)
+        await acquire(self.ctx, holder, self.on_wait, self._fresh, self._took)
         self.held = True
 
     async def for_resume(self, j: Journal) -> None:

@@ -439,7 +439,9 @@ class JobCommitRun:
         while the job's records and uploads are listed; then the release."""
         j, hook = self.journal, self.hooks.with_succeeded
         also = () if resumed else self.hooks.release_also
-        async with releasing(self.ctx, also, lock=self.lock.held) as release:
+        async with releasing(
+            self.ctx, also, lock=self.lock.held, lock_etag=self.lock.etag
+        ) as release:
             try:
                 success_key, _, _ = await gather(
                     self._write_success(),
@@ -467,7 +469,7 @@ class JobCommitRun:
         if self.hooks.with_succeeded is not None:  # before the journal goes
             await self.hooks.with_succeeded(self.snapshot())
         self.phase = "cleanup"
-        await release_job_storage(self.ctx, lock=self.lock.held)
+        await release_job_storage(self.ctx, lock=self.lock.held, lock_etag=self.lock.etag)
         success_key = self.layout.success if self.opts.write_success else None
         return await self._committed(success_key, True, None)
 

@@ -27,8 +27,8 @@ from zerorename.committers.commitlock import (
     LockRecord,
     delete_lock,
     first_journal,
-    lock_key,
     read_lock,
+    release_held,
     taken_after_fence,
     tombstone,
 )
@@ -366,7 +366,7 @@ async def run_replacement(
 
 @contextlib.asynccontextmanager
 async def releasing(
-    ctx: JobContext, also: Sequence[str] = (), *, lock: bool = False
+    ctx: JobContext, also: Sequence[str] = (), *, lock: bool = False, lock_etag: str | None = None
 ) -> AsyncIterator[Callable[[], Awaitable[int]]]:
     """The release of a job's storage after its commit (:func:`release_job_storage`),
     its two listings (records, pending uploads) started on entry: the block writes what
@@ -374,7 +374,10 @@ async def releasing(
     Nothing is deleted or aborted before that call. ``also``: the caller's keys deleted
     in the journal's request (a streaming sink's note of the job: gone only with it).
     ``lock``: the destination's commit lock goes with the marker, before the journal's
-    delete (while the journal exists no other job touches the lock)."""
+    delete (while the journal exists no other job touches the lock), in a request of its
+    own, only while it is the record this job wrote (``lock_etag``, its PutObject's ETag;
+    None: read first, :func:`release_held`): never a lock another job took after a lost
+    answer of this delete."""
     engine, dest, lay = ctx.engine, ctx.dest, ctx.layout
     skip = [lay.journal, lay.marker]
     records = keys_under(engine, dest.bucket, lay.root, lambda k: True, skip=skip)
@@ -385,14 +388,14 @@ async def releasing(
 
         async def doomed() -> AsyncIterator[str]:
             yield lay.marker  # first: a straggler task attempt stops
-            if lock:
-                yield lock_key(dest)
             async for key in listed:
                 yield key
 
         async def release() -> int:
-            _, aborted = await gather(
-                engine.delete_objects(dest.bucket, doomed()), abort_uploads(engine, uploads)
+            _, aborted, _ = await gather(
+                engine.delete_objects(dest.bucket, doomed()),
+                abort_uploads(engine, uploads),
+                release_held(ctx, lock_etag) if lock else nothing(),
             )
             # last: until this delete, a resume finds the journal and finishes the release
             await engine.delete_objects(dest.bucket, [lay.journal, *also])
@@ -404,11 +407,13 @@ async def releasing(
         yield release
 
 
-async def release_job_storage(ctx: JobContext, *, lock: bool = False) -> int:
+async def release_job_storage(
+    ctx: JobContext, *, lock: bool = False, lock_etag: str | None = None
+) -> int:
     """After a successful commit (or for cleanup): the marker (stragglers stop) and the
     job's records deleted and its leftover uploads aborted, all at once (neither depends
     on the other), the journal last. Returns uploads aborted."""
-    async with releasing(ctx, lock=lock) as release:
+    async with releasing(ctx, lock=lock, lock_etag=lock_etag) as release:
         return await release()
 
 

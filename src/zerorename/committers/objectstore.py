@@ -61,6 +61,9 @@ PLAN_CAP = 64 * MiB
 REPLACE_PLAN_CAP = 256 * MiB
 #: a destination's ``_SUCCESS`` (zerorename's or S3A's)
 SUCCESS_CAP = 64 * MiB
+#: the note an S3A job's abort keeps while it deletes the job's directory (the objects it
+#: keeps: ~200 bytes each)
+ABORT_NOTE_CAP = 256 * MiB
 #: any record ``zerorename inspect`` shows
 INSPECT_CAP = 64 * MiB
 
@@ -123,10 +126,13 @@ class Store(Protocol):
         keys: Iterable[str] | AsyncIterable[str],
         *,
         if_match: Mapping[str, str] | None = None,
+        recheck: Callable[[list[str]], Awaitable[list[str]]] | None = None,
     ) -> int:
         """Delete keys (missing ones are fine); how many were deleted. A key ``if_match``
         names is deleted only while it has that ETag (kept and not counted otherwise) on a
-        store that honours S3's conditional DeleteObjects; one that ignores it deletes."""
+        store that honours S3's conditional DeleteObjects; one that ignores it deletes.
+        ``recheck``: awaited with a batch's keys before the engine resends it (after a
+        failure or a lost answer); it returns the keys still to delete."""
         ...
 
     def list_uploads(

@@ -28,11 +28,19 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from zerorename.committers.errors import CommitterError, JournalError, wrap_engine_errors
+from zerorename.committers.errors import CommitterError, wrap_engine_errors
 from zerorename.committers.jobstorage import success_names_commit
 from zerorename.committers.journal import Journal, State, can_abort
 from zerorename.committers.objectstore import JOURNAL_CAP, SUCCESS_CAP, Store
 from zerorename.committers.paths import Destination, JobLayout
+from zerorename.committers.s3aabort import (
+    S3AAbortResult,
+    abort_s3a_job,
+    delete_job_directory,
+    fail_batch,
+    read_note,
+    refuse_if_noted,
+)
 from zerorename.committers.s3alayout import (
     FLAT,
     S3AJobLayout,
@@ -41,22 +49,21 @@ from zerorename.committers.s3alayout import (
     job_id_of_dir,
 )
 from zerorename.committers.s3aread import (
-    S3ACommit,
     S3AJobScan,
     UploadState,
-    drop_shared_dir_if_empty,
+    all_completed,
     find_s3a_job,
     open_scan,
     pending_index,
     read_commits,
     read_success,
+    rolled_back,
     scan_job,
     shared_job_ids,
     states_of,
 )
-from zerorename.committers.store import Check, is_ours, keys_under, read_optional
+from zerorename.committers.store import Check, read_optional
 from zerorename.committers.successdata import SuccessData, success_filename
-from zerorename.engine.records import ObjectInfo, multipart_etag
 
 #: keys of one state a ``show`` lists (all are counted)
 SHOW_LIMIT = 100
@@ -88,10 +95,13 @@ class S3AJobEntry:
     objects: int
     created: float
     layout: S3ALayoutKind = S3ALayoutKind.HADOOP_34
+    #: ``jobs abort`` began and was cut short (its note is there: :mod:`s3aabort`)
+    abort_begun: bool = False
 
     @property
     def state(self) -> str:
         said = f"{self.pendingsets} committed tasks, {self.pending_records} open task records"
+        said += ", an abort began (run jobs abort again)" if self.abort_begun else ""
         return said + (
             ", in __magic/ (Hadoop 3.3)" if self.layout is S3ALayoutKind.HADOOP_33 else ""
         )
@@ -121,6 +131,7 @@ async def list_s3a_jobs(store: Store, dest: Destination) -> AsyncIterator[S3AJob
                     scan.objects,
                     scan.created,
                     layout.kind,
+                    scan.abort_note,
                 )
 
 
@@ -151,32 +162,6 @@ def _attempt_to_finish(scan: S3AJobScan) -> int:
     return attempts[0]
 
 
-def all_completed(states: Sequence[UploadState]) -> bool:
-    """Every upload the job's committed tasks recorded is a completed object: the job's
-    commit finished (pure). No committed upload proves nothing."""
-    return bool(states) and all(st is UploadState.COMPLETED for st in states)
-
-
-def rolled_back(states: Sequence[UploadState], infos: Sequence[ObjectInfo | None]) -> bool:
-    """Whether an abort rolls a job back (pure; ``infos``: the object at each upload's key,
-    None where there is none): it had no committed task, or an upload of one is pending
-    (its commit never finished), or some of its committed uploads are completed objects
-    and others are gone, with nothing at their keys. A commit that finished completed every
-    upload, and nothing removes part of a committed job (a replace removes all of it, and
-    refuses while the job's directory is there), so that mix is a commit that never
-    finished whose other uploads were aborted (an earlier abort cut short, ``uploads
-    abort``, a lifecycle rule): this abort finishes rolling it back. Committed tasks with
-    none pending and none of that mix are a job that may have committed (its output since
-    replaced or rewritten) or whose every upload was aborted: there is nothing to roll
-    back, only records to delete."""
-    if not states or any(st is UploadState.PENDING for st in states):
-        return True
-    gone = any(
-        st is UploadState.MISSING and info is None for st, info in zip(states, infos, strict=True)
-    )
-    return gone and any(st is UploadState.COMPLETED for st in states)
-
-
 def newer_success(success: float | None, completed: Sequence[float]) -> bool:
     """A ``_SUCCESS`` (its last-modified time; None: none there) written at or after the
     last of the job's completed objects: a later job's, kept (pure; a tie keeps it)."""
@@ -202,6 +187,7 @@ async def show_s3a_job(store: Store, dest: Destination, job_id: str) -> dict[str
         index = await pending_index(store, dest)
         states, _ = await states_of(store, commits, index, Check.RESUME)
         success = await read_success(store, dest)
+        note = await read_note(store, scan)
     by_state: dict[str, list[str]] = {s.value: [] for s in UploadState}
     committed = {(c.record.upload.key, c.record.upload.upload_id) for c in commits if c.committed}
     open_pending: set[tuple[str, str]] = set()
@@ -213,7 +199,20 @@ async def show_s3a_job(store: Store, dest: Destination, job_id: str) -> dict[str
             open_pending.add((u.key, u.upload_id))
     named = {(c.record.upload.key, c.record.upload.upload_id) for c in commits}
     named_by_success = success is not None and success.job_id == job_id
-    every = all_completed([s for c, s in zip(commits, states, strict=True) if c.committed])
+    # an abort began: it refused a committed job, so the job is not (it refuses resume)
+    every = note is None and all_completed(
+        [s for c, s in zip(commits, states, strict=True) if c.committed]
+    )
+    begun = (
+        {}
+        if note is None
+        else {
+            "abortBegun": scan.layout.uri(scan.layout.abort_note),
+            "keptByAbort": _limited(
+                sorted(dest.uri_of(k) for k in [*note.maybe_completed, *note.kept])
+            ),
+        }
+    )
     # a 3.3 job's records may sit in no attempt directory: no attempt to name
     layout = {"layout": scan.layout.kind.value} if scan.layout.shared else {}
     return {
@@ -235,6 +234,7 @@ async def show_s3a_job(store: Store, dest: Destination, job_id: str) -> dict[str
         **{k: _limited(v) for k, v in by_state.items()},
         "openTaskUploadsPending": len(open_pending),
         "otherPendingUploadsUnderDestination": len(index - named),
+        **begun,
     }
 
 
@@ -303,26 +303,6 @@ def _ticker(verb: str, total: int, say: Report) -> Callable[[Any, BaseException 
     return tick
 
 
-def _fail_batch(what: str, result: Any) -> None:
-    if result.failed:
-        first = result.failures[0]
-        raise CommitterError(
-            f"{what}: {result.failed} failed, e.g. s3://{first.bucket}/{first.key}: "
-            f"{first.error}; the job's records are kept: run the command again"
-        )
-
-
-async def _delete_directory(store: Store, layout: S3AJobLayout) -> int:
-    """Delete the job's directory (``root`` ends in '/': never a sibling job's); a Hadoop
-    3.3 job's shared ``__magic/`` too, when nothing but its marker is left in it."""
-    deleted = await store.delete_objects(
-        layout.dest.bucket, keys_under(store, layout.dest.bucket, layout.root, lambda _: True)
-    )
-    if layout.shared:
-        deleted += await drop_shared_dir_if_empty(store, layout.dest)
-    return deleted
-
-
 async def resume_s3a_job(
     store: Store,
     dest: Destination,
@@ -339,6 +319,7 @@ async def resume_s3a_job(
     say = report or (lambda _: None)
     async with wrap_engine_errors(f"resuming S3A job {job_id} under {dest.uri}"):
         scan = await open_scan(store, dest, job_id)
+        refuse_if_noted(scan, "be resumed")
         success = await read_success(store, dest)
         if success is not None and success.job_id == job_id:
             return await _finish_cleanup(store, scan, success, concurrency, say)
@@ -366,7 +347,7 @@ async def resume_s3a_job(
             done = [i.last_modified for i in infos if i is not None]
             newer = newer_success(there.last_modified if there else None, done)
         say(f"completing {len(todo)} uploads ({len(mine) - len(todo)} already completed)")
-        _fail_batch(
+        fail_batch(
             "completing the job's uploads",
             await store.complete_many(
                 todo, concurrency=concurrency, on_result=_ticker("completed", len(todo), say)
@@ -380,7 +361,7 @@ async def resume_s3a_job(
         }
         if strays:
             say(f"aborting {len(strays)} uploads of task attempts that never committed")
-            _fail_batch(
+            fail_batch(
                 "aborting uncommitted task attempts' uploads",
                 await store.abort_many(list(strays.values()), concurrency=concurrency),
             )
@@ -411,7 +392,7 @@ async def resume_s3a_job(
             )
         else:
             await store.put_object(dest.bucket, scan.layout.success, success.to_json())
-        deleted = await _delete_directory(store, scan.layout)
+        deleted = await delete_job_directory(store, scan.layout)
     return S3AResumeResult(
         job_id,
         len(mine),
@@ -441,142 +422,14 @@ async def _finish_cleanup(
         for u in (c.record.upload for c in opened)
         if (u.key, u.upload_id) in index
     }
-    _fail_batch(
+    fail_batch(
         "aborting uncommitted task attempts' uploads",
         await store.abort_many(list(strays.values()), concurrency=concurrency),
     )
-    deleted = await _delete_directory(store, lay)
+    deleted = await delete_job_directory(store, lay)
     files = len(success.filenames)
     total = int(success.metrics.get("bytes", 0))
     return S3AResumeResult(lay.job_id, files, total, 0, files, len(strays), deleted, False)
-
-
-@dataclass(frozen=True)
-class S3AAbortResult:
-    """What ``abort`` did to an S3A job, and what it left and why."""
-
-    job_id: str
-    uploads_aborted: int
-    records_deleted: int
-    #: (object URI, why it was kept) for each object at a key the job's committed tasks
-    #: recorded that is exactly what completing the upload made: the job's, or an
-    #: identical one another job wrote (S3A keys carry no job id); never deleted
-    maybe_completed: tuple[tuple[str, str], ...]
-    #: (object URI, why) for each other object at such a key (another writer's)
-    kept: tuple[tuple[str, str], ...]
-    #: pending uploads under the destination that no record of this job names
-    other_pending: int
-    #: False: the job had committed tasks and none of their uploads was pending, so there
-    #: was nothing to roll back (it may have committed and its output since been replaced
-    #: or deleted, or its uploads were aborted): only its records were deleted
-    rolled_back: bool = True
-
-
-def _why_kept(c: S3ACommit, info: ObjectInfo, foreign: dict[str, str]) -> tuple[bool, str]:
-    """Why the object at a committed record's key stays: (may it be the job's, why)."""
-    u = c.record.upload
-    name = success_filename(u.key)
-    if name in foreign:
-        return False, f"named by job {foreign[name]}'s _SUCCESS"
-    if is_ours(u, info, Check.DELETE):
-        return True, (
-            "exactly what completing the job's upload made, or an identical object another "
-            "job wrote there (S3A keys carry no job id)"
-        )
-    if multipart_etag(u) is None:
-        return True, "the job's part ETags are not MD5s (an encrypted store?): it cannot be told"
-    have = info.etag.strip('"')
-    if info.size != u.length or "-" in have:
-        return False, "its size or ETag differs from what this job uploaded: another writer's"
-    return True, (
-        "its ETag is not the multipart ETag of the job's upload (another writer's, or a store "
-        "that names multipart objects otherwise): it cannot be told"
-    )
-
-
-def _complete_sets(
-    scan: S3AJobScan, done: Sequence[S3ACommit], states: Sequence[UploadState]
-) -> list[str]:
-    """Keys of the committed tasks' pendingsets whose every upload is complete (pure)."""
-    lay = scan.layout
-    keys = {lay.uri(k): k for sets in scan.pendingsets.values() for k in sets}
-    incomplete = {
-        c.source for c, st in zip(done, states, strict=True) if st is not UploadState.COMPLETED
-    }
-    return sorted(keys[c.source] for c in done if c.source in keys and c.source not in incomplete)
-
-
-async def abort_s3a_job(
-    store: Store,
-    dest: Destination,
-    job_id: str,
-    *,
-    concurrency: int | None = None,
-    report: Report | None = None,
-) -> S3AAbortResult:
-    """Roll back an S3A job: abort every pending upload its records name, delete the
-    job's directory. No object is deleted: an object at a key its committed tasks recorded
-    is kept and reported (S3A keys carry no job id, so an identical object of a re-run
-    cannot be told from the job's). Refused, with nothing changed, when the job committed:
-    the destination's ``_SUCCESS`` names it, or every upload its committed tasks recorded
-    is a completed object (``jobs resume`` finishes its cleanup)."""
-    say = report or (lambda _: None)
-    async with wrap_engine_errors(f"aborting S3A job {job_id} under {dest.uri}"):
-        scan = await open_scan(store, dest, job_id)
-        success = await read_success(store, dest)
-        if success is not None and success.job_id == job_id:
-            raise JournalError(
-                f"S3A job {job_id} committed ({dest.uri}/_SUCCESS names it): abort would "
-                "delete committed output; `zerorename jobs resume` finishes its cleanup"
-            )
-        foreign = {n: success.job_id for n in success.filenames} if success is not None else {}
-        attempts = sorted(
-            set(scan.attempts) | {e.attempt for e in scan.pendings if e.attempt is not None}
-        )
-        commits = await read_commits(store, scan, attempts)
-        index = await pending_index(store, dest)
-        done = [c for c in commits if c.committed]
-        states, infos = await states_of(store, done, index, Check.RESUME)
-        if all_completed(states):
-            raise JournalError(
-                f"S3A job {job_id} committed (every upload its committed tasks recorded is a "
-                "completed object; its cleanup did not finish): abort would delete committed "
-                "output; `zerorename jobs resume` finishes its cleanup"
-            )
-        named = {(c.record.upload.key, c.record.upload.upload_id) for c in commits}
-        pending = {
-            (c.record.upload.key, c.record.upload.upload_id): c.record.upload
-            for c in commits
-            if (c.record.upload.key, c.record.upload.upload_id) in index
-        }
-        say(f"aborting {len(pending)} pending uploads")
-        _fail_batch(
-            "aborting the job's uploads",
-            await store.abort_many(list(pending.values()), concurrency=concurrency),
-        )
-        maybe: dict[str, tuple[str, str]] = {}  # each key once (two attempts may name one)
-        kept: dict[str, tuple[str, str]] = {}
-        for c, st, info in zip(done, states, infos, strict=True):
-            if st is UploadState.PENDING or info is None:
-                continue
-            ours, why = _why_kept(c, info, foreign)
-            (maybe if ours else kept)[c.record.upload.key] = (c.record.upload.uri, why)
-        kept = {k: v for k, v in kept.items() if k not in maybe}
-        # first the pendingsets whose every upload is complete, then the rest: an abort
-        # that dies in between leaves pendingsets naming a missing upload, never a
-        # directory that looks committed (every recorded upload complete)
-        whole = _complete_sets(scan, done, states)
-        deleted = await store.delete_objects(dest.bucket, whole) if whole else 0
-        deleted += await _delete_directory(store, scan.layout)
-    return S3AAbortResult(
-        job_id,
-        len(pending),
-        deleted,
-        tuple(maybe.values()),
-        tuple(kept.values()),
-        len(index - named),
-        rolled_back(states, infos),
-    )
 
 
 __all__ = [
@@ -586,8 +439,10 @@ __all__ = [
     "S3AJobEntry",
     "S3AResumeResult",
     "abort_s3a_job",
+    "all_completed",
     "job_committed",
     "list_s3a_jobs",
     "resume_s3a_job",
+    "rolled_back",
     "show_s3a_job",
 ]

@@ -56,6 +56,8 @@ from zerorename.committers.paths import (
 
 #: the directory of one S3A job's attempts inside its magic directory: ``job-<uuid>``
 JOB_ATTEMPTS_PREFIX = "job-"
+#: the note ``jobs abort`` keeps in a job's directory while it deletes it (:mod:`s3aabort`)
+ABORT_NOTE_NAME = "zerorename-abort.json"
 TASKS_DIR = "tasks"
 #: a job UUID, task id or task attempt id as S3A puts it in a path: a UUID from Spark
 #: (``spark.sql.sources.writeJobUUID``) or one generated, else Hadoop's ``job_..._0001``
@@ -213,6 +215,13 @@ class S3AJobLayout:
         if self.shared:
             return self.root
         return f"{self.root}{JOB_ATTEMPTS_PREFIX}{self.job_id}/"
+
+    @property
+    def abort_note(self) -> str:
+        """Where ``jobs abort`` notes what it keeps (:mod:`s3aabort`): in ``attempts_dir``,
+        so the job is still found (in either layout) while the note is all that is left,
+        and outside every attempt directory, where S3A looks for pendingsets."""
+        return f"{self.attempts_dir}{ABORT_NOTE_NAME}"
 
     def attempt_dir(self, attempt: int) -> str:
         if self.shared and attempt == FLAT:

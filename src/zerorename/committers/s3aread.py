@@ -8,6 +8,7 @@ refused (which job is meant cannot be told)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -58,6 +59,9 @@ class S3AJobScan:
     #: something under ``job-<uuid>/``: S3A made this directory
     s3a: bool = False
 
+    #: ``jobs abort`` began and noted what it keeps (:attr:`S3AJobLayout.abort_note`)
+    abort_note: bool = False
+
     #: the attempts (``NN``, or :data:`FLAT`) any record of the job sits in
     seen_attempts: set[int] = field(default_factory=set)
 
@@ -85,6 +89,8 @@ async def scan_job(store: Store, layout: S3AJobLayout) -> S3AJobScan:
             scan.s3a = True
         if zr and obj.key.startswith(zr):
             scan.zerorename = True
+        if obj.key == layout.abort_note:
+            scan.abort_note = True
         if entry.kind in (S3AKind.PENDINGSET, S3AKind.PENDING) and entry.attempt is not None:
             scan.seen_attempts.add(entry.attempt)
         if entry.kind is S3AKind.PENDINGSET and entry.attempt is not None:
@@ -333,6 +339,32 @@ async def states_of(
         ours = is_ours(c.record.upload, info, why)
         states.append(UploadState.COMPLETED if ours else UploadState.MISSING)
     return states, infos
+
+
+def all_completed(states: Sequence[UploadState]) -> bool:
+    """Every upload the job's committed tasks recorded is a completed object: the job's
+    commit finished (pure). No committed upload proves nothing."""
+    return bool(states) and all(st is UploadState.COMPLETED for st in states)
+
+
+def rolled_back(states: Sequence[UploadState], infos: Sequence[ObjectInfo | None]) -> bool:
+    """Whether an abort rolls a job back (pure; ``infos``: the object at each upload's key,
+    None where there is none): it had no committed task, or an upload of one is pending
+    (its commit never finished), or some of its committed uploads are completed objects
+    and others are gone, with nothing at their keys. A commit that finished completed every
+    upload, and nothing removes part of a committed job (a replace removes all of it, and
+    refuses while the job's directory is there), so that mix is a commit that never
+    finished whose other uploads were aborted (an earlier abort cut short, ``uploads
+    abort``, a lifecycle rule): this abort finishes rolling it back. Committed tasks with
+    none pending and none of that mix are a job that may have committed (its output since
+    replaced or rewritten) or whose every upload was aborted: there is nothing to roll
+    back, only records to delete."""
+    if not states or any(st is UploadState.PENDING for st in states):
+        return True
+    gone = any(
+        st is UploadState.MISSING and info is None for st, info in zip(states, infos, strict=True)
+    )
+    return gone and any(st is UploadState.COMPLETED for st in states)
 
 
 async def read_success(store: Store, dest: Destination) -> SuccessData | None:

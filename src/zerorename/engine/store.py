@@ -4,7 +4,7 @@ like every other request. Mixed into :class:`UploadEngine`."""
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import botocore.exceptions as bexc
@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from zerorename.engine.retry import Retrier
 
 DELETE_BATCH = 1000
+#: a resend's recheck (``delete_objects``): given a batch's keys, those still to delete
+Recheck = Callable[[list[str]], Awaitable[list[str]]]
 #: a conditional DeleteObjects key's error codes that mean "not that object any more":
 #: another ETag, gone, or a write that won a race with the delete (S3's 409)
 _NOT_THERE = ("PreconditionFailed", "NoSuchKey", "ConditionalRequestConflict")
@@ -265,27 +267,44 @@ class ObjectOps:
         keys: Iterable[str] | AsyncIterable[str],
         *,
         if_match: Mapping[str, str] | None = None,
+        recheck: Recheck | None = None,
     ) -> int:
         """Delete keys in batches of 1000; returns how many were deleted (asked to be, for
         a key without a condition). ``if_match`` (key -> ETag): each key it names goes with
         its ETag in the request (S3's conditional DeleteObjects), so the store deletes it
         only while it is still that object; a key the store answers PreconditionFailed for
-        was rewritten since: kept, not counted, no error. Raises :class:`S3Error` naming
-        the first key the store refused to delete for any other reason."""
+        was rewritten since: kept, not counted, no error. ``recheck``: awaited with a
+        batch's keys before each resend of it (the first send failed, or its answer was
+        lost and it may have taken effect); it returns the keys still to delete (none: the
+        batch is done). A store that ignores ``if_match`` would otherwise let a blind resend
+        delete what another writer put there after the first send. Raises
+        :class:`S3Error` naming the first key the store refused to delete for any other
+        reason."""
         validate_bucket(bucket)
         deleted = 0
         async for batch in batches(keys, DELETE_BATCH):
-            deleted += await self._delete_batch(bucket, batch, if_match or {})
+            deleted += await self._delete_batch(bucket, batch, if_match or {}, recheck)
         return deleted
 
-    async def _delete_batch(self, bucket: str, keys: list[str], etags: Mapping[str, str]) -> int:
+    async def _delete_batch(
+        self, bucket: str, keys: list[str], etags: Mapping[str, str], recheck: Recheck | None
+    ) -> int:
         for k in keys:  # a batch with a bad key is refused whole, before it is sent
             validate_key(k)
-        objects = [{"Key": k, **({"ETag": quoted(etags[k])} if k in etags else {})} for k in keys]
-        request = {"Objects": objects, "Quiet": True}
+        sent = keys
 
         async def call(attempt: int) -> Any:
-            return await self._client.delete_objects(Bucket=bucket, Delete=request)
+            nonlocal sent
+            if attempt > 1 and recheck is not None:
+                sent = [k for k in await recheck(sent) if k in keys]
+                if not sent:
+                    return {}
+            objects = [
+                {"Key": k, **({"ETag": quoted(etags[k])} if k in etags else {})} for k in sent
+            ]
+            return await self._client.delete_objects(
+                Bucket=bucket, Delete={"Objects": objects, "Quiet": True}
+            )
 
         resp = await self._retrier.call("DeleteObjects", call, bucket=bucket, key=keys[0])
         errs = resp.get("Errors") or []
@@ -302,7 +321,7 @@ class ObjectOps:
                 bucket=bucket,
                 key=str(first.get("Key", "")),
             )
-        return len(keys) - len(kept)
+        return len(sent) - len(kept)
 
 
 def quoted(etag: str) -> str:

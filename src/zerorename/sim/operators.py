@@ -62,10 +62,11 @@ class TaskStdout(io.TextIOBase):
         return (_PRINTED.get() or self.rest).write(text)
 
 
-async def run_cli(store: Any, *argv: str) -> str:
-    """Run a ``jobs`` or ``uploads`` command on ``store``; what it printed."""
+async def run_cli(store: Any, *argv: str, out: io.StringIO | None = None) -> str:
+    """Run a ``jobs`` or ``uploads`` command on ``store``; what it printed (also in ``out``
+    when given: what a command printed before it died was read by its operator)."""
     args = cli_args(*argv)
-    out = io.StringIO()
+    out = io.StringIO() if out is None else out
     token = _PRINTED.set(out)
     try:
         with contextlib.ExitStack() as stack:
@@ -109,12 +110,15 @@ async def job_command(w: World, actor: int, store: Any, action: str, target: Dea
     told = w.history.jobs.get(target.job_id)
     what = f"jobs {action} {target.job_id} (actor {actor})"
     printed = ""
+    seen = io.StringIO()
     try:
         if action == "cleanup":
             await MagicCommitter(store, target.uri).job(target.job_id).cleanup()
         else:
-            printed = await run_cli(store, "jobs", action, target.uri, target.job_id)
+            printed = await run_cli(store, "jobs", action, target.uri, target.job_id, out=seen)
     except BaseException as exc:
+        if told is not None:  # what it printed before it died or failed, it told
+            told.kept |= kept_keys(seen.getvalue())
         if crashed(exc):
             w.history.notes.append(f"step {w.step}: {what}: operator's process died")
             return

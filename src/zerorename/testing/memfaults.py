@@ -13,6 +13,12 @@ class ProcessCrashed(BaseException):
     of the code under test acts on it in the dead process."""
 
 
+class AnswerLost(Exception):
+    """A request took effect and its answer was lost: the engine's retrier sends it again
+    (:meth:`MemoryStore.lose_answer_at` models that for DeleteObjects, with the caller's
+    recheck before the resend, as the engine does)."""
+
+
 @dataclass
 class Fault:
     """One armed fault: it hits the ``countdown``-th request (of ``op`` if given)."""
@@ -57,4 +63,4 @@ class Faults:
         return hit
 
 
-__all__ = ["Fault", "Faults", "ProcessCrashed"]
+__all__ = ["AnswerLost", "Fault", "Faults", "ProcessCrashed"]

@@ -56,7 +56,7 @@ from zerorename.engine.records import (
 )
 from zerorename.engine.retry import EngineStats
 from zerorename.engine.store import DELETE_BATCH, GET_CAP, check_cap, too_large
-from zerorename.testing.memfaults import Fault, Faults, ProcessCrashed
+from zerorename.testing.memfaults import AnswerLost, Fault, Faults, ProcessCrashed
 from zerorename.testing.memstate import (
     MemoryState,
     StoredObject,
@@ -171,6 +171,14 @@ class MemoryStore(UploadSide):
         "CompleteMultipartUpload") raises ``exc``: before it takes effect, or with
         ``after`` once it did (the answer was lost)."""
         self._faults.arm(n, exc, op=op, after=after)
+
+    def lose_answer_at(self, n: int, *, op: str = "DeleteObjects") -> None:
+        """The ``n``-th DeleteObjects from now takes effect and its answer is lost; the
+        store then does what the engine's retrier does: the caller's ``recheck`` (if it
+        gave one), then the resend (a request of its own: counted, logged, gated)."""
+        if op != "DeleteObjects":
+            raise ValueError("a lost answer's resend is modelled for DeleteObjects only")
+        self._faults.arm(n, AnswerLost("the answer was lost"), op=op, after=True)
 
     def crash_at(self, n: int, *, op: str | None = None, after: bool = False) -> None:
         """The process dies at the ``n``-th request from now (of ``op`` if given): before
@@ -372,11 +380,20 @@ class MemoryStore(UploadSide):
         keys: Iterable[str] | AsyncIterable[str],
         *,
         if_match: Mapping[str, str] | None = None,
+        recheck: Callable[[list[str]], Awaitable[list[str]]] | None = None,
     ) -> int:
         validate_bucket(bucket)
         deleted = 0
         async for batch in batches(keys, DELETE_BATCH):
-            deleted += await self._delete_batch(bucket, batch, if_match or {})
+            while True:
+                try:
+                    deleted += await self._delete_batch(bucket, batch, if_match or {})
+                    break
+                except AnswerLost:  # the engine resends: first the caller's recheck
+                    if recheck is not None:
+                        batch = [k for k in await recheck(batch) if k in batch]
+                    if not batch:
+                        break
         return deleted
 
     async def _delete_batch(self, bucket: str, keys: list[str], etags: Mapping[str, str]) -> int:

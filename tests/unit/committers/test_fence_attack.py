@@ -36,6 +36,7 @@ from zerorename.committers.errors import JobNotFound
 from zerorename.committers.journal import Journal
 from zerorename.engine.errors import S3Error
 from zerorename.portal import LoopPortal
+from zerorename.testing.memfaults import AnswerLost, Fault
 from zerorename.testing.memstore import ConditionalDelete, MemoryState, MemoryStore
 
 OTHER = LockRecord("33333333-3333-4333-8333-333333333333")
@@ -181,16 +182,9 @@ def abort_and_take_at_delete(state: MemoryState, tmp: Path, h: Any) -> Any:
                 "store holds no lock.json while J commits",
             ),
         ),
-        pytest.param(
-            "refuse",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="delete_lock's fallback for a store that refuses ETags in DeleteObjects "
-                "resends the delete without If-Match, assuming H's tombstone keeps every other "
-                "job off; `jobs abort H` between H's read and delete removed it and job J took "
-                "the lock: the unconditional resend deletes J's lock (no lock.json left)",
-            ),
-        ),
+        # a HEAD before the unconditional fallback sees J's lock (was an xfail: the fallback
+        # resent blindly); a store that ignores If-Match keeps the HEAD-to-delete window
+        "refuse",
     ],
 )
 async def test_a_refused_commits_release_racing_an_abort_keeps_the_next_jobs_lock(
@@ -320,81 +314,47 @@ async def test_a_fault_at_every_request_of_the_release_then_abort_ends_clean(
 
 # -- (d) a store that drips: a delete's answer lost and the engine sends it again ------
 def resent_with_a_taker(state: MemoryState, nth: int, seen: list[LockRecord | None]) -> Any:
-    """A gate for the releasing job's store: its ``nth`` DeleteObjects of the lock is the
-    engine's resend after a lost answer (the engine's retrier resends DeleteObjects:
-    ``engine/store.py`` ``_delete_batch``): the first send had deleted the lock, and job
-    OTHER took the free lock before the resend arrived. ``seen`` gets the lock as the
-    releasing job's next request finds it (if it sends one)."""
+    """A gate for the releasing job's store: its ``nth`` DeleteObjects of the lock takes
+    effect and its answer is lost, so the store resends it as the engine's retrier does
+    (the caller's recheck first: ``MemoryStore.lose_answer_at``). Job OTHER takes the
+    free lock before the next request (the recheck's HEAD, or a blind resend). ``seen``
+    gets the lock as the first request after that exchange finds it."""
     count = 0
+    phase = 0  # 1: the answer is lost; 2: OTHER took the lock
 
-    async def gate(op: str, bucket: str, key: str) -> None:
-        nonlocal count
-        if count >= nth and not seen:
-            seen.append(lock_now(state))  # the request after the resend
-            return
-        if (op, key) == ("DeleteObjects", LOCK):
+    async def gate(op: str, bucket: str, key: str) -> Fault | None:
+        nonlocal count, phase
+        if phase == 1 and LOCK not in state.objects(B):  # once the first send took effect
+            phase = 2  # (a request sent alongside may come first)
+            await MemoryStore(state).put_object(B, LOCK, OTHER.to_json(), if_none_match=True)
+        elif phase == 2 and (op, key) not in (("HeadObject", LOCK), ("DeleteObjects", LOCK)):
+            if not seen:
+                seen.append(lock_now(state))
+        elif phase == 0 and (op, key) == ("DeleteObjects", LOCK):
             count += 1
             if count == nth:
-                mem = MemoryStore(state)
-                await mem.delete_objects(B, [LOCK])  # the first send, its answer lost
-                await mem.put_object(B, LOCK, OTHER.to_json(), if_none_match=True)
+                phase = 1
+                return Fault(1, None, True, AnswerLost("the answer was lost"))
+        return None
 
     return gate
 
 
-LOST = "a lost answer of {what}'s DeleteObjects of the lock (the first send deleted it) "
-TAKEN = "and job J taking the free lock before the engine's resend: the resend deletes J's lock "
+MODES: list[ConditionalDelete] = ["honour", "ignore", "refuse"]
 
 
-@pytest.mark.parametrize(
-    ("who", "mode", "nth"),
-    [
-        ("refused commit", "honour", 1),
-        pytest.param(
-            "refused commit",
-            "ignore",
-            1,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason=LOST.format(what="H's refused commit (release_taken, If-Match r2)")
-                + TAKEN
-                + "on a store that ignores If-Match (moto, Ceph RGW 16): no lock.json left",
-            ),
-        ),
-        pytest.param(
-            "refused commit",
-            "refuse",
-            2,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason=LOST.format(what="H's refused commit's fallback (no If-Match)")
-                + TAKEN
-                + "(the fallback's premise, that H's tombstone keeps others off, does not "
-                "hold once the lock is free): no lock.json left",
-            ),
-        ),
-        ("fencer", "honour", 1),  # If-Match on its lock delete (was unconditional)
-        ("abort", "honour", 1),
-        pytest.param(
-            "abort",
-            "ignore",
-            1,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason=LOST.format(
-                    what="jobs abort of H (delete_lock of r2 with the tombstone, If-Match r2)"
-                )
-                + TAKEN
-                + "on a store that ignores If-Match (moto, Ceph RGW 16): no lock.json left",
-            ),
-        ),
-        ("self-fence", "honour", 1),  # If-Match on its lock delete (was unconditional)
-    ],
-)
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("who", ["refused commit", "fencer", "abort", "self-fence", "success"])
 async def test_a_resent_lock_delete_keeps_a_lock_taken_in_between(
-    tmp_path: Path, who: str, mode: ConditionalDelete, nth: int
+    tmp_path: Path, who: str, mode: ConditionalDelete
 ) -> None:
+    """Every release of the lock, on a store that honours, ignores or refuses If-Match:
+    the resend after a lost answer (the first send freed the lock, job OTHER took it)
+    keeps OTHER's lock, because the store is asked again (HEAD) before any resend. On a
+    store that refuses ETags the first DeleteObjects is refused whole and the second
+    (unconditional, after a HEAD) is the one whose answer is lost."""
     seen: list[LockRecord | None] = []
+    nth = 2 if mode == "refuse" else 1
     if who == "fencer":
         state = MemoryState(B)
         setup = MemoryStore(state)
@@ -416,27 +376,31 @@ async def test_a_resent_lock_delete_keeps_a_lock_taken_in_between(
         hc = MagicCommitter(h_store, URI, conflict="fail", options=options(tmp_path))
         with pytest.raises(ConflictError):
             await (await hc.open_job(h.job_id)).commit(hs)
-        if not seen:  # the resend was its last request: the lock as it left it
-            seen.append(lock_now(state))
+    elif who == "success":  # a fail-mode commit that commits: its release frees the lock
+        state = MemoryState(B)
+        setup = MemoryStore(state)
+        h, hs, _ = await ready_job(setup, tmp_path, "fail", "h", 1)
+        h_store = MemoryStore(state, conditional_delete=mode)
+        h_store.gate = resent_with_a_taker(state, nth, seen)
+        hc = MagicCommitter(h_store, URI, conflict="fail", options=options(tmp_path))
+        await (await hc.open_job(h.job_id)).commit(hs)
     elif who == "abort":
         state, h, hs, _ = await fenced_h(tmp_path)
         await dies_holding_the_lock(state, tmp_path, h.job_id, hs)
         h_store, hj = await h_job(state, tmp_path, h, conditional_delete=mode)
         h_store.gate = resent_with_a_taker(state, nth, seen)
         await hj.abort()
-        assert not seen  # the resend was its last request: the lock as it left it
-        seen.append(lock_now(state))
     else:
         state, h, hs, _ = await fenced_h(tmp_path)
         h_store, hj = await h_job(state, tmp_path, h, conditional_delete=mode)
         h_store.gate = resent_with_a_taker(state, nth, seen)
         with pytest.raises(LockLost):
             await hj.commit(hs)
-        sent = [r for r in h_store.log if (r.op, r.key) == ("DeleteObjects", LOCK)]
-        assert len(sent) == nth  # the resend was its last request: the lock as it left it
-        assert not seen
+    if not seen:  # the resend was its last request: the lock as it left it
         seen.append(lock_now(state))
     assert seen == [OTHER]
+    if who != "fencer":  # (K goes on to fence OTHER, silent and stale, by the protocol)
+        assert lock_now(state) == OTHER  # no request sent alongside deleted it later
 
 
 # -- the portal's shutdown --------------------------------------------------------------
