@@ -1,26 +1,36 @@
-"""The `zerorename` command's entry point (``zerorename.cli:main``, ``python -m
-zerorename``, ``python -m zerorename.cli``).
+"""The ``zerorename`` command: its entry point (``zerorename.cli:main``, ``python -m
+zerorename``, ``python -m zerorename.cli``) and every command's arguments
+(:func:`build_parser`).
 
-It imports nothing heavy itself: the commands (:mod:`zerorename.commands`, with the engine,
-botocore and aiohttp behind them) are imported inside :func:`main`, so a Ctrl-C that lands
-while they load is one line and exit code 130, never a traceback. ``zerorename perf`` is
-parsed by the harness's own parser (:func:`zerorename.perf.cli.parser`, the same options
-and help as the subcommand): the benchmark harness never loads the engine, the committers
-or the other commands (~1.1 s of CPU at every start). Every command's errors go through
-:func:`run_parsed`. Attributes of the commands module (``parse_s3_url``, ``build_parser``,
-...) are reachable here as before.
+It imports nothing heavy itself, and a command loads only what it runs: the parser is
+built from light modules (:mod:`zerorename.cliopts`, :mod:`zerorename.committers.cliargs`,
+the demo's, and ``perf``'s only once ``perf`` is parsed), and each command's code
+(:mod:`zerorename.commands` with the engine, botocore and aiohttp behind it; the
+committers; the streaming sink's hooks) is imported by name when the command runs. So
+``--help``, ``--version`` and a usage error load no engine, committer, Spark or benchmark
+code, and a Ctrl-C that lands while a command loads is one line and exit code 130, never
+a traceback. ``zerorename perf`` is parsed by the harness's own parser
+(:func:`zerorename.perf.cli.parser`, the same options and help as the subcommand). Every
+command's errors go through :func:`run_parsed`. Attributes of the commands module
+(``parse_s3_url``, ``engine_config``, ...) are reachable here as before.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from zerorename.clirun import INTERRUPTED as INTERRUPTED
 from zerorename.clirun import missing_extra as missing_extra
 from zerorename.clirun import one_line as one_line
 from zerorename.clirun import run_parsed
+
+if TYPE_CHECKING:
+    from zerorename.committers.cliargs import StreamJobReply
+    from zerorename.committers.paths import Destination
+    from zerorename.engine import UploadEngine
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -33,12 +43,172 @@ def main(argv: Sequence[str] | None = None) -> int:
             args = parser.parse_args(words[1:])
             args.command, args.verbose = "perf", False
             return run_parsed(parser, args)
-        from zerorename import commands
-
-        return commands.main(argv)
+        parser = build_parser(lazy=True)
+        return run_parsed(parser, parser.parse_args(words))
     except KeyboardInterrupt:
         print("zerorename: interrupted", file=sys.stderr)
         return INTERRUPTED
+
+
+# --- what runs each command, imported when it runs ---------------------------------------
+
+
+def _put(args: argparse.Namespace) -> int:
+    from zerorename import commands
+
+    return commands.put(args)
+
+
+def _finish(args: argparse.Namespace) -> int:
+    from zerorename import commands
+
+    return commands.finish(args)
+
+
+def _committer_command(name: str) -> Callable[[argparse.Namespace], int]:
+    """What runs committer command ``name`` (:data:`committers.cli.COMMANDS`)."""
+
+    def run(args: argparse.Namespace) -> int:
+        from zerorename.committers import cli as committer_commands
+
+        return committer_commands.COMMANDS[name](args)
+
+    return run
+
+
+async def _stream_jobs(
+    eng: UploadEngine, dest: Destination, job_id: str, action: str
+) -> StreamJobReply | None:
+    """The streaming sink's hook of ``jobs show|resume|abort`` (see ``cliargs.StreamJobs``)."""
+    from zerorename.spark_adapter.streamjobs import stream_job_action
+
+    return await stream_job_action(eng, dest, job_id, action)
+
+
+async def _stream_ids(eng: UploadEngine, dest: Destination) -> frozenset[str]:
+    """The streaming sink's hook of ``jobs list`` (see ``cliargs.StreamJobIds``)."""
+    from zerorename.spark_adapter.streamjobs import stream_job_ids
+
+    return await stream_job_ids(eng, dest)
+
+
+# --- the arguments ------------------------------------------------------------------------
+
+
+def add_engine_options(p: argparse.ArgumentParser) -> None:
+    """Options every command that talks to S3 takes (credentials: the AWS chain)."""
+    p.add_argument("--endpoint-url", help="S3 endpoint (default: AWS, or $AWS_ENDPOINT_URL)")
+    p.add_argument("--region", help="region (default: from the AWS config)")
+    p.add_argument("--profile", help="AWS profile name (default: the default chain)")
+    p.add_argument(
+        "--addressing-style",
+        choices=["auto", "path", "virtual"],
+        default="auto",
+        help="bucket addressing (default: auto)",
+    )
+
+
+def build_parser(*, lazy: bool = False) -> argparse.ArgumentParser:
+    """Every command's arguments, defined from light modules; what runs a command is
+    imported when it runs. ``lazy``: ``perf``'s arguments (the harness and its scenarios)
+    are defined only if ``perf`` is parsed, as :func:`main` does; without it, all at once
+    (for a caller that walks every option)."""
+    from zerorename import __version__
+    from zerorename.cliopts import (
+        PUT_DIR_DEFAULTS,
+        LazyParser,
+        add_json_option,
+        add_progress_options,
+        fill_all,
+        open_progress,
+        part_size_arg,
+    )
+    from zerorename.committers import cliargs
+    from zerorename.perf import cli as perf_commands
+    from zerorename.spark_adapter import demo
+    from zerorename.units import MiB
+
+    parser = argparse.ArgumentParser(
+        prog="zerorename",
+        description="Zero-rename writes into S3: deferred multipart uploads, committed jobs.",
+    )
+    parser.add_argument("--version", action="version", version=f"zerorename {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug details")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=LazyParser)
+
+    put = sub.add_parser(
+        "put",
+        help="upload a file (or - for stdin) as a multipart upload, or a directory as one job",
+    )
+    put.add_argument("source", help="local file path, - to read standard input, or a directory")
+    put.add_argument("dest", help="s3://bucket/key (a directory: s3://bucket/prefix/)")
+    put.add_argument(
+        "--defer",
+        metavar="RECORD.json",
+        help="upload the parts but do not complete; write the record here",
+    )
+    put.add_argument(
+        "--part-size",
+        type=part_size_arg,
+        default=16 * MiB,
+        metavar="SIZE",
+        help="part size: bytes, or a binary suffix: 8m = 8MiB, 16MiB, 1g "
+        "(default: 16MiB; 5MiB..5GiB)",
+    )
+    put.add_argument("--concurrency", type=int, default=16, help="parts in flight (default: 16)")
+    put.add_argument(
+        "--checksum",
+        choices=["none", "CRC32", "CRC32C", "SHA256"],
+        default="CRC32C",
+        help="per-part checksum (default: CRC32C)",
+    )
+    put.add_argument(
+        "--conflict",
+        choices=["fail", "append", "replace"],
+        default=PUT_DIR_DEFAULTS["conflict"],
+        help="a directory: what its job commit does with what is already under the prefix "
+        "(as the committers; default: append)",
+    )
+    put.add_argument(
+        "--files",
+        type=int,
+        default=PUT_DIR_DEFAULTS["files"],
+        metavar="N",
+        help="a directory: files uploading at once (default: 8)",
+    )
+    put.add_argument(
+        "--skip-unsupported",
+        action="store_true",
+        help="a directory: leave out symlinks, special files and names S3 cannot hold "
+        "(one line each) instead of refusing the upload",
+    )
+    add_json_option(put)
+    add_progress_options(put)
+    add_engine_options(put)
+    put.set_defaults(func=_put)
+
+    for name, text in (
+        ("complete", "complete deferred uploads from record files"),
+        ("abort", "abort deferred uploads from record files"),
+    ):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("records", nargs="+", metavar="RECORD.json")
+        add_json_option(p)
+        add_progress_options(p)
+        add_engine_options(p)
+        p.set_defaults(func=_finish)
+
+    cliargs.add_subcommands(
+        sub,
+        run=_committer_command,
+        stream_jobs=_stream_jobs,
+        stream_ids=_stream_ids,
+        progress=open_progress,
+        options=add_progress_options,
+    )
+    demo.add_subcommand(sub)
+    perf_commands.add_subcommands(sub)
+    return parser if lazy else fill_all(parser)
 
 
 def __getattr__(name: str) -> Any:

@@ -1,21 +1,31 @@
 """Options the ``zerorename`` commands share: sizes (the one syntax of
-:mod:`zerorename.units`), ``--json`` and ``--quiet``/``--progress``."""
+:mod:`zerorename.units`), ``--json`` and ``--quiet``/``--progress``; and
+:class:`LazyParser`, a subcommand whose arguments are defined when it is used. A leaf of
+stdlib and light modules: ``zerorename --help`` and a usage error load no engine."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from zerorename.cliprogress import Bar, open_bar
-from zerorename.engine.planning import MAX_PART_SIZE, MIN_PART_SIZE
 from zerorename.units import format_size, parse_size
 
 __all__ = [
+    "PUT_DIR_DEFAULTS",
+    "LazyParser",
     "add_json_option",
     "add_progress_options",
+    "fill_all",
+    "lazy_subparser",
     "open_progress",
     "part_size_arg",
     "size_arg",
 ]
+
+#: ``put``'s directory-only options and their defaults (a file refuses any other value)
+PUT_DIR_DEFAULTS: dict[str, Any] = {"conflict": "append", "skip_unsupported": False, "files": 8}
 
 
 def size_arg(text: str) -> int:
@@ -31,6 +41,8 @@ def size_arg(text: str) -> int:
 def part_size_arg(text: str) -> int:
     """``--part-size``: a size within S3's part limits. Plain digits are bytes, so the
     old ``--part-size 16`` (MiB) is refused with the suffixed size it most likely meant."""
+    from zerorename.engine.planning import MAX_PART_SIZE, MIN_PART_SIZE  # only when given
+
     size = size_arg(text)
     if size < MIN_PART_SIZE and text.strip().isdigit():
         raise argparse.ArgumentTypeError(
@@ -72,3 +84,61 @@ def open_progress(args: argparse.Namespace, label: str, total: int | None, unit:
     if getattr(args, "progress", False):
         mode = "on"
     return open_bar(mode, label, total, unit)
+
+
+class LazyParser(argparse.ArgumentParser):
+    """A parser whose arguments a ``fill`` function adds the first time it parses or
+    formats its help or usage: a command's parent lists it (name and help) without
+    importing what defines its arguments. Without ``fill`` it is a plain parser."""
+
+    def __init__(
+        self, *args: Any, fill: Callable[[argparse.ArgumentParser], None] | None = None, **kw: Any
+    ) -> None:
+        super().__init__(*args, **kw)
+        self._fill = fill
+
+    def filled(self) -> LazyParser:
+        """This parser with its arguments defined (``fill`` runs once)."""
+        fill, self._fill = self._fill, None
+        if fill is not None:
+            fill(self)
+        return self
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        self.filled()
+        return super().parse_known_args(args, namespace)
+
+    def format_usage(self) -> str:
+        self.filled()
+        return super().format_usage()
+
+    def format_help(self) -> str:
+        self.filled()
+        return super().format_help()
+
+
+def lazy_subparser(
+    sub: Any, name: str, fill: Callable[[argparse.ArgumentParser], None], **kw: Any
+) -> argparse.ArgumentParser:
+    """Add subcommand ``name`` to ``sub`` (an argparse subparsers object); ``fill`` adds
+    its arguments when it is used if ``sub`` makes :class:`LazyParser`, else at once."""
+    p: argparse.ArgumentParser = sub.add_parser(name, **kw)
+    if isinstance(p, LazyParser):
+        p._fill = fill
+    else:
+        fill(p)
+    return p
+
+
+def fill_all(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """``parser`` with every lazy subcommand's arguments defined, at any depth (for a
+    caller that walks all of them)."""
+    if isinstance(parser, LazyParser):
+        parser.filled()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                fill_all(sub)
+    return parser

@@ -1,7 +1,7 @@
 """How every `zerorename` command runs once parsed (:func:`run_parsed`): logging with secrets
-masked, each error one line on stderr, exit codes 0 / 1 / 2 / 130. Shared by the entry point
-(:mod:`zerorename.cli`, which parses ``zerorename perf`` itself) and the commands
-(:mod:`zerorename.commands`); stdlib imports only, so neither pays for the other.
+masked, each error one line on stderr, exit codes 0 / 1 / 2 / 130. Used by the entry point
+(:mod:`zerorename.cli`) for every command, ``zerorename perf`` included, before the
+command's own code is imported; stdlib imports only, so ``--help`` pays nothing for it.
 """
 
 from __future__ import annotations

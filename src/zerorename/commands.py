@@ -1,8 +1,8 @@
-"""The `zerorename` command's implementation (its entry point is :mod:`zerorename.cli`,
-which imports this module only once it can report an interrupt): engine commands here; the
-committer, ``demo`` and ``perf`` commands come from their packages. Their optional
-dependencies (pyspark, the perf extra) are imported only when such a command runs; a
-missing one is a one-line error naming the extra to install."""
+"""The ``zerorename`` engine commands (``put``, ``complete``, ``abort``): what runs once the
+entry point (:mod:`zerorename.cli`, which defines every command's arguments) has parsed
+one of them. The other commands run from their packages (``uploads``/``jobs``/``inspect``:
+:mod:`zerorename.committers.cli`; ``demo``; ``perf``), so a ``put`` loads no committer,
+Spark or benchmark module, and a directory ``put`` loads its job's code only then."""
 
 from __future__ import annotations
 
@@ -12,29 +12,20 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from zerorename import __version__, clijson
-from zerorename.cliopts import (
-    add_json_option,
-    add_progress_options,
-    open_progress,
-    part_size_arg,
-)
+from zerorename import clijson
+from zerorename.cliopts import PUT_DIR_DEFAULTS, open_progress
 from zerorename.cliprogress import Bar, NullBar
 from zerorename.clirun import missing_extra as missing_extra  # re-exported
 from zerorename.clirun import one_line as _one_line
-from zerorename.clirun import run_parsed
-from zerorename.committers import CommitProgress, Destination, Job
-from zerorename.committers import cli as committer_commands
-from zerorename.dirupload import DirResult, Scan, upload_directory
 from zerorename.engine import EngineConfig, PendingUpload, UploadEngine, errors, run
 from zerorename.engine.events import BytesSent, UploadCompleted
 from zerorename.errors import ZeroRenameError
-from zerorename.perf import cli as perf_commands
-from zerorename.spark_adapter import demo
-from zerorename.spark_adapter.streamjobs import stream_job_action, stream_job_ids
-from zerorename.units import MiB
+
+if TYPE_CHECKING:
+    from zerorename.committers import CommitProgress, Job
+    from zerorename.dirupload import DirResult, Scan
 
 
 class CliError(ZeroRenameError):
@@ -50,19 +41,6 @@ def parse_s3_url(url: str) -> tuple[str, str]:
     if not bucket:
         raise CliError(f"{url!r} has no bucket (expected s3://bucket/key)")
     return bucket, key
-
-
-def add_engine_options(p: argparse.ArgumentParser) -> None:
-    """Options every command that talks to S3 takes (credentials: the AWS chain)."""
-    p.add_argument("--endpoint-url", help="S3 endpoint (default: AWS, or $AWS_ENDPOINT_URL)")
-    p.add_argument("--region", help="region (default: from the AWS config)")
-    p.add_argument("--profile", help="AWS profile name (default: the default chain)")
-    p.add_argument(
-        "--addressing-style",
-        choices=["auto", "path", "virtual"],
-        default="auto",
-        help="bucket addressing (default: auto)",
-    )
 
 
 def engine_config(args: argparse.Namespace, **overrides: Any) -> EngineConfig:
@@ -82,11 +60,13 @@ def engine_config(args: argparse.Namespace, **overrides: Any) -> EngineConfig:
     )
 
 
-def _cmd_put(args: argparse.Namespace) -> int:
+def put(args: argparse.Namespace) -> int:
+    """``put``: a file or standard input as one upload (``--defer``: its record), or a
+    directory as one job."""
     if args.source != "-" and Path(args.source).is_dir():
         return _cmd_put_dir(args)
     for name in ("conflict", "skip_unsupported", "files"):
-        if getattr(args, name) != _DIR_ONLY[name]:
+        if getattr(args, name) != PUT_DIR_DEFAULTS[name]:
             raise CliError(f"--{name.replace('_', '-')} is for a directory; {args.source} is not")
     bucket, key = parse_s3_url(args.dest)
     if not key:
@@ -165,12 +145,11 @@ def _cmd_put(args: argparse.Namespace) -> int:
     return 0
 
 
-#: put's directory-only options and their defaults
-_DIR_ONLY: dict[str, Any] = {"conflict": "append", "skip_unsupported": False, "files": 8}
-
-
 def _cmd_put_dir(args: argparse.Namespace) -> int:
     """``put DIR s3://bucket/prefix/``: the directory as one job (:mod:`zerorename.dirupload`)."""
+    from zerorename.committers import Destination
+    from zerorename.dirupload import upload_directory
+
     if args.defer is not None:
         raise CliError("--defer is for one file; a directory is committed as one job")
     dest = Destination.parse(args.dest)
@@ -365,7 +344,8 @@ def _read_records(paths: Sequence[str]) -> list[PendingUpload]:
     return records
 
 
-def _cmd_finish(args: argparse.Namespace) -> int:
+def finish(args: argparse.Namespace) -> int:
+    """``complete`` and ``abort``: the deferred uploads of record files."""
     records = _read_records(args.records)
     cfg = engine_config(args)
 
@@ -407,91 +387,3 @@ def _cmd_finish(args: argparse.Namespace) -> int:
     elif not args.quiet:
         print(f"{verb} {result.succeeded} uploads ({result.bytes} bytes), {result.failed} failed")
     return 0 if result.ok else 1
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="zerorename",
-        description="Zero-rename writes into S3: deferred multipart uploads, committed jobs.",
-    )
-    parser.add_argument("--version", action="version", version=f"zerorename {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log debug details")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-
-    put = sub.add_parser(
-        "put",
-        help="upload a file (or - for stdin) as a multipart upload, or a directory as one job",
-    )
-    put.add_argument("source", help="local file path, - to read standard input, or a directory")
-    put.add_argument("dest", help="s3://bucket/key (a directory: s3://bucket/prefix/)")
-    put.add_argument(
-        "--defer",
-        metavar="RECORD.json",
-        help="upload the parts but do not complete; write the record here",
-    )
-    put.add_argument(
-        "--part-size",
-        type=part_size_arg,
-        default=16 * MiB,
-        metavar="SIZE",
-        help="part size: bytes, or a binary suffix: 8m = 8MiB, 16MiB, 1g "
-        "(default: 16MiB; 5MiB..5GiB)",
-    )
-    put.add_argument("--concurrency", type=int, default=16, help="parts in flight (default: 16)")
-    put.add_argument(
-        "--checksum",
-        choices=["none", "CRC32", "CRC32C", "SHA256"],
-        default="CRC32C",
-        help="per-part checksum (default: CRC32C)",
-    )
-    put.add_argument(
-        "--conflict",
-        choices=["fail", "append", "replace"],
-        default=_DIR_ONLY["conflict"],
-        help="a directory: what its job commit does with what is already under the prefix "
-        "(as the committers; default: append)",
-    )
-    put.add_argument(
-        "--files",
-        type=int,
-        default=_DIR_ONLY["files"],
-        metavar="N",
-        help="a directory: files uploading at once (default: 8)",
-    )
-    put.add_argument(
-        "--skip-unsupported",
-        action="store_true",
-        help="a directory: leave out symlinks, special files and names S3 cannot hold "
-        "(one line each) instead of refusing the upload",
-    )
-    add_json_option(put)
-    add_progress_options(put)
-    add_engine_options(put)
-    put.set_defaults(func=_cmd_put)
-
-    for name, text in (
-        ("complete", "complete deferred uploads from record files"),
-        ("abort", "abort deferred uploads from record files"),
-    ):
-        p = sub.add_parser(name, help=text)
-        p.add_argument("records", nargs="+", metavar="RECORD.json")
-        add_json_option(p)
-        add_progress_options(p)
-        add_engine_options(p)
-        p.set_defaults(func=_cmd_finish)
-
-    committer_commands.add_subcommands(
-        sub,
-        stream_jobs=stream_job_action,
-        stream_ids=stream_job_ids,
-        progress=open_progress,
-        options=add_progress_options,
-    )
-    demo.add_subcommand(sub)
-    perf_commands.add_subcommands(sub)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    return run_parsed(parser, parser.parse_args(argv))

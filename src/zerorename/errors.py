@@ -17,8 +17,6 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any, TypeVar, cast
 
-from zerorename.aio import first_error
-
 __all__ = ["ConfigError", "ZeroRenameError", "map_exceptions"]
 
 
@@ -79,6 +77,8 @@ class map_exceptions:
     def translate(self, exc: BaseException) -> BaseException:
         """What leaves the boundary for ``exc``: the mapped error (its ``__cause__`` is the
         original), the group's error when it already is in the family, else ``exc``."""
+        from zerorename.aio import first_error  # asyncio and anyio: not for every importer
+
         leaf = first_error(exc)
         if not isinstance(leaf, Exception) or isinstance(leaf, BaseExceptionGroup):
             return exc

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zerorename import cliopts, commands
+from zerorename import cli, cliopts
 from zerorename.engine.planning import MAX_PART_SIZE, MIN_PART_SIZE
 from zerorename.perf.model import size_arg as harness_size
 from zerorename.spark_adapter.errors import OptionError
@@ -83,7 +83,7 @@ def test_part_size_is_a_size_within_s3_limits_or_a_usage_error(text: str) -> Non
     [("8m", 8 * MiB), ("16MiB", 16 * MiB), ("5242880", 5 * MiB), ("1g", 1024 * MiB)],
 )
 def test_put_part_size_takes_the_one_syntax(text: str, expected: int) -> None:
-    args = commands.build_parser().parse_args(["put", "f", "s3://b/k", "--part-size", text])
+    args = cli.build_parser().parse_args(["put", "f", "s3://b/k", "--part-size", text])
     assert args.part_size == expected
 
 
@@ -91,7 +91,7 @@ def test_a_bare_small_number_is_bytes_and_the_refusal_names_the_suffix(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     with pytest.raises(SystemExit) as exc:
-        commands.build_parser().parse_args(["put", "f", "s3://b/k", "--part-size", "8"])
+        cli.build_parser().parse_args(["put", "f", "s3://b/k", "--part-size", "8"])
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "8 is 8 bytes" in err and "did you mean 8m?" in err
@@ -99,6 +99,6 @@ def test_a_bare_small_number_is_bytes_and_the_refusal_names_the_suffix(
 
 def test_help_states_the_unit(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
-        commands.build_parser().parse_args(["put", "--help"])
+        cli.build_parser().parse_args(["put", "--help"])
     out = " ".join(capsys.readouterr().out.split())
     assert "--part-size SIZE" in out and "8m = 8MiB" in out and "bytes" in out

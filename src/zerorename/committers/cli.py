@@ -15,7 +15,10 @@ touches ``s3://b/dataset10/...``; an empty path component (``s3://b//``) is refu
 are told apart by the naming rule and the job's records, never by a substring. Human output
 escapes control characters (a hostile record cannot forge terminal output). Endpoint and
 credentials: the standard AWS environment and config, plus ``--endpoint-url``. Errors print
-one line and exit 1.
+one line and exit 1. The commands' arguments are defined in :mod:`cliargs` (no import of
+this module's engine and committers to parse or to print help); :data:`COMMANDS` runs them.
+The ``jobs`` commands import the job machinery (committer, claims, S3A jobs) when they
+run: ``uploads`` and ``inspect`` load only the listing and record code they use.
 """
 
 from __future__ import annotations
@@ -24,20 +27,24 @@ import argparse
 import contextlib
 import json
 import os
-import re
 import sys
 import time
 import unicodedata
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from dataclasses import dataclass
 from functools import partial
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from zerorename import clijson
-from zerorename.committers.commitlock import CLAIM_VERBS, command_claim
-from zerorename.committers.committer import Job, MagicCommitter
+from zerorename.committers import cliargs
+from zerorename.committers.cliargs import (
+    Bar,
+    Progress,
+    StreamJobIds,
+    StreamJobs,
+)
+from zerorename.committers.cliargs import StreamJobReply as StreamJobReply  # re-exported
+from zerorename.committers.cliargs import parse_age as parse_age  # re-exported
 from zerorename.committers.errors import CommitterError, RecordFormatError
-from zerorename.committers.jobcommit import CommitProgress
 from zerorename.committers.maintenance import (
     inspect_record,
     list_jobs,
@@ -51,54 +58,14 @@ from zerorename.committers.records import (
     Unchecked,
     read_pendingset,
 )
-from zerorename.committers.s3aabort import S3AAbortResult, kept_lines
-from zerorename.committers.s3ajobs import (
-    NOTHING_ROLLED_BACK,
-    UNRECORDED,
-    abort_s3a_job,
-    job_committed,
-    list_s3a_jobs,
-    resume_s3a_job,
-    show_s3a_job,
-)
-from zerorename.committers.s3aread import find_s3a_job
 from zerorename.committers.store import abort_uploads, job_uploads
 from zerorename.engine import EngineConfig, UploadEngine, run
 from zerorename.engine.errors import EngineError
 from zerorename.engine.records import UploadInfo
 
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-@dataclass(frozen=True)
-class StreamJobReply:
-    """What a stream-aware hook did with a streaming query's batch job: for ``show``, what
-    goes into its ``stream`` field; for ``resume``/``abort``, the lines to print."""
-
-    lines: tuple[str, ...] = ()
-    show: dict[str, Any] | None = None
-
-
-#: ``(engine, destination, job id, action) -> reply``, or None when the job is no stream's:
-#: the ``zerorename`` command passes the streaming sink's (``spark_adapter.streamjobs``),
-#: which keeps a query's log and its destination consistent (this layer knows no streams)
-StreamJobs = Callable[[UploadEngine, Destination, str, str], Awaitable[StreamJobReply | None]]
-#: the ids of every streaming query's batch jobs at a destination (``jobs list``'s kind)
-StreamJobIds = Callable[[UploadEngine, Destination], Awaitable[frozenset[str]]]
-
-
-class Bar(Protocol):
-    """A progress display (the ``zerorename`` command's, :mod:`zerorename.cliprogress`)."""
-
-    def advance(self, n: int) -> None: ...
-
-    def update(self, done: int, total: int | None = None) -> None: ...
-
-    def close(self) -> None: ...
-
-
-#: ``(args, label, total or None, unit) -> Bar``: opens the display a command asked for
-Progress = Callable[[argparse.Namespace, str, "int | None", str], Bar]
+if TYPE_CHECKING:
+    from zerorename.committers.committer import Job
+    from zerorename.committers.jobcommit import CommitProgress
 
 
 @contextlib.contextmanager
@@ -124,14 +91,6 @@ class _NoBar:
 
     def close(self) -> None:
         pass
-
-
-def parse_age(text: str) -> float:
-    """``90``, ``45s``, ``30m``, ``2h``, ``1d``, ``1w`` -> seconds."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text.lower())
-    if not m:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an age like 90s, 30m, 2h or 1d")
-    return float(m.group(1)) * _UNITS[m.group(2) or "s"]
 
 
 #: characters shown as escapes in human output: controls (C0, DEL, C1), format characters
@@ -175,13 +134,6 @@ def safe_json(value: Any, *, indent: int | None = 1) -> str:
         _json_escape(ch) if ch != "\n" and unicodedata.category(ch) in _UNSAFE_CATEGORIES else ch
         for ch in text
     )
-
-
-def _engine_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--endpoint-url", help="S3 endpoint (default: AWS, or $AWS_ENDPOINT_URL)")
-    p.add_argument("--region", help="region (default: from the AWS config)")
-    p.add_argument("--profile", help="AWS profile (default: the default chain)")
-    p.add_argument("--addressing-style", choices=["auto", "path", "virtual"], default="auto")
 
 
 def _config(args: argparse.Namespace) -> EngineConfig:
@@ -333,6 +285,8 @@ async def _jobs_list(eng: UploadEngine, args: argparse.Namespace) -> int:
     """zerorename's jobs and Hadoop S3A's magic jobs, one line each, sorted by job id; the
     kind column tells them apart (``zerorename/<committer>``, ``stream`` for a streaming
     query's batch job, as ``jobs show|resume|abort`` say, or ``s3a/magic``)."""
+    from zerorename.committers.s3ajobs import list_s3a_jobs
+
     dest = Destination.parse(args.dest)
     ids: StreamJobIds | None = getattr(args, "stream_ids", None)
     streams = await ids(eng, dest) if ids is not None else frozenset()
@@ -361,6 +315,14 @@ async def _jobs_list(eng: UploadEngine, args: argparse.Namespace) -> int:
 
 async def _s3a_action(eng: UploadEngine, dest: Destination, args: argparse.Namespace) -> int:
     """show / resume / abort of a Hadoop S3A magic job (see :mod:`s3ajobs`)."""
+    from zerorename.committers.s3aabort import S3AAbortResult, kept_lines
+    from zerorename.committers.s3ajobs import (
+        NOTHING_ROLLED_BACK,
+        abort_s3a_job,
+        resume_s3a_job,
+        show_s3a_job,
+    )
+
     job_id = str(args.job_id)
 
     def say(line: str) -> None:
@@ -447,6 +409,9 @@ def _need_job(args: argparse.Namespace) -> str:
 
 
 async def _jobs_action(eng: UploadEngine, args: argparse.Namespace) -> int:
+    from zerorename.committers.commitlock import CLAIM_VERBS, command_claim
+    from zerorename.committers.s3ajobs import job_committed
+
     if args.action == "list":
         return await _jobs_list(eng, args)
     job_id = _need_job(args)
@@ -461,6 +426,10 @@ async def _jobs_action(eng: UploadEngine, args: argparse.Namespace) -> int:
 async def _job_action(
     eng: UploadEngine, dest: Destination, job_id: str, args: argparse.Namespace
 ) -> int:
+    from zerorename.committers.committer import MagicCommitter
+    from zerorename.committers.s3ajobs import UNRECORDED
+    from zerorename.committers.s3aread import find_s3a_job
+
     if await find_s3a_job(eng, dest, job_id) is not None:  # Hadoop 3.4's or 3.3's
         return await _s3a_action(eng, dest, args)
     streams: StreamJobs | None = getattr(args, "stream_jobs", None)
@@ -709,6 +678,15 @@ def _inspect_command(args: argparse.Namespace) -> int:
     return 0
 
 
+#: what runs each command :func:`cliargs.add_subcommands` defines, by its name
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "uploads list": _runner(_uploads_list),
+    "uploads abort": _runner(_uploads_abort),
+    "jobs": _runner(_jobs_action),
+    "inspect": _inspect_command,
+}
+
+
 def add_subcommands(
     sub: Any,
     *,
@@ -717,82 +695,22 @@ def add_subcommands(
     progress: Progress | None = None,
     options: Callable[[argparse.ArgumentParser], None] | None = None,
 ) -> None:
-    """Add ``uploads``, ``jobs`` and ``inspect`` to an argparse subparsers object;
-    ``stream_jobs``: the hook ``jobs show|resume|abort`` run for a streaming query's batch
-    job (without it such a job is treated as any other); ``stream_ids``: the hook that
-    names such jobs for ``jobs list`` (kind ``stream``); ``progress``: the display of
-    ``uploads abort`` and ``jobs resume|abort`` (the ``zerorename`` command's), with
-    ``options`` adding its flags."""
-    up = sub.add_parser("uploads", help="list or abort pending multipart uploads under a prefix")
-    upsub = up.add_subparsers(dest="uploads_command", metavar="ACTION", required=True)
-    for name, text in (("list", "list pending uploads"), ("abort", "abort pending uploads")):
-        p = upsub.add_parser(name, help=text)
-        p.add_argument(
-            "prefix",
-            help="s3://bucket/prefix (taken as a directory; empty components are refused)",
-        )
-        p.add_argument(
-            "--older-than",
-            type=parse_age,
-            metavar="AGE",
-            help="only uploads initiated longer ago (90s, 30m, 2h, 1d)",
-        )
-        if name == "list":
-            p.add_argument(
-                "--json", action="store_true", help="one JSON document (schema: README, CLI)"
-            )
-            p.set_defaults(func=_runner(_uploads_list))
-        else:
-            p.add_argument("--dry-run", action="store_true", help="only print what would go")
-            p.add_argument(
-                "--json", action="store_true", help="one JSON document (schema: README, CLI)"
-            )
-            p.add_argument(
-                "--all-of-bucket",
-                action="store_true",
-                help="PREFIX is a whole bucket (s3://bucket) and every pending upload in it, "
-                "any job's or writer's, is to be aborted; without it a whole bucket is refused "
-                "(so an unset variable in s3://bucket/$PREFIX never widens to the bucket)",
-            )
-            p.set_defaults(func=_runner(_uploads_abort), progress_hook=progress)
-            if options is not None:
-                options(p)
-        _engine_options(p)
-
-    jobs = sub.add_parser("jobs", help="jobs under a destination: list, show, resume, abort")
-    jobs.add_argument("action", choices=["list", "show", "resume", "abort"])
-    jobs.add_argument("dest", help="s3://bucket/destination")
-    jobs.add_argument("job_id", nargs="?", metavar="JOB_ID")
-    jobs.add_argument("--json", action="store_true", help="one JSON document (schema: README, CLI)")
-    _engine_options(jobs)
-    if options is not None:
-        options(jobs)
-    jobs.set_defaults(
-        func=_runner(_jobs_action),
+    """Add ``uploads``, ``jobs`` and ``inspect`` to an argparse subparsers object, run by
+    :data:`COMMANDS` (the hooks: see :func:`cliargs.add_subcommands`)."""
+    cliargs.add_subcommands(
+        sub,
+        run=COMMANDS.__getitem__,
         stream_jobs=stream_jobs,
         stream_ids=stream_ids,
-        progress_hook=progress,
+        progress=progress,
+        options=options,
     )
-
-    ins = sub.add_parser(
-        "inspect", help="show a _SUCCESS, .pending or .pendingset record (zerorename's or S3A's)"
-    )
-    ins.add_argument("uri", help="s3://bucket/key, or a local file copied out of a store")
-    ins.add_argument("--json", action="store_true")
-    ins.add_argument(
-        "--max-commits",
-        type=int,
-        default=20,
-        help="commits of a pendingset to show (all are counted)",
-    )
-    _engine_options(ins)
-    ins.set_defaults(func=_inspect_command)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The committer commands alone, without the streaming hook (``jobs resume|abort`` of a
     stream batch's job would not go through the query's log): for tests. Users run
-    ``zerorename`` (zerorename.commands), which registers the hook; this module has no
+    ``zerorename`` (zerorename.cli), which registers the hook; this module has no
     ``python -m`` entry for that reason."""
     parser = argparse.ArgumentParser(prog="zerorename")
     add_subcommands(parser.add_subparsers(dest="command", metavar="COMMAND", required=True))

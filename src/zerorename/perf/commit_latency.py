@@ -25,7 +25,6 @@ from typing import Any
 
 from zerorename.perf.model import Meter, Sample, Target
 from zerorename.perf.targets import TargetError
-from zerorename.testing.faultproxy import FaultProxy, FaultRule
 from zerorename.testing.requestlog import Request, describe, sequential_requests
 
 #: the measured phase of a run: a Meter, with or without the proxy's window around it
@@ -56,6 +55,9 @@ class Wire:
     phase runs in ``wire.measure()``, and ``wire.log`` is that phase's requests."""
 
     def __init__(self, target: Target, latency_ms: float) -> None:
+        # here, not at import: the harness's parser (`zerorename perf ... -h`) imports this
+        from zerorename.testing.faultproxy import FaultProxy, FaultRule
+
         self._upstream = target
         self.proxy = FaultProxy(str(target.endpoint_url))
         self.proxy.add_rule(FaultRule(fault="latency", delay=latency_ms / 1000.0))

@@ -26,7 +26,6 @@ from typing import Any
 from zerorename.engine.config import endpoint_problem
 from zerorename.logsafe import redact_url
 from zerorename.spark_adapter.errors import DemoError
-from zerorename.spark_adapter.options import parse_size
 
 #: raw bytes per generated row (id, key, value, 64-character payload), to size the data.
 ROW_BYTES = 100
@@ -252,6 +251,7 @@ def _verify(engine_opts: dict[str, str], uri: str, rows: int, days: int) -> dict
 def run(args: argparse.Namespace) -> int:
     """Run the demo; 0 when everything verified, 1 otherwise."""
     from zerorename.spark_adapter.datasource import register
+    from zerorename.spark_adapter.options import parse_size  # not at import: the CLI's parser
     from zerorename.spark_adapter.success import read_success
 
     size = parse_size(str(args.size), "--size")
