@@ -19,16 +19,15 @@ from committer_helpers import (
 from zerorename.committers import CommitProgress, SuccessData, TaskCommitSummary
 from zerorename.testing.targets import S3Target
 
-#: every kind on both servers over HTTP; over HTTPS the magic kind only: the kinds differ in
-#: when zerorename uploads, not in what TLS carries (test_tls_engine.py sends both bodies,
-#: memory blocks and file ranges, over TLS to both servers)
+#: every kind on both servers over HTTP; over HTTPS one magic job, on RGW's own TLS: the
+#: kinds differ in when zerorename uploads, not in what TLS carries (test_tls_engine.py
+#: sends both bodies, memory blocks and file ranges, over TLS to both servers)
 KINDS_ON = [
     *(
         pytest.param(kind, target, marks=marks, id=f"{kind}-{target}")
         for kind in ["magic", "staging", "partitioned"]
         for target, marks in (("moto", ()), ("rgw", pytest.mark.rgw))
     ),
-    pytest.param("magic", "moto-https", marks=pytest.mark.https, id="magic-moto-https"),
     pytest.param(
         "magic", "rgw-https", marks=[pytest.mark.rgw, pytest.mark.https], id="magic-rgw-https"
     ),

@@ -35,7 +35,7 @@ def test_parse_age() -> None:
         parse_age("soon")
 
 
-@pytest.mark.also_https
+# HTTP only: the CLI over TLS is test_tls_cli.py's claim (a subprocess on both servers)
 async def test_uploads_list_and_abort_stay_in_their_prefix(
     s3: S3Target, aws_env: list[str], capsys: Any
 ) -> None:

@@ -106,7 +106,16 @@ async def test_append_keeps_old_files(s3: S3Target, tmp_path) -> None:  # type: 
     }
 
 
-@pytest.mark.also_https
+# and once over TLS, RGW's own (a replace's listing and deletes over HTTPS; no doubling on moto)
+@pytest.mark.parametrize(
+    "s3",
+    [
+        "moto",
+        pytest.param("rgw", marks=pytest.mark.rgw),
+        pytest.param("rgw-https", marks=[pytest.mark.rgw, pytest.mark.https]),
+    ],
+    indirect=True,
+)
 async def test_replace_destination(s3: S3Target, tmp_path) -> None:  # type: ignore[no-untyped-def]
     prefix = dest_prefix(s3)
     seed(s3, prefix)
