@@ -26,6 +26,20 @@ module: pytestmark) with ``also_https`` to run it over HTTP and HTTPS: its ``s3`
 moto, rgw, moto-https, rgw-https; its ``moto_s3`` moto, moto-https; its ``rgw_s3`` rgw,
 rgw-https. Every HTTPS instance carries the ``https`` marker (``-m "not https"`` skips them).
 
+Which servers a test runs on (the rule; each choice says its clause where it is made): a test
+runs on RGW when its claim can depend on the store -- multipart semantics, listing, ETags,
+conditional writes (If-Match/If-None-Match), error codes, checksums, TLS handshakes, the
+CLI end to end, a server quirk (docs, the servers' notes) -- and on moto alone when it
+proves zerorename's own logic through any store: journal and state decisions, planning,
+refusals before any request, retry bookkeeping, output formatting, and faults the proxy
+answers itself (a forwarded request whose answer is lost, or a half body, reaches the
+store: RGW too). A variant that differs only in our code (a source kind, a send mode, a
+cut point of the proxy) runs on RGW once, not for each value. HTTPS (``also_https``,
+``s3_tls``) where TLS is part of the claim: the tls/https files, CA bundles, each of the
+engine's send paths and part bodies once, the CLI over TLS; nowhere as a mere doubling.
+Moto-only tests say so with ``pytest.mark.parametrize("s3", ["moto"], indirect=True)``
+(``MOTO`` in their modules) or a per-case list (``..._ON``) naming each case's server.
+
 RGW policy: missing binaries skip the rgw tests with a reason, unless CI=true or
 ZR_REQUIRE_RGW=1 (then the run stops with what to install; under xdist each rgw test fails with
 that line). ZR_SKIP_RGW=1 skips them on purpose.

@@ -19,6 +19,10 @@ from zerorename.testing.faultproxy import FaultProxy, FaultRule
 from zerorename.testing.targets import S3Target
 from zerorename.units import MiB
 
+#: tests of zerorename's own logic, which no store changes, run on moto only (the rule in
+#: tests/conftest.py's docstring)
+MOTO = pytest.mark.parametrize("s3", ["moto"], indirect=True)
+
 PATHS = pytest.mark.parametrize("fast_path", [True, False], ids=["fastpath", "botocore"])
 
 
@@ -50,6 +54,7 @@ CASES = [
 @pytest.mark.parametrize(
     ("operation", "fault", "size"), CASES, ids=[f"{o}-{f}" for o, f, _ in CASES]
 )
+@MOTO
 async def test_an_upload_answered_without_its_fields_fails(
     s3: S3Target,
     fault_proxy: Callable[..., FaultProxy],
@@ -76,6 +81,7 @@ async def test_an_upload_answered_without_its_fields_fails(
 
 
 @PATHS
+@MOTO
 async def test_a_deferred_complete_answered_with_html_fails_and_leaves_the_upload(
     s3: S3Target, fault_proxy: Callable[..., FaultProxy], fast_path: bool
 ) -> None:
@@ -96,6 +102,7 @@ async def test_a_deferred_complete_answered_with_html_fails_and_leaves_the_uploa
 
 @PATHS
 @pytest.mark.parametrize("fault", ["html_200", "strip_etag"])
+@MOTO
 async def test_a_small_object_write_without_an_etag_fails(
     s3: S3Target, fault_proxy: Callable[..., FaultProxy], fast_path: bool, fault: str
 ) -> None:

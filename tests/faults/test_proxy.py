@@ -27,6 +27,10 @@ from zerorename.testing.faultproxy import FaultProxy, FaultRule, classify
 from zerorename.testing.servers import MotoServer
 from zerorename.testing.targets import S3Target
 
+#: tests of zerorename's own logic, which no store changes, run on moto only (the rule in
+#: tests/conftest.py's docstring)
+MOTO = pytest.mark.parametrize("s3", ["moto"], indirect=True)
+
 MiB = 1024 * 1024
 NET_ERRORS = (HTTPClientError, BotoConnectionError)
 ProxyFactory = Callable[..., FaultProxy]
@@ -257,6 +261,7 @@ def test_stall_hits_the_read_timeout(moto_s3: S3Target, fault_proxy: ProxyFactor
         c.head_object(Bucket=moto_s3.bucket, Key=moto_s3.key("nothing"))
 
 
+@MOTO
 def test_drop_response_applies_but_client_sees_error(
     s3: S3Target, fault_proxy: ProxyFactory
 ) -> None:

@@ -25,6 +25,10 @@ from cli_helpers import target_env, use_target
 from zerorename import cli
 from zerorename.testing.targets import S3Target
 
+#: tests of zerorename's own logic, which no store changes, run on moto only (the rule in
+#: tests/conftest.py's docstring)
+MOTO = pytest.mark.parametrize("s3", ["moto"], indirect=True)
+
 
 def run_cli(
     s3: S3Target, *argv: str, stdin: bytes | None = None, env: dict[str, str] | None = None
@@ -69,6 +73,7 @@ def pending(s3: S3Target, key: str) -> list[str]:
     return [u["UploadId"] for u in got if u["Key"] == key]
 
 
+@MOTO
 def test_defer_to_an_unwritable_record_path_uploads_nothing(s3: S3Target, tmp_path: Path) -> None:
     src = tmp_path / "data.bin"
     src.write_bytes(b"x" * 100)
@@ -78,6 +83,7 @@ def test_defer_to_an_unwritable_record_path_uploads_nothing(s3: S3Target, tmp_pa
     assert pending(s3, key) == []
 
 
+@MOTO
 def test_defer_refuses_to_overwrite_an_existing_record(
     s3: S3Target, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
@@ -93,6 +99,7 @@ def test_defer_refuses_to_overwrite_an_existing_record(
     assert pending(s3, key) == []
 
 
+@MOTO
 async def test_a_record_that_cannot_be_written_aborts_the_upload(
     s3: S3Target, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
@@ -128,6 +135,7 @@ def test_put_from_a_pipe_streams(s3: S3Target) -> None:
     assert got == data
 
 
+@MOTO
 def test_put_from_a_fifo_streams(
     s3: S3Target, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:

@@ -1,4 +1,5 @@
-"""UploadEngine.upload_parts, the public seam writers use, against real S3 servers."""
+"""UploadEngine.upload_parts, the public seam writers use, against a real S3 server (moto:
+the seam is zerorename's own, whatever the store)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,14 @@ from zerorename.engine.sources import Part, part_stream
 from zerorename.testing.targets import S3Target
 from zerorename.units import MiB
 
+#: tests of zerorename's own logic, which no store changes, run on moto only (the rule in
+#: tests/conftest.py's docstring)
+MOTO = pytest.mark.parametrize("s3", ["moto"], indirect=True)
+
 DATA = os.urandom(11 * MiB + 7)
 
 
+@MOTO
 async def test_upload_parts_completes_and_defers(s3: S3Target) -> None:
     cfg = s3.engine_config(part_size=5 * MiB, max_concurrency=3)
     async with UploadEngine(cfg) as engine:
@@ -36,6 +42,7 @@ async def test_upload_parts_completes_and_defers(s3: S3Target) -> None:
     assert pending_keys(s3) == []
 
 
+@MOTO
 async def test_upload_parts_aborts_when_the_parts_fail(s3: S3Target) -> None:
     async def broken() -> AsyncGenerator[Part, None]:
         yield Part(1, DATA[: 5 * MiB], last=False)

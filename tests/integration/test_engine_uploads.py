@@ -28,6 +28,10 @@ from zerorename.engine.checksums import compute
 from zerorename.testing.targets import S3Target
 from zerorename.units import MiB
 
+#: tests of zerorename's own logic, which no store changes, run on moto only (the rule in
+#: tests/conftest.py's docstring)
+MOTO = pytest.mark.parametrize("s3", ["moto"], indirect=True)
+
 SPECIAL_KEYS = [
     "with space/file name.bin",
     "unicode/ünïcödé-日本語.bin",
@@ -48,6 +52,7 @@ DATA = os.urandom(12 * MiB + 12345)
 
 
 @pytest.mark.parametrize("kind", ["bytes", "memoryview", "path", "fileobj", "sync", "async"])
+@MOTO
 async def test_every_source_round_trips(s3: S3Target, kind: str, tmp_path: Path) -> None:
     source = make_source(kind, DATA, tmp_path)
     key = s3.key(f"src-{kind}.bin")
@@ -122,6 +127,7 @@ async def test_checksum_per_part_is_recorded(s3: S3Target, algorithm: str) -> No
     assert get(s3, s3.key("c.bin")) == DATA
 
 
+@MOTO
 async def test_async_writer_streams_and_defers(s3: S3Target) -> None:
     key = s3.key("writer.bin")
     async with UploadEngine(cfg(s3)) as engine:
@@ -134,6 +140,7 @@ async def test_async_writer_streams_and_defers(s3: S3Target) -> None:
     assert get(s3, key) == DATA
 
 
+@MOTO
 async def test_async_writer_exception_aborts(s3: S3Target) -> None:
     async with UploadEngine(cfg(s3)) as engine:
         with pytest.raises(RuntimeError, match="producer broke"):
@@ -144,6 +151,7 @@ async def test_async_writer_exception_aborts(s3: S3Target) -> None:
     assert object_keys(s3) == []
 
 
+@MOTO
 async def test_sync_writer_from_a_thread(s3: S3Target) -> None:
     key = s3.key("sync-writer.csv")
     loop = asyncio.get_running_loop()
@@ -173,6 +181,7 @@ async def test_sync_writer_from_a_thread(s3: S3Target) -> None:
     assert pending_keys(s3) == []
 
 
+@MOTO
 async def test_failing_source_aborts_the_upload(s3: S3Target) -> None:
     async def bad() -> AsyncIterator[bytes]:
         yield os.urandom(11 * MiB)
@@ -185,6 +194,7 @@ async def test_failing_source_aborts_the_upload(s3: S3Target) -> None:
     assert pending_keys(s3) == []
 
 
+@MOTO
 async def test_cancelled_upload_aborts(s3: S3Target) -> None:
     started = asyncio.Event()
 
@@ -282,6 +292,7 @@ async def test_object_operations(s3: S3Target) -> None:
     assert object_keys(s3) == []
 
 
+@MOTO
 async def test_stats_and_engine_event_callback(s3: S3Target) -> None:
     events: list[Any] = []
 

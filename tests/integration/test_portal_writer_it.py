@@ -1,6 +1,6 @@
-"""The blocking upload writer across the process portal, on moto and RGW: an engine kept
-as a portal resource, a writer per worker thread, and the after-close hook a committer
-records a deferred upload with."""
+"""The blocking upload writer across the process portal, on moto (the portal and the writer
+are zerorename's own, whatever the store): an engine kept as a portal resource, a writer
+per worker thread, and the after-close hook a committer records a deferred upload with."""
 
 from __future__ import annotations
 
@@ -15,9 +15,14 @@ from zerorename.portal import process_portal
 from zerorename.testing.targets import S3Target
 from zerorename.units import MiB
 
+#: tests of zerorename's own logic, which no store changes, run on moto only (the rule in
+#: tests/conftest.py's docstring)
+MOTO = pytest.mark.parametrize("s3", ["moto"], indirect=True)
+
 DATA = os.urandom(11 * MiB + 777)
 
 
+@MOTO
 def test_writers_from_threads_through_the_process_portal(s3: S3Target) -> None:
     portal = process_portal()
     key = ("test-portal-writer", s3.prefix)
@@ -51,6 +56,7 @@ def test_writers_from_threads_through_the_process_portal(s3: S3Target) -> None:
     assert pending_keys(s3) == []
 
 
+@MOTO
 def test_an_after_close_error_is_raised_by_close(s3: S3Target) -> None:
     """A hook that fails (a record that could not be written) fails close(); the
     deferred upload is the hook's to abort, as a committer's does."""

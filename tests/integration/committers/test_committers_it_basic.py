@@ -19,9 +19,22 @@ from committer_helpers import (
 from zerorename.committers import CommitProgress, SuccessData, TaskCommitSummary
 from zerorename.testing.targets import S3Target
 
+#: every kind on both servers over HTTP; over HTTPS one magic job, on RGW's own TLS: the
+#: kinds differ in when zerorename uploads, not in what TLS carries (test_tls_engine.py
+#: sends both bodies, memory blocks and file ranges, over TLS to both servers)
+KINDS_ON = [
+    *(
+        pytest.param(kind, target, marks=marks, id=f"{kind}-{target}")
+        for kind in ["magic", "staging", "partitioned"]
+        for target, marks in (("moto", ()), ("rgw", pytest.mark.rgw))
+    ),
+    pytest.param(
+        "magic", "rgw-https", marks=[pytest.mark.rgw, pytest.mark.https], id="magic-rgw-https"
+    ),
+]
 
-@pytest.mark.also_https
-@pytest.mark.parametrize("kind", ["magic", "staging", "partitioned"])
+
+@pytest.mark.parametrize(("kind", "s3"), KINDS_ON, indirect=["s3"])
 async def test_commit_is_complete_and_nothing_visible_before(
     s3: S3Target, kind: str, tmp_path
 ) -> None:  # type: ignore[no-untyped-def]

@@ -13,6 +13,10 @@ from committer_helpers import bucket_state, committer, dest_uri, engine_for, upl
 from zerorename.committers.cli import main, parse_age
 from zerorename.testing.targets import S3Target
 
+#: tests of zerorename's own logic, which no store changes, run on moto only (the rule in
+#: tests/conftest.py's docstring)
+MOTO = pytest.mark.parametrize("s3", ["moto"], indirect=True)
+
 
 def cli(capsys: Any, *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
@@ -31,7 +35,7 @@ def test_parse_age() -> None:
         parse_age("soon")
 
 
-@pytest.mark.also_https
+# HTTP only: the CLI over TLS is test_tls_cli.py's claim (a subprocess on both servers)
 async def test_uploads_list_and_abort_stay_in_their_prefix(
     s3: S3Target, aws_env: list[str], capsys: Any
 ) -> None:
@@ -177,6 +181,7 @@ def test_uploads_abort_never_widens_to_the_bucket(
 HOSTILE = "\x1b]0;pwned\x07\x1b[2J\r\nzerorename: job committed\x9b1m\u202e\u2028"
 
 
+@MOTO
 def test_inspect_escapes_control_characters(s3: S3Target, aws_env: list[str], capsys: Any) -> None:
     success = {
         "name": "zerorename.committers.SuccessData/1",

@@ -25,6 +25,10 @@ from zerorename.committers.records import (
 from zerorename.engine.records import PartInfo, PendingUpload
 from zerorename.testing.targets import S3Target
 
+#: tests of zerorename's own logic, which no store changes, run on moto only (the rule in
+#: tests/conftest.py's docstring)
+MOTO = pytest.mark.parametrize("s3", ["moto"], indirect=True)
+
 
 async def committed_job(eng: Any, s3: Any, tasks: int = 2) -> tuple[Any, list[Any]]:
     """A magic job whose ``tasks`` tasks committed one file each."""
@@ -66,8 +70,18 @@ HOSTILE = {
     "root _SUCCESS": "_SUCCESS",
 }
 
+#: every hostile key on moto; on RGW too the keys whose path segments a store may normalize
+#: or refuse ('..', '.', an empty segment); the other refusals are zerorename's own
+HOSTILE_ON = [
+    *(pytest.param("moto", case, id=f"moto-{case}") for case in sorted(HOSTILE)),
+    *(
+        pytest.param("rgw", case, marks=pytest.mark.rgw, id=f"rgw-{case}")
+        for case in ("dot segment", "dotdot", "empty segment")
+    ),
+]
 
-@pytest.mark.parametrize("case", sorted(HOSTILE))
+
+@pytest.mark.parametrize(("s3", "case"), HOSTILE_ON, indirect=["s3"])
 async def test_pendingset_key_outside_the_output_rules_is_refused(s3: S3Target, case: str) -> None:
     async with engine_for(s3) as eng:
         job, _ = await committed_job(eng, s3)
@@ -87,6 +101,7 @@ async def test_pendingset_key_outside_the_output_rules_is_refused(s3: S3Target, 
         assert await job.is_active()
 
 
+@MOTO
 async def test_upload_of_another_bucket_is_refused(s3: S3Target) -> None:
     async with engine_for(s3) as eng:
         job, sums = await committed_job(eng, s3)
@@ -100,6 +115,7 @@ async def test_upload_of_another_bucket_is_refused(s3: S3Target) -> None:
 
 
 @pytest.mark.parametrize("how", ["same upload in one set", "same key", "same upload id"])
+@MOTO
 async def test_the_same_upload_twice_is_a_record_error_before_any_complete(
     s3: S3Target, how: str
 ) -> None:
@@ -187,7 +203,18 @@ async def test_malformed_journal_makes_resume_refuse_and_change_nothing(
         assert [k for k in objs if job.job_id in k] == [] and ups == []
 
 
-@pytest.mark.parametrize("cut", ["../../", "pendingsets/../", "other-"])
+#: every cut on moto; on RGW the one a store that resolves '..' would turn into the job's
+#: own pendingsets directory (the plan's check is zerorename's own)
+CUTS_ON = [
+    *(
+        pytest.param("moto", cut, id=f"moto-{cut}")
+        for cut in ["../../", "pendingsets/../", "other-"]
+    ),
+    pytest.param("rgw", "pendingsets/../", marks=pytest.mark.rgw, id="rgw-pendingsets/../"),
+]
+
+
+@pytest.mark.parametrize(("s3", "cut"), CUTS_ON, indirect=["s3"])
 async def test_plan_naming_a_pendingset_outside_the_job_refuses_resume(
     s3: S3Target, cut: str
 ) -> None:
@@ -274,6 +301,7 @@ async def test_succeeded_journal_whose_upload_is_gone_writes_no_success(s3: S3Ta
     assert job.layout.journal in objs and job.layout.marker in objs
 
 
+@MOTO
 async def test_cli_inspect_reads_the_job_records_a_refusal_points_to(
     s3: S3Target, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:

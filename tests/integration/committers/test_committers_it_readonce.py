@@ -19,6 +19,10 @@ from zerorename.engine import UploadEngine
 from zerorename.testing.faultproxy import FaultProxy
 from zerorename.testing.targets import S3Target
 
+#: tests of zerorename's own logic, which no store changes, run on moto only (the rule in
+#: tests/conftest.py's docstring)
+MOTO = pytest.mark.parametrize("s3", ["moto"], indirect=True)
+
 TASKS = 4
 FILES = 6
 
@@ -81,6 +85,7 @@ def pendingset_reads(proxy: FaultProxy) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("mode", sorted(SPOOLING))
+@MOTO
 async def test_job_commit_reads_each_pendingset_once(
     s3: S3Target, fault_proxy: Callable[..., Any], monkeypatch: pytest.MonkeyPatch, mode: str
 ) -> None:
@@ -100,6 +105,7 @@ async def test_job_commit_reads_each_pendingset_once(
 
 
 @pytest.mark.parametrize("mode", sorted(SPOOLING))
+@MOTO
 async def test_truncated_last_pendingset_refuses_before_any_complete(
     s3: S3Target, fault_proxy: Callable[..., Any], monkeypatch: pytest.MonkeyPatch, mode: str
 ) -> None:

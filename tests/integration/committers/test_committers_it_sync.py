@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import pytest
 from committer_helpers import (
     committer,
     data_objects,
@@ -28,6 +29,10 @@ from zerorename.engine import UploadEngine
 from zerorename.testing.faultrules import FaultRule
 from zerorename.testing.targets import S3Target
 from zerorename.testing.wsgiserver import CONNECTION_THREAD_PREFIX
+
+#: tests of zerorename's own logic, which no store changes, run on moto only (the rule in
+#: tests/conftest.py's docstring)
+MOTO = pytest.mark.parametrize("s3", ["moto"], indirect=True)
 
 
 def run_sync_job(s3: S3Target, kind: str, tmp: Path, tasks: int = 3) -> tuple[str, dict]:  # type: ignore[type-arg]
@@ -57,6 +62,7 @@ def run_sync_job(s3: S3Target, kind: str, tmp: Path, tasks: int = 3) -> tuple[st
     return job.job_id, expected
 
 
+@MOTO
 def test_sync_facade_from_worker_threads(s3: S3Target, tmp_path: Path) -> None:
     for kind in ("magic", "staging"):
         _, expected = run_sync_job(s3, kind, tmp_path)
@@ -78,6 +84,7 @@ def _settled_threads(limit: int, timeout: float = 5.0) -> int:
     return n
 
 
+@MOTO
 def test_no_thread_leak_over_many_jobs(s3: S3Target, tmp_path: Path) -> None:
     run_sync_job(s3, "magic", tmp_path, tasks=2)  # warm up lazily created threads
     before = _settled_threads(0, timeout=1.0)
@@ -86,6 +93,7 @@ def test_no_thread_leak_over_many_jobs(s3: S3Target, tmp_path: Path) -> None:
     assert _settled_threads(before) <= before
 
 
+@MOTO
 async def test_no_task_leak_and_bytes_reported(s3: S3Target) -> None:
     async with engine_for(s3) as eng:
         baseline = len(asyncio.all_tasks())
@@ -100,6 +108,7 @@ async def test_no_task_leak_and_bytes_reported(s3: S3Target) -> None:
         assert len(asyncio.all_tasks()) == baseline
 
 
+@MOTO
 async def test_progress_at_least_once_a_second(
     s3: S3Target, fault_proxy: Callable[..., Any]
 ) -> None:

@@ -24,6 +24,10 @@ from zerorename.committers.successdata import SuccessData
 from zerorename.testing.targets import S3Target
 from zerorename.units import MiB
 
+#: tests of zerorename's own logic, which no store changes, run on moto only (the rule in
+#: tests/conftest.py's docstring)
+MOTO = pytest.mark.parametrize("s3", ["moto"], indirect=True)
+
 #: Hadoop's record classes, compiled once per session (skips only without a JDK)
 s3a_oracle = s3a_oracle_module.s3a_oracle
 Oracle = s3a_oracle_module.Oracle
@@ -221,6 +225,7 @@ async def _acli(capsys: Any, *argv: str) -> tuple[int, str, str]:
     return await asyncio.to_thread(cli, capsys, *argv)
 
 
+@MOTO
 def test_show_says_what_is_completed_and_what_is_pending(
     s3: S3Target, s3a_records: dict[str, Any], aws_env: list[str], capsys: Any
 ) -> None:
@@ -432,6 +437,7 @@ def test_a_bad_record_changes_nothing(
     assert bucket_state(s3) == before
 
 
+@MOTO
 def test_abort_of_a_job_whose_success_names_it_is_refused(
     s3: S3Target, s3a_records: dict[str, Any], aws_env: list[str], capsys: Any
 ) -> None:
@@ -447,6 +453,7 @@ def test_abort_of_a_job_whose_success_names_it_is_refused(
     assert bucket_state(s3) == before
 
 
+@MOTO
 def test_inspect_reads_s3a_records_from_a_file_and_from_the_store(
     s3: S3Target, s3a_records: dict[str, Any], aws_env: list[str], capsys: Any, tmp_path: Path
 ) -> None:

@@ -52,7 +52,18 @@ def _assert_valid(oracle: Oracle, kind: str, paths: list[Path]) -> list[str]:
     return [v.text for v in verdicts]
 
 
-@pytest.mark.parametrize("kind", ["magic", "staging", "partitioned"])
+#: every kind on moto; on RGW the magic one (its records carry the ETags RGW answered; what
+#: the kinds write around them is zerorename's own)
+KINDS_ON = [
+    *(
+        pytest.param("moto", kind, id=f"moto-{kind}")
+        for kind in ["magic", "staging", "partitioned"]
+    ),
+    pytest.param("rgw", "magic", marks=pytest.mark.rgw, id="rgw-magic"),
+]
+
+
+@pytest.mark.parametrize(("s3", "kind"), KINDS_ON, indirect=["s3"])
 async def test_every_record_zerorename_writes_passes_hadoop(
     s3: S3Target,
     kind: str,

@@ -26,6 +26,10 @@ from zerorename.spark_adapter.streamlog import Intent, stream_job_id
 from zerorename.spark_adapter.streamsink import STREAM_COMMIT, StreamSink, ensure_job
 from zerorename.testing.targets import S3Target
 
+#: tests of zerorename's own logic, which no store changes, run on moto only (the rule in
+#: tests/conftest.py's docstring)
+MOTO = pytest.mark.parametrize("s3", ["moto"], indirect=True)
+
 Q = "11111111-2222-4333-8444-555555555555"
 
 
@@ -115,6 +119,7 @@ def want(batches: range) -> list[bytes]:
     return sorted(f"batch {b} task {t}\n".encode() for b in batches for t in range(2))
 
 
+@MOTO
 def test_abort_of_a_stream_job_and_spark_writes_the_batch_again(
     s3: S3Target, aws_env: list[str], capsys: Any
 ) -> None:
