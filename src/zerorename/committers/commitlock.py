@@ -393,17 +393,19 @@ async def delete_lock(ctx: JobContext, record: LockRecord, also: Sequence[str] =
     return True
 
 
-async def release_held(ctx: JobContext, etag: str | None) -> None:
+async def release_held(ctx: JobContext, etag: str | None, also: Sequence[str] = ()) -> None:
     """A commit's release of the lock it holds (its journal is its own, so no other job
-    touches the lock): with the ETag its PutObject answered, one conditional delete;
-    without (a resume, or a write whose answer was lost) the lock is read first and goes
-    only while it names this job."""
+    touches the lock), with ``also`` in the same request: with the ETag its PutObject
+    answered, one conditional delete; without (a resume, or a write whose answer was
+    lost) the lock is read first and goes only while it names this job."""
     if etag is not None:
-        await delete_lock_of(ctx, etag)
+        await delete_lock_of(ctx, etag, also)
         return
     now = await read_lock(ctx)
     if now is not None and now.job_id == ctx.job_id:
-        await delete_lock(ctx, now)
+        await delete_lock(ctx, now, also)
+    elif also:
+        await ctx.engine.delete_objects(ctx.dest.bucket, list(also))
 
 
 async def release_taken(ctx: JobContext, written: LockRecord | None) -> bool:
