@@ -21,7 +21,7 @@ from zerorename.committers.errors import CommitterError, JobNotFound
 from zerorename.committers.paths import Destination
 from zerorename.committers.s3aabort import AbortNote, parse_note
 from zerorename.committers.s3alayout import S3AJobLayout, S3ALayoutKind, shared_magic_dir
-from zerorename.engine.errors import RetriesExhausted
+from zerorename.engine.errors import RetriesExhausted, S3Error
 from zerorename.sim.operators import kept_keys, run_cli
 from zerorename.testing.memstate import MemoryState
 from zerorename.testing.memstore import MemoryStore
@@ -257,9 +257,10 @@ async def test_a_writer_at_a_kept_key_during_the_abort_keeps_its_object(
 
 # -- a crash at every request, then the next abort ----------------------------------------
 @pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("fault", ["crash", "500"])
 @pytest.mark.parametrize("after", [False, True], ids=["before", "after"])
 async def test_a_cli_abort_that_dies_anywhere_is_finished_by_the_next(
-    kind: S3ALayoutKind, after: bool
+    kind: S3ALayoutKind, after: bool, fault: str
 ) -> None:
     """The command claim a dead abort leaves is the abort's: the next abort takes it
     over, finishes, names every kept object (with what the dead one printed), and
@@ -270,7 +271,10 @@ async def test_a_cli_abort_that_dies_anywhere_is_finished_by_the_next(
     for n in range(1, total + 1):
         state = base.copy()
         dying = MemoryStore(state)
-        dying.crash_at(n, after=after)
+        if fault == "crash":
+            dying.crash_at(n, after=after)
+        else:  # a 500 past the retries (``after``: it took effect, the answer was lost)
+            dying.fail_at(n, S3Error("InternalError", code="InternalError"), after=after)
         printed, _ = await cli(state, "abort", URI, JOB, store=dying)
         told = kept(printed)
         await finish(state, told)
