@@ -182,3 +182,80 @@ async def test_a_commit_that_dies_anywhere_is_finished_by_the_cli(
         assert not [x for x in state.objects(B) if h[0] in x and "__magic" in x], (n, outcome)
         assert not [x for x, _ in state.pending(B) if "h-" in x], (n, outcome)
         await next_job_commits_at_once(state, tmp_path)
+
+
+class LaggingHead(MemoryStore):
+    """A store whose HEAD of the lock lags its deletes: until the next DeleteObjects, a
+    HEAD answers the lock as it was before this handle's last one (a replica that has
+    not seen the delete yet; S3 is strongly consistent, some gateways' caches are not)."""
+
+    def __init__(self, *a: Any, **kw: Any) -> None:
+        super().__init__(*a, **kw)
+        self.before_delete: dict[str, Any] | None = None
+
+    async def _delete_batch(self, bucket: str, keys: list[str], etags: Any) -> int:
+        self.before_delete = {LOCK: self.state.buckets[bucket].get(LOCK)}
+        return await super()._delete_batch(bucket, keys, etags)
+
+    async def head_object(self, bucket: str, key: str) -> Any:
+        if key != LOCK or self.before_delete is None:
+            return await super().head_object(bucket, key)
+        from zerorename.engine.records import ObjectInfo
+
+        old = self.before_delete[LOCK]
+
+        def head() -> ObjectInfo | None:
+            if old is None:
+                return None
+            return ObjectInfo(bucket, key, len(old.data), old.etag, old.modified)
+
+        return await self._request("HeadObject", bucket, key, head)
+
+
+@pytest.mark.parametrize(
+    "mode",
+    [
+        "honour",
+        pytest.param(
+            "ignore",
+            marks=pytest.mark.xfail(
+                strict=True,
+                raises=AssertionError,
+                reason="H's lock delete takes effect and its answer is lost; K takes the "
+                "free lock; the recheck's HEAD lags the delete and still answers H's ETag, "
+                "so the engine resends, and a store that ignores If-Match deletes K's lock",
+            ),
+        ),
+    ],
+)
+async def test_a_lagging_head_before_the_resend_keeps_the_lock_another_job_took(
+    tmp_path: Path, mode: ConditionalDelete
+) -> None:
+    base, h, k = await two_jobs(tmp_path)
+    state = base.copy()
+    store = LaggingHead(state, conditional_delete=mode)
+    c = MagicCommitter(store, URI, conflict="append", options=options(tmp_path))
+    hj = await c.open_job(h[0])
+    taken: list[LockRecord] = []
+
+    async def gate(op: str, bucket: str, key: str) -> None:
+        # once H's first lock delete took effect: K takes the free lock (and holds it)
+        if op == "HeadObject" and key == LOCK and not taken and LOCK not in state.objects(B):
+            rec = LockRecord(k[0])
+            await MemoryStore(state).put_object(B, LOCK, rec.to_json(), if_none_match=True)
+            taken.append(rec)
+
+    store.gate = gate
+    # the answer of H's lock delete (its own request, If-Match on its PutObject's ETag)
+    # is lost: find which DeleteObjects that is on a probe
+    probe = MemoryStore(base.copy())
+    pj = await MagicCommitter(probe, URI, conflict="append", options=options(tmp_path)).open_job(
+        h[0]
+    )
+    await pj.commit(h[1])
+    deletes = [r for r in probe.log if r.op == "DeleteObjects"]
+    lock_deletes = next(i for i, r in enumerate(deletes, 1) if r.key == LOCK)
+    store.lose_answer_at(lock_deletes)
+    await hj.commit(h[1])
+    assert taken, "K never took the lock (the attack did not happen)"
+    assert lock_now(state) == taken[0]
