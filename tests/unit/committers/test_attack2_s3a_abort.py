@@ -440,3 +440,38 @@ async def test_a_new_attempt_written_during_the_abort_is_not_orphaned() -> None:
         if exc is None and not job_records(state, kind) and state.pending(B):
             orphaned.append(n)
     assert not orphaned, f"uploads left with no record when attempt 01 began at {orphaned}"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_second_abort_dying_anywhere_inside_the_first(kind: S3ALayoutKind) -> None:
+    """Before the first abort's ``n``-th request, a second abort runs until its process
+    dies at its ``m``-th request, for every n and m; the first goes on; then aborts until
+    the job is gone. Between them the aborts name both kept objects, leave no record,
+    claim or pending upload of the job, and delete no object."""
+    want = await want_kept(kind)
+    base = await crashed(kind)
+    total = await requests_of(base, "abort", URI, JOB)
+    for n in range(1, total + 1):
+        for m in range(1, total + 1):
+            state = base.copy()
+            told: set[str] = set()
+
+            async def dies(state: MemoryState = state, told: set[str] = told, m: int = m) -> None:
+                b = MemoryStore(state)
+                b.crash_at(m, after=True)
+                printed, _ = await cli(state, "abort", URI, JOB, store=b)
+                told.update(kept(printed))
+
+            a = MemoryStore(state)
+            a.gate = before(n, dies)
+            printed, exc = await cli(state, "abort", URI, JOB, store=a)
+            told |= kept(printed)
+            assert exc is None or isinstance(exc, CommitterError), (n, m, exc)
+            await finish(state, told)
+            where = (n, m)
+            assert told == want, where
+            assert job_records(state, kind) == {}, where
+            assert set(outputs(state)) == want, where
+            assert not state.pending(B), where
+            left = [k for k in state.objects(B) if "__magic" in k and k != shared_magic_dir(DEST)]
+            assert not left, (where, left)
