@@ -259,3 +259,48 @@ async def test_a_lagging_head_before_the_resend_keeps_the_lock_another_job_took(
     await hj.commit(h[1])
     assert taken, "K never took the lock (the attack did not happen)"
     assert lock_now(state) == taken[0]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="H's journal says succeeded; its release deletes the lock in a request of its own "
+    "(7d86b00) and H dies right after, its marker and records still there; a replace job "
+    "takes the free lock and removes H's output; `jobs resume H` then completes H's "
+    "uploads again, cannot prove the one whose object is gone (NoSuchUpload) and refuses, "
+    "and `jobs abort H` refuses a succeeded job: H's records stay forever (simulation "
+    "seeds s3a 21879, 21960, s3a-late 21529)",
+)
+async def test_a_commit_dead_after_its_lock_release_is_cleaned_after_a_replace(
+    tmp_path: Path,
+) -> None:
+    state = MemoryState(B)
+    setup = MemoryStore(state)
+    h, hs, hk = await ready_job(setup, tmp_path, "append", "h", 1)
+    k, ks, _ = await ready_job(setup, tmp_path, "replace", "k", 1)
+    probe = MemoryStore(state.copy())
+    pj = await MagicCommitter(probe, URI, conflict="append", options=options(tmp_path)).open_job(
+        h.job_id
+    )
+    opened = probe.requests
+    await pj.commit(hs)
+    at = next(r.number for r in probe.log if (r.op, r.key) == ("DeleteObjects", LOCK))
+    store = MemoryStore(state)
+    hj = await MagicCommitter(store, URI, conflict="append", options=options(tmp_path)).open_job(
+        h.job_id
+    )
+    store.crash_at(at - opened, after=True)  # H dies right after its lock is released
+    with contextlib.suppress(BaseException):
+        await hj.commit(hs)
+    assert LOCK not in state.objects(B) and f"{hk[0]}" in state.objects(B)
+    kc = MagicCommitter(MemoryStore(state), URI, conflict="replace", options=options(tmp_path))
+    await (await kc.open_job(k.job_id)).commit(ks)  # ordered after H: H's file goes
+    assert hk[0] not in state.objects(B)
+    told = []
+    for action in ("resume", "abort"):
+        try:
+            await run_cli(MemoryStore(state), "jobs", action, URI, h.job_id)
+            told.append(f"{action}: ok")
+        except Exception as exc:
+            told.append(f"{action}: {type(exc).__name__}")
+    assert not [x for x in state.objects(B) if h.job_id in x and "__magic" in x], told
