@@ -96,12 +96,6 @@ async def test_an_abort_cut_short_on_the_wire_is_finished_by_the_next(
     assert len(clean) == 2 and told == clean  # the two completed outputs, named
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="`zerorename jobs abort` of an S3A job named by its Hadoop JobID: the command "
-    "claim's key (check_job_id) refuses 'job_<ts>_<n>' as not a UUID",
-)
 async def test_the_cli_aborts_a_job_named_by_its_hadoop_jobid(moto_s3: S3Target) -> None:
     s3 = moto_s3
     uri = uri_of(s3)

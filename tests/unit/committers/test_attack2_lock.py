@@ -261,16 +261,6 @@ async def test_a_lagging_head_before_the_resend_keeps_the_lock_another_job_took(
     assert lock_now(state) == taken[0]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="H's journal says succeeded; its release deletes the lock in a request of its own "
-    "(7d86b00) and H dies right after, its marker and records still there; a replace job "
-    "takes the free lock and removes H's output; `jobs resume H` then completes H's "
-    "uploads again, cannot prove the one whose object is gone (NoSuchUpload) and refuses, "
-    "and `jobs abort H` refuses a succeeded job: H's records stay forever (simulation "
-    "seeds s3a 21879, 21960, s3a-late 21529)",
-)
 async def test_a_commit_dead_after_its_lock_release_is_cleaned_after_a_replace(
     tmp_path: Path,
 ) -> None:

@@ -109,13 +109,6 @@ async def finish(state: MemoryState, told: set[str]) -> None:
 
 
 # -- the Hadoop JobID form of a job id, as the CLI takes it ----------------------------
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="`zerorename jobs abort|resume` of an S3A job named by its Hadoop JobID "
-    "(job_<ts>_<n>) takes the command claim first, whose key check_job_id builds: it "
-    "refuses the id as 'not a UUID' before the job is looked at",
-)
 @pytest.mark.parametrize("action", ["abort", "resume"])
 async def test_the_cli_finishes_a_job_named_by_its_hadoop_jobid(action: str) -> None:
     job = "job_202601010000_0001"
@@ -413,14 +406,6 @@ async def test_an_abort_in_a_shared_magic_dir_that_dies_anywhere_spares_the_othe
 
 
 # -- the job's next application attempt starts while the abort runs --------------------------
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="the abort lists the job's directory again when it deletes it: records of an "
-    "application attempt 01 written after its reads (Hadoop's AM restarted) are deleted "
-    "with the directory and their uploads are left pending, named by no record (the abort "
-    "reported success)",
-)
 async def test_a_new_attempt_written_during_the_abort_is_not_orphaned() -> None:
     kind = S3ALayoutKind.HADOOP_34
     base = await crashed(kind)
