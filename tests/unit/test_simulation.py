@@ -105,6 +105,17 @@ def test_checker_flags_output_of_an_aborted_job_and_leftovers() -> None:
     a = told("a", 0, "append", Outcome.CRASHED, Outcome.ABORTED)
     assert check({}, [], history(a)) == []
     assert category(check(a.files, [], history(a))[0]) == "inv 2/4 visible after failure"
+
+
+def test_checker_named_kept_objects_count_also_when_the_abort_then_died() -> None:
+    # s3a-late 4607: the abort printed its kept lines, then died deleting its note; the
+    # final abort found no job (refused): the named object is the operator's, the
+    # unnamed half of the job would be inv 6
+    a = told("a", 0, "append", Outcome.CRASHED, Outcome.REFUSED)
+    first = next(iter(a.files))
+    assert category(check({first: a.files[first]}, [], history(a))[0]) == "inv 6 whole-or-absent"
+    a.kept = {first}
+    assert check({first: a.files[first]}, [], history(a)) == []
     left = check({"out/__magic_job-a/job.json": b"{}"}, [("out/p=0/x-a.csv", "u1")], history(a))
     assert sorted(map(category, left)) == [
         "inv 4 job record left after cleanup",

@@ -64,6 +64,7 @@ from zerorename.committers.errors import (
 from zerorename.committers.journal import Journal, State
 from zerorename.committers.objectstore import Store
 from zerorename.committers.paths import Destination, JobLayout, check_job_id
+from zerorename.committers.s3alayout import s3a_id_problem
 from zerorename.committers.store import read_optional
 from zerorename.committers.validate import Fields, load_json
 from zerorename.engine.errors import ObjectTooLarge, PreconditionFailed, S3Error
@@ -393,17 +394,19 @@ async def delete_lock(ctx: JobContext, record: LockRecord, also: Sequence[str] =
     return True
 
 
-async def release_held(ctx: JobContext, etag: str | None) -> None:
+async def release_held(ctx: JobContext, etag: str | None, also: Sequence[str] = ()) -> None:
     """A commit's release of the lock it holds (its journal is its own, so no other job
-    touches the lock): with the ETag its PutObject answered, one conditional delete;
-    without (a resume, or a write whose answer was lost) the lock is read first and goes
-    only while it names this job."""
+    touches the lock), with ``also`` in the same request: with the ETag its PutObject
+    answered, one conditional delete; without (a resume, or a write whose answer was
+    lost) the lock is read first and goes only while it names this job."""
     if etag is not None:
-        await delete_lock_of(ctx, etag)
+        await delete_lock_of(ctx, etag, also)
         return
     now = await read_lock(ctx)
     if now is not None and now.job_id == ctx.job_id:
-        await delete_lock(ctx, now)
+        await delete_lock(ctx, now, also)
+    elif also:
+        await ctx.engine.delete_objects(ctx.dest.bucket, list(also))
 
 
 async def release_taken(ctx: JobContext, written: LockRecord | None) -> bool:
@@ -562,8 +565,19 @@ CLAIM_VERBS = {"resume": "resumed", "abort": "aborted"}
 
 def claim_key(dest: Destination, job_id: str) -> str:
     """A job's command claim: ``<dest>/__magic_commit/command-<job>.json`` (zerorename's
-    own directory, also at an S3A job's destination, whose layout we do not own)."""
-    return dest.key(f"{LOCK_DIR}/command-{check_job_id(job_id)}.json")
+    own directory, also at an S3A job's destination, whose layout we do not own). The id
+    is a UUID (zerorename's, canonical form) or an S3A job's id as Hadoop chose it (a
+    UUID, or the Hadoop JobID ``job_<ts>_<n>``: :func:`s3alayout.s3a_id_problem`)."""
+    try:
+        job = check_job_id(job_id)
+    except InvalidJobId:
+        problem = s3a_id_problem(job_id)
+        if problem is not None:
+            raise InvalidJobId(
+                f"job id {job_id!r} is neither a UUID nor an S3A job id: {problem}"
+            ) from None
+        job = job_id
+    return dest.key(f"{LOCK_DIR}/command-{job}.json")
 
 
 def claim_record(job_id: str, verb: str) -> bytes:

@@ -280,10 +280,14 @@ class JobCommitRun:
                 rolled_back=True,
                 state=j.state.value,
             )
+        if j.state is State.SUCCEEDED and (plan_data is None or not await job_is_active(self.ctx)):
+            # its release began (the plan goes in it; the marker goes with the lock, after
+            # _SUCCESS and the journal were stored): finish it, and nothing more. Another
+            # job may have committed since the lock went (a replace may have removed this
+            # job's files, a newer _SUCCESS may be there): no complete, no _SUCCESS
+            self.lock.held = await releasable(self.ctx, j)
+            return await self._finish_release()
         if plan_data is None:
-            if j.state is State.SUCCEEDED:
-                self.lock.held = await releasable(self.ctx, j)
-                return await self._finish_release()
             raise cut_short(self.ctx, "plan", j.state)
         self.plan = resumable_plan(plan_data, j, lay, self.dest.uri)
         if ctx.replaces and j.state in (State.COMPLETING, State.REPLACING):
@@ -463,9 +467,9 @@ class JobCommitRun:
         return await self._committed(success_key, resumed, cleanup_error)
 
     async def _finish_release(self) -> JobCommitResult:
-        """A ``succeeded`` journal whose plan is gone: the release after ``_SUCCESS`` was
-        cut short (it deletes the plan, and begins only once ``_SUCCESS`` and the journal
-        were stored); finish it. ``_SUCCESS`` is left as it is."""
+        """A ``succeeded`` journal whose release began (its plan or its marker is gone):
+        the release after ``_SUCCESS`` was cut short (it begins only once ``_SUCCESS`` and
+        the journal were stored); finish it. ``_SUCCESS`` is left as it is."""
         if self.hooks.with_succeeded is not None:  # before the journal goes
             await self.hooks.with_succeeded(self.snapshot())
         self.phase = "cleanup"

@@ -387,15 +387,19 @@ async def releasing(
     ):
 
         async def doomed() -> AsyncIterator[str]:
-            yield lay.marker  # first: a straggler task attempt stops
+            if not lock:  # else the marker goes with the lock
+                yield lay.marker  # first: a straggler task attempt stops
             async for key in listed:
                 yield key
 
         async def release() -> int:
+            # the marker and the lock in one request: a job whose marker is gone has
+            # released its lock, so a resume of its succeeded journal only finishes this
+            # release (another job may have committed since: jobcommit's resume)
             _, aborted, _ = await gather(
                 engine.delete_objects(dest.bucket, doomed()),
                 abort_uploads(engine, uploads),
-                release_held(ctx, lock_etag) if lock else nothing(),
+                release_held(ctx, lock_etag, also=[lay.marker]) if lock else nothing(),
             )
             # last: until this delete, a resume finds the journal and finishes the release
             await engine.delete_objects(dest.bucket, [lay.journal, *also])

@@ -198,14 +198,20 @@ def fail_batch(what: str, result: Any) -> None:
         )
 
 
-async def delete_job_directory(store: Store, layout: S3AJobLayout, *, but: str = "") -> int:
+async def delete_job_directory(
+    store: Store, layout: S3AJobLayout, keys: Sequence[str] | None = None, *, but: str = ""
+) -> int:
     """Delete the job's directory (``root`` ends in '/': never a sibling job's) but the key
-    ``but``; a Hadoop 3.3 job's shared ``__magic/`` too, when nothing but its marker is
-    left in it."""
+    ``but``: the ``keys`` a scan of it found (None: all it holds now), so a record written
+    since (a new application attempt's) stays, and so does the job; a Hadoop 3.3 job's
+    shared ``__magic/`` too, when nothing but its marker is left in it."""
     bucket = layout.dest.bucket
-    deleted = await store.delete_objects(
-        bucket, keys_under(store, bucket, layout.root, lambda k: k != but)
+    doomed: Any = (
+        keys_under(store, bucket, layout.root, lambda k: k != but)
+        if keys is None
+        else [k for k in keys if k != but and k.startswith(layout.root)]
     )
+    deleted = await store.delete_objects(bucket, doomed)
     if layout.shared and not but:
         deleted += await drop_shared_dir_if_empty(store, layout.dest)
     return deleted
@@ -337,7 +343,9 @@ async def abort_s3a_job(
         # directory that looks committed (every recorded upload complete)
         whole = _complete_sets(scan, done, states)
         deleted = await store.delete_objects(dest.bucket, whole) if whole else 0
-        deleted += await delete_job_directory(store, lay, but=lay.abort_note if keeps else "")
+        gone = set(whole)
+        rest = [k for k in scan.keys if k not in gone]
+        deleted += await delete_job_directory(store, lay, rest, but=lay.abort_note if keeps else "")
         result = S3AAbortResult(
             job_id,
             note.uploads_aborted,

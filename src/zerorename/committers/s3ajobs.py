@@ -392,7 +392,7 @@ async def resume_s3a_job(
             )
         else:
             await store.put_object(dest.bucket, scan.layout.success, success.to_json())
-        deleted = await delete_job_directory(store, scan.layout)
+        deleted = await delete_job_directory(store, scan.layout, scan.keys)
     return S3AResumeResult(
         job_id,
         len(mine),
@@ -426,7 +426,7 @@ async def _finish_cleanup(
         "aborting uncommitted task attempts' uploads",
         await store.abort_many(list(strays.values()), concurrency=concurrency),
     )
-    deleted = await delete_job_directory(store, lay)
+    deleted = await delete_job_directory(store, lay, scan.keys)
     files = len(success.filenames)
     total = int(success.metrics.get("bytes", 0))
     return S3AResumeResult(lay.job_id, files, total, 0, files, len(strays), deleted, False)

@@ -61,6 +61,9 @@ class S3AJobScan:
 
     #: ``jobs abort`` began and noted what it keeps (:attr:`S3AJobLayout.abort_note`)
     abort_note: bool = False
+    #: every key the listing found: what a command that deletes the directory deletes (a
+    #: record written after the listing, such as a new application attempt's, stays)
+    keys: list[str] = field(default_factory=list)
 
     #: the attempts (``NN``, or :data:`FLAT`) any record of the job sits in
     seen_attempts: set[int] = field(default_factory=set)
@@ -83,6 +86,7 @@ async def scan_job(store: Store, layout: S3AJobLayout) -> S3AJobScan:
     async for obj in store.list_objects(layout.dest.bucket, layout.root):
         entry = layout.classify(obj.key)
         scan.objects += 1
+        scan.keys.append(obj.key)
         if obj.last_modified and (not scan.created or obj.last_modified < scan.created):
             scan.created = obj.last_modified
         if obj.key.startswith(layout.attempts_dir):

@@ -120,10 +120,12 @@ def check_jobs(
                 f"inv 6/11 contradictory outcomes: {name} was told both committed and "
                 f"aborted: no serial order of those commands allows that (told: {_story(j)})"
             )
-        if last in (Outcome.FAILED, Outcome.ABORTED):
+        if last is not Outcome.COMMITTED:
             # invariant 7 (and 11) before 4: an abort keeps what it cannot prove the job's
-            # (an S3A key carries no job id) and names each one to the operator
+            # (an S3A key carries no job id) and names each one to the operator; once
+            # named (even by an abort that then died) they are the operator's to decide
             have = [k for k in have if k not in j.kept]
+        if last in (Outcome.FAILED, Outcome.ABORTED):
             if have:
                 out.append(
                     f"inv 2/4 visible after failure: {name} was told {last.value} but "
