@@ -11,11 +11,11 @@ the interleaving; an attack that holds is a regression test."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from test_attack2_s3a_abort import before
 from test_commit_lock_memory import LOCK, URI, B, data, options, ready_job
 
 from zerorename.committers import MagicCommitter
@@ -47,18 +47,6 @@ async def commit(state: MemoryState, tmp: Path, job: Any, **kw: Any) -> tuple[Me
     store = MemoryStore(state, conditional_delete=mode)
     c = MagicCommitter(store, URI, conflict="append", options=options(tmp, **kw))
     return store, await c.open_job(job[0])
-
-
-def before(n: int, action: Callable[[], Awaitable[None]]) -> Any:
-    count = 0
-
-    async def gate(op: str, bucket: str, key: str) -> None:
-        nonlocal count
-        count += 1
-        if count == n:
-            await action()
-
-    return gate
 
 
 async def next_job_commits_at_once(state: MemoryState, tmp: Path) -> None:
