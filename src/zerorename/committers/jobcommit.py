@@ -46,33 +46,13 @@ import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import NoReturn
 
 from zerorename.aio import to_the_end
-from zerorename.committers import objectstore as caps
-from zerorename.committers.commitlock import (
-    CommitLock,
-    LockRecord,
-    fenced_off,
-    first_journal,
-    lock_lost,
-    releasable,
-)
-from zerorename.committers.conflict import (
-    ConflictMode,
-    ConflictScope,
-    OldObject,
-    plan_conflicts,
-)
+from zerorename.committers.commitlock import CommitLock, first_journal, releasable
+from zerorename.committers.conflict import ConflictMode, OldObject, plan_conflicts
 from zerorename.committers.context import JobContext
-from zerorename.committers.errors import (
-    ConflictError,
-    JobCommitError,
-    JobNotActive,
-    JournalError,
-    RecordFormatError,
-)
+from zerorename.committers.errors import ConflictError, JobCommitError, RecordFormatError
 from zerorename.committers.jobcomplete import Completed, complete_sets
 from zerorename.committers.jobpolicy import (
     Entry,
@@ -92,12 +72,19 @@ from zerorename.committers.jobresult import (
     ProgressTicker,
     success_record,
 )
-from zerorename.committers.jobscan import CommitScan, ScanTally, precheck, scan_width
+from zerorename.committers.jobscan import (
+    CommitScan,
+    FirstRound,
+    PreparedCommit,
+    ScanTally,
+    first_round,
+    precheck,
+)
 from zerorename.committers.jobstorage import (
     AbortResult,
     cut_short,
     job_is_active,
-    read_journal,
+    read_stored,
     release_job_storage,
     releasing,
     replace_records,
@@ -106,7 +93,6 @@ from zerorename.committers.jobstorage import (
     stored_replace_records,
 )
 from zerorename.committers.journal import (
-    CommitPlan,
     Event,
     Journal,
     State,
@@ -114,9 +100,7 @@ from zerorename.committers.journal import (
     completed_event,
     resumable_plan,
 )
-from zerorename.committers.spool import PendingSetCache
-from zerorename.committers.store import Outcome, caught, gather, nothing, read_optional
-from zerorename.committers.validate import UploadSet
+from zerorename.committers.store import caught, gather, nothing
 
 __all__ = [
     "CommitHooks",
@@ -130,72 +114,6 @@ __all__ = [
 
 log = logging.getLogger("zerorename.committers")
 JSON = "application/json"
-
-
-@dataclass(frozen=True)
-class FirstRound:
-    """Round 1's answers, each kept as it came: an error is raised where the commit judges
-    it, in its order. The scan's tally; the lock's holder (None: taken, or not tried);
-    for a fresh commit its gate: is the job active, which journal is stored already
-    (None: not read)."""
-
-    scanned: Outcome[ScanTally]
-    holder: Outcome[LockRecord | None]
-    active: Outcome[bool] | None = None
-    stored: Outcome[Journal | None] | None = None
-
-
-async def first_round(
-    ctx: JobContext, scan: CommitScan, lock: Awaitable[LockRecord | None], *, gate: bool
-) -> FirstRound:
-    """Round 1: the scan, the lock's try (``lock``) and with ``gate`` the job's marker and
-    journal, at once; nothing is written but the lock, and no error raised."""
-    steps: list[Awaitable[Outcome[object]]] = [caught(scan.run()), caught(lock)]
-    if gate:
-        steps += [caught(job_is_active(ctx)), caught(read_journal(ctx))]
-    return FirstRound(*await gather(*steps))
-
-
-class PreparedCommit:
-    """What a run starts from, fixed before it runs: the plan (a fresh commit's; a resume
-    reads its own), the caller's figures for ``_SUCCESS`` (e.g. rows), the scan's
-    pendingset cache, the clock and the engine's counters, and round 1 once
-    :meth:`read_ahead` read it. :meth:`close` drops what it read (the cache's spill file);
-    a run closes it when it ends."""
-
-    def __init__(
-        self,
-        ctx: JobContext,
-        plan: CommitPlan | None = None,
-        extra_metrics: Mapping[str, int | float] | None = None,
-    ) -> None:
-        self.ctx = ctx
-        self.plan = plan if plan is not None else CommitPlan(ctx.job_id, (), "summaries")
-        self.extra_metrics = dict(extra_metrics or {})
-        self.sets = PendingSetCache(readers=scan_width(ctx))
-        #: every upload the scans of the run saw (the same one twice is refused)
-        self.seen = UploadSet()
-        self.t0 = time.monotonic()
-        self.stats = (ctx.engine.stats.retries, ctx.engine.stats.throttles)
-        #: round 1, when read ahead
-        self.ahead: FirstRound | None = None
-
-    def check(self) -> None:
-        """The plan names only the job's own pendingsets (:func:`~.journal.check_plan`)."""
-        lay = self.ctx.layout
-        check_plan(self.plan, lay, location=self.ctx.dest.uri_of(lay.plan))
-
-    def scan(self) -> CommitScan:
-        return CommitScan(self.ctx, self.plan, self.sets, self.seen)
-
-    async def read_ahead(self) -> None:
-        """Round 1 of the fresh commit, now (to go out with the caller's reads): nothing is
-        written and no error raised; the run acts on what it found."""
-        self.check()
-        self.ahead = await first_round(self.ctx, self.scan(), nothing(), gate=True)
-
-    def close(self) -> None:
-        self.sets.close()
 
 
 class JobCommitRun:
@@ -345,7 +263,11 @@ class JobCommitRun:
         if self.entry is not Entry.RESUME:
             raise ValueError(f"resume() of a run made for {self.entry.value}")
         ctx = self.ctx
-        j, plan_data, replace_data, parts_data = await self._read_stored()
+        j, plan_data, replace_data, parts_data = await read_stored(ctx)
+        self.journal = j
+        j.processes += 1
+        j.error = None
+        self.c.uploads, self.c.sets = j.uploads_done, j.watermark
         if j.state is State.ROLLING_BACK:
             await self.rollback()
             raise JobCommitError(
@@ -373,34 +295,6 @@ class JobCommitRun:
                 raise self._refused(exc) from exc
             self.partitions = set(parts)
         return await self._run(works(Entry.RESUME, j.state, ctx.conflict))
-
-    async def _read_stored(self) -> tuple[Journal, bytes | None, bytes | None, bytes | None]:
-        """A resume's one round: the journal (JournalError when there is none), the plan
-        and, for replace, its plan and touched partitions. The journal becomes the run's,
-        counting this process."""
-        ctx, lay, bucket = self.ctx, self.layout, self.dest.bucket
-        parts_record = ctx.replaces and ctx.scope is ConflictScope.PARTITIONS
-        j, plan_data, replace_data, parts_data = await gather(
-            read_journal(ctx),
-            read_optional(self.engine, bucket, lay.plan, max_size=caps.PLAN_CAP),
-            read_optional(self.engine, bucket, lay.replace, max_size=caps.REPLACE_PLAN_CAP)
-            if ctx.replaces
-            else nothing(),
-            read_optional(self.engine, bucket, lay.partitions, max_size=caps.REPLACE_PLAN_CAP)
-            if parts_record
-            else nothing(),
-        )
-        if j is None:
-            raise JournalError(
-                f"job {self.job_id} has no journal at {self.dest.uri}: it "
-                f"never started committing (nothing to resume; abort it)"
-            )
-        self.journal = j
-        j.processes += 1
-        j.error = None
-        self.c.uploads = j.uploads_done
-        self.c.sets = j.watermark
-        return j, plan_data, replace_data, parts_data
 
     async def _run(self, todo: tuple[Work, ...]) -> JobCommitResult:
         """Do ``todo`` in order while progress is reported, then finish; the pendingset
@@ -431,7 +325,7 @@ class JobCommitRun:
         only an active job with no journal yet."""
         first, lock_now = await self._first_round(gate=True)
         try:
-            self._gate(first)
+            first.gate(self.ctx)
         except BaseException:
             await to_the_end(self.lock.release_unjournaled())
             raise
@@ -459,23 +353,6 @@ class JobCommitRun:
         self._counting = scan.tally
         lock = self.lock.take() if lock_now else nothing()
         return await first_round(self.ctx, scan, lock, gate=gate), lock_now
-
-    def _gate(self, first: FirstRound) -> None:
-        """A fresh commit only of an active job that has no journal yet (the marker's
-        verdict first, then the journal's)."""
-        if first.active is not None and not first.active.get():
-            raise JobNotActive(
-                f"job {self.job_id} is not active at {self.dest.uri} "
-                f"(never set up, or already committed/aborted)"
-            )
-        stored = first.stored.get() if first.stored is not None else None
-        if fenced_off(self.ctx, stored):  # as its first journal write would find it
-            raise lock_lost(self.ctx, stored.fenced_by if stored is not None else None)
-        if stored is not None:
-            raise JournalError(
-                f"job {self.job_id} already started a commit; use "
-                f"resume() or abort() (zerorename jobs resume|abort)"
-            )
 
     async def _second_round(
         self,

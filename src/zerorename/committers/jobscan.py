@@ -1,25 +1,43 @@
 """The job commit's scan: every pendingset of the plan read once, parsed to its end and
 each upload checked (task-side path rules, the job's, once) before anything is completed;
 then the conflict pre-check. A scan (:class:`CommitScan`) returns what it counted
-(:class:`ScanTally`); the run decides what of it to keep.
+(:class:`ScanTally`); the run decides what of it to keep. Round 1 of a fresh commit is the
+scan with the lock's try and the gate's reads (:func:`first_round`, :class:`FirstRound`);
+a :class:`PreparedCommit` holds what a run starts from, round 1 once read ahead.
 """
 
 from __future__ import annotations
 
+import time
 from collections import Counter
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 
+from zerorename.committers.commitlock import LockRecord, fenced_off, lock_lost
 from zerorename.committers.conflict import ConflictMode, OldObject, plan_conflicts
 from zerorename.committers.context import JobContext
-from zerorename.committers.errors import ConflictError, RecordNotFound
-from zerorename.committers.jobstorage import list_replacement
-from zerorename.committers.journal import CommitPlan
+from zerorename.committers.errors import (
+    ConflictError,
+    JobNotActive,
+    JournalError,
+    RecordNotFound,
+)
+from zerorename.committers.jobstorage import job_is_active, list_replacement, read_journal
+from zerorename.committers.journal import CommitPlan, Journal, check_plan
 from zerorename.committers.paths import Destination, partition_of
 from zerorename.committers.records import MAX_SUCCESS_FILENAMES, PendingRecord, Unchecked
 from zerorename.committers.s3alayout import job_id_of_dir, job_id_of_shared_dir, shared_magic_dir
 from zerorename.committers.s3aread import is_s3a_job, shared_job_ids
 from zerorename.committers.spool import PendingSetCache
-from zerorename.committers.store import bounded_map, check_record, first_foreign_in, gather
+from zerorename.committers.store import (
+    Outcome,
+    bounded_map,
+    caught,
+    check_record,
+    first_foreign_in,
+    gather,
+    nothing,
+)
 from zerorename.committers.validate import UploadSet, check_output_key
 
 
@@ -97,6 +115,89 @@ class CommitScan:
             self.tally.diagnostics["pendingsets_from_other_attempt"] = str(mismatched)
         self.tally.diagnostics.update(unchecked_diagnostics(self.unchecked))
         return self.tally
+
+
+@dataclass(frozen=True)
+class FirstRound:
+    """Round 1's answers, each kept as it came: an error is raised where the commit judges
+    it, in its order. The scan's tally; the lock's holder (None: taken, or not tried);
+    for a fresh commit its gate: is the job active, which journal is stored already
+    (None: not read)."""
+
+    scanned: Outcome[ScanTally]
+    holder: Outcome[LockRecord | None]
+    active: Outcome[bool] | None = None
+    stored: Outcome[Journal | None] | None = None
+
+    def gate(self, ctx: JobContext) -> None:
+        """A fresh commit only of an active job that has no journal yet (the marker's
+        verdict first, then the journal's)."""
+        if self.active is not None and not self.active.get():
+            raise JobNotActive(
+                f"job {ctx.job_id} is not active at {ctx.dest.uri} "
+                f"(never set up, or already committed/aborted)"
+            )
+        stored = self.stored.get() if self.stored is not None else None
+        if fenced_off(ctx, stored):  # as its first journal write would find it
+            raise lock_lost(ctx, stored.fenced_by if stored is not None else None)
+        if stored is not None:
+            raise JournalError(
+                f"job {ctx.job_id} already started a commit; use "
+                f"resume() or abort() (zerorename jobs resume|abort)"
+            )
+
+
+async def first_round(
+    ctx: JobContext, scan: CommitScan, lock: Awaitable[LockRecord | None], *, gate: bool
+) -> FirstRound:
+    """Round 1: the scan, the lock's try (``lock``) and with ``gate`` the job's marker and
+    journal, at once; nothing is written but the lock, and no error raised."""
+    steps: list[Awaitable[Outcome[object]]] = [caught(scan.run()), caught(lock)]
+    if gate:
+        steps += [caught(job_is_active(ctx)), caught(read_journal(ctx))]
+    return FirstRound(*await gather(*steps))
+
+
+class PreparedCommit:
+    """What a run starts from, fixed before it runs: the plan (a fresh commit's; a resume
+    reads its own), the caller's figures for ``_SUCCESS`` (e.g. rows), the scan's
+    pendingset cache, the clock and the engine's counters, and round 1 once
+    :meth:`read_ahead` read it. :meth:`close` drops what it read (the cache's spill file);
+    a run closes it when it ends."""
+
+    def __init__(
+        self,
+        ctx: JobContext,
+        plan: CommitPlan | None = None,
+        extra_metrics: Mapping[str, int | float] | None = None,
+    ) -> None:
+        self.ctx = ctx
+        self.plan = plan if plan is not None else CommitPlan(ctx.job_id, (), "summaries")
+        self.extra_metrics = dict(extra_metrics or {})
+        self.sets = PendingSetCache(readers=scan_width(ctx))
+        #: every upload the scans of the run saw (the same one twice is refused)
+        self.seen = UploadSet()
+        self.t0 = time.monotonic()
+        self.stats = (ctx.engine.stats.retries, ctx.engine.stats.throttles)
+        #: round 1, when read ahead
+        self.ahead: FirstRound | None = None
+
+    def check(self) -> None:
+        """The plan names only the job's own pendingsets (:func:`~.journal.check_plan`)."""
+        lay = self.ctx.layout
+        check_plan(self.plan, lay, location=self.ctx.dest.uri_of(lay.plan))
+
+    def scan(self) -> CommitScan:
+        return CommitScan(self.ctx, self.plan, self.sets, self.seen)
+
+    async def read_ahead(self) -> None:
+        """Round 1 of the fresh commit, now (to go out with the caller's reads): nothing is
+        written and no error raised; the run acts on what it found."""
+        self.check()
+        self.ahead = await first_round(self.ctx, self.scan(), nothing(), gate=True)
+
+    def close(self) -> None:
+        self.sets.close()
 
 
 def unchecked_diagnostics(counts: Counter[Unchecked]) -> dict[str, str]:

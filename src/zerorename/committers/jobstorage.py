@@ -121,6 +121,29 @@ async def read_journal(ctx: JobContext) -> Journal | None:
     return j
 
 
+async def read_stored(ctx: JobContext) -> tuple[Journal, bytes | None, bytes | None, bytes | None]:
+    """A resume's one round: the journal (JournalError when there is none), the plan and,
+    for replace, its plan and touched partitions (None: not there, or not read)."""
+    lay, bucket = ctx.layout, ctx.dest.bucket
+    parts_record = ctx.replaces and ctx.scope is ConflictScope.PARTITIONS
+    j, plan_data, replace_data, parts_data = await gather(
+        read_journal(ctx),
+        read_optional(ctx.engine, bucket, lay.plan, max_size=caps.PLAN_CAP),
+        read_optional(ctx.engine, bucket, lay.replace, max_size=caps.REPLACE_PLAN_CAP)
+        if ctx.replaces
+        else nothing(),
+        read_optional(ctx.engine, bucket, lay.partitions, max_size=caps.REPLACE_PLAN_CAP)
+        if parts_record
+        else nothing(),
+    )
+    if j is None:
+        raise JournalError(
+            f"job {ctx.job_id} has no journal at {ctx.dest.uri}: it "
+            f"never started committing (nothing to resume; abort it)"
+        )
+    return j, plan_data, replace_data, parts_data
+
+
 def partitions_record(items: list[str]) -> bytes:
     """The record of the partitions a job touched (what ``replace`` clears, and where
     an abort looks for the job's objects)."""
