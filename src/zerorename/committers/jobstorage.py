@@ -15,7 +15,7 @@ import contextlib
 import json
 import logging
 import shutil
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import anyio
@@ -352,8 +352,14 @@ async def run_replacement(
                 doomed.append(obj.key)
 
     await gather(meanwhile or nothing(), bounded_map(prefixes, one, LIST_CONCURRENCY))
-    etags = {o.key: o.etag for o in plan}
     doomed.sort()
+    return await delete_planned(ctx, doomed, {o.key: o.etag for o in plan})
+
+
+async def delete_planned(ctx: JobContext, doomed: list[str], etags: Mapping[str, str]) -> int:
+    """Delete the ``doomed`` keys of a replace plan in batches, each with its planned ETag
+    (see :func:`run_replacement`); how many were deleted."""
+    engine, dest = ctx.engine, ctx.dest
     deleted, conditional = 0, True
     for i in range(0, len(doomed), DELETE_BATCH):
         batch = doomed[i : i + DELETE_BATCH]
