@@ -1,6 +1,7 @@
 """The package's import graph, read from the source with no import run: no cycle between
 modules (imports under ``if TYPE_CHECKING:`` and inside functions count too: a lazy import
-only hides a cycle) and no package importing another package's private names."""
+only hides a cycle) and no package importing another package's private names. And the job
+commit's size: no function or method of ``committers/job*.py`` over 60 lines."""
 
 from __future__ import annotations
 
@@ -159,3 +160,48 @@ def test_no_private_name_of_another_package(module: str) -> None:
         if private_module or private_name:
             bad.append(f"line {line}: {target}{'.' + name if name else ''}")
     assert not bad, f"{module} imports private names of another package: {bad}"
+
+
+#: the job commit's modules (``committers/job*.py``: the run and its parts)
+JOB_COMMIT = sorted(m for m in MODULES if m.startswith(f"{ROOT}.committers.job"))
+#: the most lines a function or method of the job commit may have (its def to its end)
+MAX_FUNCTION_LINES = 60
+
+
+def long_functions(source: str, limit: int) -> list[str]:
+    """``name: lines`` of every function or method (nested ones too, by qualified name)
+    longer than ``limit`` lines, from its ``def`` line to its last line."""
+    found: list[str] = []
+
+    def walk(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = (child.end_lineno or child.lineno) - child.lineno + 1
+                if lines > limit:
+                    found.append(f"{prefix}{child.name}: {lines}")
+                walk(child, f"{prefix}{child.name}.")
+            elif isinstance(child, ast.ClassDef):
+                walk(child, f"{prefix}{child.name}.")
+
+    walk(ast.parse(source), "")
+    return found
+
+
+def test_the_length_check_finds_a_long_method_and_passes_a_short_one() -> None:
+    body = "".join(f"        x = {i}\n" for i in range(59))
+    source = f"class Run:\n    async def step(self) -> None:\n{body}\n"
+    assert long_functions(source, 60) == []
+    longer = source.replace("\n\n", "\n        y = 0\n\n")
+    assert long_functions(longer, 60) == ["Run.step: 61"]
+    nested = f"def outer() -> None:\n    def inner() -> None:\n{body}        y = 0\n"
+    assert long_functions(nested, 60) == ["outer: 62", "outer.inner: 61"]
+
+
+def test_the_job_commit_has_no_function_over_60_lines() -> None:
+    assert "zerorename.committers.jobcommit" in JOB_COMMIT
+    long = {
+        m: found
+        for m in JOB_COMMIT
+        if (found := long_functions(MODULES[m].read_text(), MAX_FUNCTION_LINES))
+    }
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines (split them): {long}"

@@ -36,6 +36,7 @@ from zerorename.committers.jobcommit import (
     CommitHooks,
     JobCommitResult,
     JobCommitRun,
+    PreparedCommit,
     ProgressFn,
 )
 from zerorename.committers.jobstorage import (
@@ -305,13 +306,11 @@ class Job:
         summaries: Iterable[TaskCommitSummary],
         *,
         extra_metrics: Mapping[str, int | float] | None = None,
-    ) -> JobCommitRun:
+    ) -> PreparedCommit:
         """A fresh commit of the committed tasks, to run in steps: ``read_ahead()`` (its
         first round, beside the caller's reads), then :meth:`commit` with ``prepared``, or
         ``close()``. RecordFormatError for a summary that is not this job's."""
-        run = JobCommitRun(self.context, None, extra_metrics)
-        run.plan = self._plan_from_summaries(summaries)
-        return run
+        return PreparedCommit(self.context, self._plan_from_summaries(summaries), extra_metrics)
 
     async def commit(
         self,
@@ -320,7 +319,7 @@ class Job:
         progress: ProgressFn | None = None,
         extra_metrics: Mapping[str, int | float] | None = None,
         hooks: CommitHooks | None = None,
-        prepared: JobCommitRun | None = None,
+        prepared: PreparedCommit | None = None,
     ) -> JobCommitResult:
         """Complete every upload of the committed tasks, write ``_SUCCESS``, then abort the
         job's leftover uploads and delete its records. With ``summaries`` (the driver's
@@ -330,16 +329,14 @@ class Job:
         :meth:`prepare_commit` made (``summaries`` and ``extra_metrics`` are its).
         On failure raises JobCommitError (``rolled_back`` says whether nothing is left)."""
         try:
-            if prepared is not None:
-                prepared.hooks = hooks or prepared.hooks
-                prepared.progress = progress
-                return await prepared.commit()
-            plan = (
-                self._plan_from_summaries(summaries)
-                if summaries is not None
-                else await self._plan_from_listing()
-            )
-            return await JobCommitRun(self.context, progress, extra_metrics, hooks).commit(plan)
+            if prepared is None:
+                plan = (
+                    self._plan_from_summaries(summaries)
+                    if summaries is not None
+                    else await self._plan_from_listing()
+                )
+                prepared = PreparedCommit(self.context, plan, extra_metrics)
+            return await JobCommitRun.fresh(prepared, progress, hooks).commit()
         except CommitterError:
             raise
         except EngineError as exc:
@@ -357,7 +354,7 @@ class Job:
         ``hooks.with_succeeded``: the caller's record, stored before the release deletes
         the journal (a streaming sink's log: the journal is its proof until then)."""
         try:
-            return await JobCommitRun(self.context, progress, None, hooks).resume()
+            return await JobCommitRun.resuming(self.context, progress, hooks).resume()
         except CommitterError:
             raise
         except EngineError as exc:
@@ -373,7 +370,7 @@ class Job:
         its records deleted. Refused (JournalError) once a commit deleted replaced files or
         wrote _SUCCESS."""
         try:
-            return await JobCommitRun(self.context).rollback()
+            return await JobCommitRun.aborting(self.context).rollback()
         except CommitterError:
             raise
         except EngineError as exc:

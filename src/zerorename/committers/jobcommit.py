@@ -29,58 +29,62 @@ Append: 6 requests in sequence up to ``concurrency`` tasks; replace: 8. Memory d
 grow with the number of uploads: pendingsets are spooled, listings streamed.
 
 A caller's own records can ride on these rounds (:class:`CommitHooks`, a streaming sink's
-log): round 1 sent early with the caller's reads (:meth:`JobCommitRun.read_ahead`), a
+log): round 1 sent early with the caller's reads (:meth:`PreparedCommit.read_ahead`), a
 write with round 2 (before any complete), a write with the journal's ``succeeded`` (after
 every complete), keys deleted with the journal.
+
+What to do in which state, and what a failure means, is :mod:`jobpolicy`'s (pure, on the
+journal's state machine); :class:`JobCommitRun` does the I/O of each piece of work it
+names (one method each) and reacts to a failure as it says. A fresh commit
+(:meth:`JobCommitRun.commit`) and a resume (:meth:`JobCommitRun.resume`) differ only in
+where they start and in the work the policy gives them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Iterable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import NoReturn
 
-import anyio
-
-from zerorename.aio import to_the_end, unwrapped
-from zerorename.committers import objectstore as caps
-from zerorename.committers.commitlock import (
-    CommitLock,
-    LockLost,
-    fenced_off,
-    first_journal,
-    lock_lost,
-    releasable,
-)
-from zerorename.committers.conflict import (
-    ConflictMode,
-    ConflictScope,
-    OldObject,
-    plan_conflicts,
-)
+from zerorename.aio import to_the_end
+from zerorename.committers.commitlock import CommitLock, first_journal, releasable
+from zerorename.committers.conflict import ConflictMode, OldObject, plan_conflicts
 from zerorename.committers.context import JobContext
-from zerorename.committers.errors import (
-    ConflictError,
-    JobCommitError,
-    JobNotActive,
-    JournalError,
-    RecordFormatError,
-)
+from zerorename.committers.errors import ConflictError, JobCommitError, RecordFormatError
 from zerorename.committers.jobcomplete import Completed, complete_sets
+from zerorename.committers.jobpolicy import (
+    Entry,
+    OnFailure,
+    Raise,
+    Work,
+    fault_of,
+    left_behind,
+    reaction,
+    works,
+)
 from zerorename.committers.jobresult import (
     CommitHooks,
     CommitProgress,
     JobCommitResult,
     ProgressFn,
+    ProgressTicker,
     success_record,
 )
-from zerorename.committers.jobscan import CommitScan, precheck, scan_width
+from zerorename.committers.jobscan import (
+    CommitScan,
+    FirstRound,
+    PreparedCommit,
+    ScanTally,
+    first_round,
+    precheck,
+)
 from zerorename.committers.jobstorage import (
     AbortResult,
     cut_short,
     job_is_active,
-    read_journal,
+    read_stored,
     release_job_storage,
     releasing,
     replace_records,
@@ -89,7 +93,6 @@ from zerorename.committers.jobstorage import (
     stored_replace_records,
 )
 from zerorename.committers.journal import (
-    CommitPlan,
     Event,
     Journal,
     State,
@@ -97,67 +100,95 @@ from zerorename.committers.journal import (
     completed_event,
     resumable_plan,
 )
-from zerorename.committers.spool import PendingSetCache
-from zerorename.committers.store import Outcome, caught, gather, nothing, read_optional
-from zerorename.committers.validate import UploadSet
+from zerorename.committers.store import caught, gather, nothing
 
-__all__ = ["CommitHooks", "CommitProgress", "JobCommitResult", "JobCommitRun", "ProgressFn"]
+__all__ = [
+    "CommitHooks",
+    "CommitProgress",
+    "FirstRound",
+    "JobCommitResult",
+    "JobCommitRun",
+    "PreparedCommit",
+    "ProgressFn",
+]
 
 log = logging.getLogger("zerorename.committers")
 JSON = "application/json"
 
 
 class JobCommitRun:
-    """One process's work on one job commit (a fresh commit, a resume, or a rollback)."""
+    """One process's work on one job commit: a fresh commit, a resume, or a rollback. It
+    does the work :func:`~.jobpolicy.works` names, one method each, then finishes; on a
+    failure it does what :func:`~.jobpolicy.reaction` says."""
 
     def __init__(
         self,
-        ctx: JobContext,
+        start: PreparedCommit,
+        entry: Entry,
         progress: ProgressFn | None = None,
-        extra_metrics: Mapping[str, int | float] | None = None,
         hooks: CommitHooks | None = None,
     ) -> None:
-        self.ctx = ctx
-        self.hooks = hooks or CommitHooks()
-        #: round 1's outcomes when sent ahead (:meth:`read_ahead`)
-        self._read: list[Any] | None = None
-        self.job_id = ctx.job_id
-        #: the caller's own figures for _SUCCESS (e.g. rows), merged into its metrics
-        self.extra_metrics = dict(extra_metrics or {})
-        self.engine = ctx.engine
-        self.dest = ctx.dest
-        self.layout = ctx.layout
-        self.opts = ctx.opts
+        ctx = self.ctx = start.ctx
+        self.entry = entry
         self.progress = progress
+        self.hooks = hooks or CommitHooks()
+        self.job_id = ctx.job_id
+        self.engine, self.dest, self.layout, self.opts = ctx.engine, ctx.dest, ctx.layout, ctx.opts
+        self.plan = start.plan
+        #: the caller's own figures for _SUCCESS (e.g. rows), merged into its metrics
+        self.extra_metrics = start.extra_metrics
+        self.sets, self.seen = start.sets, start.seen
+        self._ahead = start.ahead
+        self._t0, self._stats0 = start.t0, start.stats
         self.journal = Journal(ctx.job_id, window=self.opts.window)
-        self.plan = CommitPlan(ctx.job_id, (), "summaries")
+        #: a state move not stored yet (stored with the next write)
+        self._unsaved = False
         self.partitions: set[str] = set()
         #: the replace plan this process listed or read (None: read it back)
         self._replace_plan: list[OldObject] | None = None
-        self.phase = "starting"
+        self.phase = "starting" if self._ahead is None else "scanning"
         self.c = Completed()
+        #: what the scan counting the journal's totals counted so far (progress reports)
+        self._counting: ScanTally | None = None
         self.diagnostics: dict[str, str] = {}
-        #: what the scan read of the pendingsets, for the completion (closed by _run)
-        self.sets = PendingSetCache(readers=scan_width(ctx))
-        #: every upload the scans of this run saw (the same one twice is refused)
-        self.seen = UploadSet()
-        self._t0 = time.monotonic()
-        self._stats0 = (self.engine.stats.retries, self.engine.stats.throttles)
         #: this run's hold on the destination's commit lock
         self.lock = CommitLock(ctx, self._waiting)
 
+    @classmethod
+    def fresh(
+        cls,
+        prepared: PreparedCommit,
+        progress: ProgressFn | None = None,
+        hooks: CommitHooks | None = None,
+    ) -> JobCommitRun:
+        """A fresh commit of ``prepared`` (:meth:`commit`)."""
+        return cls(prepared, Entry.COMMIT, progress, hooks)
+
+    @classmethod
+    def resuming(
+        cls, ctx: JobContext, progress: ProgressFn | None = None, hooks: CommitHooks | None = None
+    ) -> JobCommitRun:
+        """A resume (:meth:`resume`); of ``hooks`` it runs only ``with_succeeded``."""
+        kept = CommitHooks(with_succeeded=hooks.with_succeeded) if hooks is not None else None
+        return cls(PreparedCommit(ctx), Entry.RESUME, progress, kept)
+
+    @classmethod
+    def aborting(cls, ctx: JobContext) -> JobCommitRun:
+        """An abort (:meth:`rollback`)."""
+        return cls(PreparedCommit(ctx), Entry.ABORT)
+
     # ---------------------------------------------------------------- progress & journal
     def snapshot(self) -> CommitProgress:
-        j = self.journal
+        j, counting = self.journal, self._counting
         return CommitProgress(
             self.job_id,
             self.phase,
             self.c.sets,
             len(self.plan.pendingsets),
             self.c.uploads,
-            j.uploads_total,
+            counting.uploads if counting is not None else j.uploads_total,
             self.c.bytes,
-            j.bytes_total,
+            counting.bytes if counting is not None else j.bytes_total,
             time.monotonic() - self._t0,
         )
 
@@ -174,14 +205,10 @@ class JobCommitRun:
     def _waiting(self, job: str) -> None:
         self.phase = f"waiting for job {job}'s commit"
 
-    async def _ticker(self) -> None:
-        while True:
-            await self._report()
-            await anyio.sleep(self.opts.progress_interval)
-
     async def _save_journal(self, *, first: bool = False) -> None:
         """Store the journal; ``first`` (a fresh commit's): with If-None-Match."""
         j = self.journal
+        self._unsaved = False
         j.updated = time.time()
         j.uploads_done = max(j.uploads_done, self.c.uploads)
         r0, t0 = self._stats0
@@ -202,76 +229,45 @@ class JobCommitRun:
         await self._save_journal()
 
     def _apply(self, event: Event) -> None:
-        """Take a journal event (the state machine's one step); the caller saves it, with
-        the requests that may go with it."""
+        """Take a journal event (the state machine's one step); it is stored with the next
+        write (:attr:`_unsaved`), with the requests that may go with it."""
         self.phase = self.journal.apply(event).value
+        self._unsaved = True
 
     def _scan(self) -> CommitScan:
-        """A scan of the current plan into this run's cache, journal and checks."""
-        return CommitScan(
-            self.ctx,
-            self.plan,
-            self.journal,
-            self.sets,
-            self.seen,
-            self.partitions,
-            self.diagnostics,
-        )
+        """A scan of the current plan into this run's pendingset cache."""
+        return CommitScan(self.ctx, self.plan, self.sets, self.seen)
+
+    def _counted(self, tally: ScanTally) -> None:
+        """A scan from the first pendingset: its counts are the journal's totals."""
+        j = self.journal
+        j.pendingsets_total = len(self.plan.pendingsets)
+        j.uploads_total, j.bytes_total, j.filenames = tally.uploads, tally.bytes, tally.filenames
+        self.partitions |= tally.partitions
+        self.diagnostics.update(tally.diagnostics)
+        self._counting = None
 
     # ---------------------------------------------------------------- entry points
-    async def commit(self, plan: CommitPlan | None = None) -> JobCommitResult:
-        """Commit ``plan`` (None: the one :meth:`read_ahead` read, whose round 1 is not
-        sent again). The pendingset cache is closed when this returns."""
-        if plan is not None:
-            self._check(plan)
-        elif self._read is None:
-            raise ValueError("commit() needs a plan unless read_ahead() ran")
-        return await self._run(resumed=False)
-
-    async def read_ahead(self) -> None:
-        """Round 1 of a fresh commit of :attr:`plan`, now (to go out with the caller's
-        reads): nothing is written and no error raised; :meth:`commit` acts on what it
-        found (or :meth:`close` drops it)."""
-        self._check(self.plan)
-        self._read = await self._read_round(False, False)
-
-    def close(self) -> None:
-        """Drop what :meth:`read_ahead` read (the pendingset cache's spill file)."""
-        self.sets.close()
-
-    def _check(self, plan: CommitPlan) -> None:
-        check_plan(plan, self.layout, location=self.dest.uri_of(self.layout.plan))
-        self.plan = plan
+    async def commit(self) -> JobCommitResult:
+        """The fresh commit of the prepared plan (round 1 not sent again when it was read
+        ahead). The pendingset cache is closed when this returns."""
+        if self.entry is not Entry.COMMIT:
+            raise ValueError(f"commit() of a run made for {self.entry.value}")
+        if self._ahead is None:  # else checked when read ahead
+            check_plan(self.plan, self.layout, location=self.dest.uri_of(self.layout.plan))
+        return await self._run(works(Entry.COMMIT, self.journal.state, self.ctx.conflict))
 
     async def resume(self) -> JobCommitResult:
         """Read the journal and what the commit stored before its first complete (one
         round trip), then go on from the journal's state."""
-        ctx, lay = self.ctx, self.layout
-        parts_record = ctx.replaces and ctx.scope is ConflictScope.PARTITIONS
-        j, plan_data, replace_data, parts_data = await gather(
-            read_journal(ctx),
-            read_optional(self.engine, self.dest.bucket, lay.plan, max_size=caps.PLAN_CAP),
-            read_optional(
-                self.engine, self.dest.bucket, lay.replace, max_size=caps.REPLACE_PLAN_CAP
-            )
-            if ctx.replaces
-            else nothing(),
-            read_optional(
-                self.engine, self.dest.bucket, lay.partitions, max_size=caps.REPLACE_PLAN_CAP
-            )
-            if parts_record
-            else nothing(),
-        )
-        if j is None:
-            raise JournalError(
-                f"job {self.job_id} has no journal at {self.dest.uri}: it "
-                f"never started committing (nothing to resume; abort it)"
-            )
+        if self.entry is not Entry.RESUME:
+            raise ValueError(f"resume() of a run made for {self.entry.value}")
+        ctx = self.ctx
+        j, plan_data, replace_data, parts_data = await read_stored(ctx)
         self.journal = j
         j.processes += 1
         j.error = None
-        self.c.uploads = j.uploads_done
-        self.c.sets = j.watermark
+        self.c.uploads, self.c.sets = j.uploads_done, j.watermark
         if j.state is State.ROLLING_BACK:
             await self.rollback()
             raise JobCommitError(
@@ -280,107 +276,103 @@ class JobCommitRun:
                 rolled_back=True,
                 state=j.state.value,
             )
-        if j.state is State.SUCCEEDED and (plan_data is None or not await job_is_active(self.ctx)):
+        if j.state is State.SUCCEEDED and (plan_data is None or not await job_is_active(ctx)):
             # its release began (the plan goes in it; the marker goes with the lock, after
             # _SUCCESS and the journal were stored): finish it, and nothing more. Another
             # job may have committed since the lock went (a replace may have removed this
             # job's files, a newer _SUCCESS may be there): no complete, no _SUCCESS
-            self.lock.held = await releasable(self.ctx, j)
+            self.lock.held = await releasable(ctx, j)
             return await self._finish_release()
         if plan_data is None:
-            raise cut_short(self.ctx, "plan", j.state)
-        self.plan = resumable_plan(plan_data, j, lay, self.dest.uri)
+            raise cut_short(ctx, "plan", j.state)
+        self.plan = resumable_plan(plan_data, j, self.layout, self.dest.uri)
         if ctx.replaces and j.state in (State.COMPLETING, State.REPLACING):
             try:
                 parts, self._replace_plan = stored_replace_records(
                     ctx, j.state, replace_data, parts_data
                 )
             except RecordFormatError as exc:
-                raise self._refused(exc, True) from exc
+                raise self._refused(exc) from exc
             self.partitions = set(parts)
-        return await self._run(resumed=True)
+        return await self._run(works(Entry.RESUME, j.state, ctx.conflict))
 
-    def _replace_prefixes(self) -> tuple[str, ...]:
-        plan = plan_conflicts(ConflictMode.REPLACE, self.ctx.scope, self.dest, self.partitions)
-        return plan.replace_prefixes
-
-    async def _run(self, *, resumed: bool) -> JobCommitResult:
+    async def _run(self, todo: tuple[Work, ...]) -> JobCommitResult:
+        """Do ``todo`` in order while progress is reported, then finish; the pendingset
+        cache is closed when this returns."""
+        work: Mapping[Work, Callable[[], Awaitable[None]]] = {
+            Work.LOCK: self._hold_lock,
+            Work.START: self._start,
+            Work.RESTART: self._restart,
+            Work.COMPLETE: self._complete,
+            Work.COMPLETE_REST: self._complete_rest,
+            Work.VERIFY: self._verify,
+            Work.REPLACE: self._replace,
+        }
         with self.sets:
-            async with unwrapped(), anyio.create_task_group() as tg:
-                tg.start_soon(self._ticker)
-                try:
-                    return await self._steps(resumed)
-                finally:
-                    tg.cancel_scope.cancel()
-        raise AssertionError("unreachable")
+            async with ProgressTicker(self._report, self.opts.progress_interval):
+                for step in todo:
+                    await work[step]()
+                return await self._finish()
 
-    def _gate(self, active: Outcome[bool], journal: Outcome[Journal | None]) -> None:
-        """A fresh commit only of an active job that has no journal yet (the marker's
-        verdict first, then the journal's)."""
-        if not active.get():
-            raise JobNotActive(
-                f"job {self.job_id} is not active at {self.dest.uri} "
-                f"(never set up, or already committed/aborted)"
-            )
-        stored = journal.get()
-        if fenced_off(self.ctx, stored):  # as its first journal write would find it
-            raise lock_lost(self.ctx, stored.fenced_by if stored is not None else None)
-        if stored is not None:
-            raise JournalError(
-                f"job {self.job_id} already started a commit; use "
-                f"resume() or abort() (zerorename jobs resume|abort)"
-            )
+    # ---------------------------------------------------------------- the work
+    async def _hold_lock(self) -> None:
+        """A resume holds the lock if its job's commit does, else takes it when it
+        completes or deletes (:meth:`~.commitlock.CommitLock.for_resume`)."""
+        await self.lock.for_resume(self.journal)
 
-    async def _read_round(self, resumed: bool, lock: bool) -> list[Any]:
-        """Round 1: read and check everything, errors kept, not raised; nothing written but,
-        with ``lock``, the destination's commit lock tried."""
-        ctx = self.ctx
-        self.phase = "scanning"
-        steps: list[Awaitable[Outcome[object]]] = [
-            caught(self._scan().run(0, tally=True)),
-            caught(self.lock.take() if lock else nothing()),
-        ]
-        if not resumed:
-            steps += [caught(job_is_active(ctx)), caught(read_journal(ctx))]
-        return list(await gather(*steps))
-
-    async def _start(self, resumed: bool) -> None:
-        """Round 1 (unless read ahead) and round 2 (the journal, the plan, the replace
-        records and the caller's ``with_journal`` at once): see the module's docstring.
-        Fail and replace take the destination's lock in round 1 and list after it; append
-        takes it in round 2 (:mod:`commitlock`). A journal in state ``started`` (written by
-        an older zerorename) resumes here too."""
-        ctx = self.ctx
-        ahead, self._read = self._read, None
-        lock_now = ctx.conflict is not ConflictMode.APPEND and not self.lock.held
-        outcomes = ahead if ahead is not None else await self._read_round(resumed, lock_now)
-        if lock_now and ahead is not None:
-            outcomes[1] = await caught(self.lock.take())
-        if not resumed:
-            try:
-                self._gate(outcomes[2], outcomes[3])
-            except BaseException:
-                await to_the_end(self.lock.release_unjournaled())
-                raise
+    async def _start(self) -> None:
+        """Rounds 1 and 2 of a fresh commit (see the module's docstring); the gate first:
+        only an active job with no journal yet."""
+        first, lock_now = await self._first_round(gate=True)
         try:
-            holder, _ = outcomes[1].get(), outcomes[0].get()
+            first.gate(self.ctx)
+        except BaseException:
+            await to_the_end(self.lock.release_unjournaled())
+            raise
+        await self._second_round(first, lock_now, self._fresh_records)
+
+    async def _restart(self) -> None:
+        """A resume of a journal in ``started`` (an older zerorename's): rounds 1 and 2
+        again, without the gate (its journal is there) and the plan (it was read)."""
+        first, lock_now = await self._first_round(gate=False)
+        await self._second_round(first, lock_now, self._restarted_records)
+
+    async def _first_round(self, *, gate: bool) -> tuple[FirstRound, bool]:
+        """Round 1, or what was read ahead of it; and whether the lock is taken in it (fail
+        and replace take it in round 1 and list after it; append in round 2:
+        :mod:`commitlock`)."""
+        lock_now = self.ctx.conflict is not ConflictMode.APPEND and not self.lock.held
+        self.phase = "scanning"
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            self._counting = ahead.scanned.value
+            if lock_now:
+                ahead = dataclasses.replace(ahead, holder=await caught(self.lock.take()))
+            return ahead, lock_now
+        scan = self._scan()
+        self._counting = scan.tally
+        lock = self.lock.take() if lock_now else nothing()
+        return await first_round(self.ctx, scan, lock, gate=gate), lock_now
+
+    async def _second_round(
+        self,
+        first: FirstRound,
+        lock_now: bool,
+        records: Callable[[], list[Awaitable[object]]],
+    ) -> None:
+        """Round 1 judged (the lock's answer, then the scan's), the conflict pre-check,
+        then round 2: ``records()``, the replace records and append's try of the lock, at
+        once. Completes start only once all are stored."""
+        ctx = self.ctx
+        try:
+            holder = first.holder.get()
+            self._counted(first.scanned.get())
             if lock_now and not self.lock.held:
                 await self.lock.wait(holder)
                 self.phase = "scanning"
-            old = await precheck(ctx, self.partitions)
-            self._replace_plan = old if isinstance(old, list) else None
+            self._replace_plan = await precheck(ctx, self.partitions)
             self._apply(Event.SCANNED)
-            # the caller's record, then the journal before the plan: a crash during these
-            # writes leaves no plan without its journal (all are answered before a complete)
-            hook = self.hooks.with_journal if not resumed else None
-            writes: list[Awaitable[object]] = [hook() if hook is not None else nothing()]
-            writes.append(self._save_journal(first=not resumed))
-            if not resumed:
-                writes.append(
-                    self.engine.put_object(
-                        self.dest.bucket, self.layout.plan, self.plan.to_json(), content_type=JSON
-                    )
-                )
+            writes = records()
             if self._replace_plan is not None:
                 writes += replace_records(ctx, self._replace_plan, self.partitions)
             writes.append(caught(self.lock.take() if not self.lock.held else nothing()))
@@ -388,72 +380,117 @@ class JobCommitRun:
             if not self.lock.held:  # append: another commit holds it; the journal waits
                 await self.lock.wait(holder)
         except BaseException as exc:
-            await to_the_end(self._failed(exc, resumed), cleanup=True)
-            raise AssertionError("unreachable") from exc  # _failed always raises
+            await to_the_end(self._failed(exc), cleanup=True)
         await self._report()
 
-    async def _steps(self, resumed: bool) -> JobCommitResult:
-        j = self.journal
-        #: a resumed journal that claims every complete done: verified before _SUCCESS
-        claims_done = resumed and j.state in (State.REPLACING, State.SUCCEEDED)
-        if resumed:
-            await self.lock.for_resume(j)
-        if not resumed or j.state is State.STARTED:
-            await self._start(resumed)
-        if j.state is State.COMPLETING:
-            try:
-                if resumed:
-                    # the sets not yet done, parsed and checked before anything is completed
-                    self.phase = "scanning"
-                    await self._scan().run(j.watermark, tally=False)
-                self.phase = "completing"
-                await complete_sets(
-                    self.ctx,
-                    self.sets,
-                    len(self.plan.pendingsets),
-                    j.window,
-                    j.watermark,
-                    j.watermark + j.window if resumed else j.watermark,
-                    self.c,
-                    self._save_mark,
-                    j.state.value,
-                )
-            except BaseException as exc:
-                await to_the_end(self._failed(exc, resumed), cleanup=True)
-                raise AssertionError("unreachable") from exc  # _failed always raises
-            # the state move saves the final watermark too: one journal write
-            j.watermark = len(self.plan.pendingsets)
-            self._apply(completed_event(self.ctx.conflict))
-            moved = True
-        else:
-            moved = False
-        try:
-            if claims_done:
-                await self._verify_completed()
-            if j.state is State.REPLACING:
-                await self._replace(self._save_journal() if moved else None)
-                self._apply(Event.REPLACED)
-                moved = True
-        except BaseException as exc:
-            await self._stopped_after_completes(exc, resumed)
-        return await self._finish(moved, resumed)
+    def _fresh_records(self) -> list[Awaitable[object]]:
+        """A fresh commit's round 2: the caller's record, then the journal (If-None-Match)
+        before the plan: a crash during these writes leaves no plan without its journal
+        (all are answered before a complete)."""
+        hook = self.hooks.with_journal
+        return [
+            hook() if hook is not None else nothing(),
+            self._save_journal(first=True),
+            self.engine.put_object(
+                self.dest.bucket, self.layout.plan, self.plan.to_json(), content_type=JSON
+            ),
+        ]
 
-    async def _finish(self, moved: bool, resumed: bool) -> JobCommitResult:
-        """``_SUCCESS`` and the journal's ``succeeded`` (when ``moved`` there now) at once,
-        while the job's records and uploads are listed; then the release."""
-        j, hook = self.journal, self.hooks.with_succeeded
-        also = () if resumed else self.hooks.release_also
+    def _restarted_records(self) -> list[Awaitable[object]]:
+        """A restarted commit's round 2: its journal again (the plan is there)."""
+        return [nothing(), self._save_journal()]
+
+    async def _complete(self) -> None:
+        """Every upload of the plan (:mod:`jobcomplete`)."""
+        await self._complete_from(uncertain_until=self.journal.watermark)
+
+    async def _complete_rest(self) -> None:
+        """A resume: the sets not yet done, parsed and checked before anything is
+        completed; those of the first window may be done already (checked first)."""
+        j = self.journal
+        try:
+            self.phase = "scanning"
+            self.diagnostics.update((await self._scan().run(j.watermark)).diagnostics)
+        except BaseException as exc:
+            await to_the_end(self._failed(exc), cleanup=True)
+        await self._complete_from(uncertain_until=j.watermark + j.window)
+
+    async def _complete_from(self, *, uncertain_until: int) -> None:
+        """Complete the sets from the watermark on (those below ``uncertain_until`` checked
+        first); then the journal's move, stored with the next write together with the
+        final watermark."""
+        j = self.journal
+        try:
+            self.phase = "completing"
+            await complete_sets(
+                self.ctx,
+                self.sets,
+                len(self.plan.pendingsets),
+                j.window,
+                j.watermark,
+                uncertain_until,
+                self.c,
+                self._save_mark,
+                j.state.value,
+            )
+        except BaseException as exc:
+            await to_the_end(self._failed(exc), cleanup=True)
+        j.watermark = len(self.plan.pendingsets)
+        self._apply(completed_event(self.ctx.conflict))
+
+    async def _verify(self) -> None:
+        """A resume of a journal that says every upload is complete (replacing, succeeded):
+        check it before _SUCCESS and the cleanup (which aborts the job's uploads): each
+        planned upload's object is there as completed, or its complete is run now. While
+        the job is active every pendingset must be there; once its cleanup began (the
+        marker is gone) a deleted one is skipped."""
+        try:
+            self.phase = "verifying"
+            missing_ok = not await job_is_active(self.ctx)
+            tally = await self._scan().run(0, missing_ok=missing_ok)
+            self.diagnostics.update(tally.diagnostics)
+            total = len(self.plan.pendingsets)
+            await complete_sets(
+                self.ctx, self.sets, total, self.journal.window, 0, total, self.c, None, "verifying"
+            )
+        except BaseException as exc:
+            await self._stopped_after_completes(exc)
+
+    async def _replace(self) -> None:
+        """Delete the planned older objects still unchanged; the journal's move to
+        ``replacing`` (when not stored yet) is stored while they are listed, before any
+        is deleted."""
+        try:
+            meanwhile = self._save_journal() if self._unsaved else None
+            self.phase = "replacing"
+            deleted = await run_replacement(
+                self.ctx, self._replace_prefixes(), self._replace_plan, meanwhile=meanwhile
+            )
+            log.info("job %s replaced %d older objects (its replace plan)", self.job_id, deleted)
+            self._apply(Event.REPLACED)
+        except BaseException as exc:
+            await self._stopped_after_completes(exc)
+
+    def _replace_prefixes(self) -> tuple[str, ...]:
+        plan = plan_conflicts(ConflictMode.REPLACE, self.ctx.scope, self.dest, self.partitions)
+        return plan.replace_prefixes
+
+    # ---------------------------------------------------------------- the end
+    async def _finish(self) -> JobCommitResult:
+        """``_SUCCESS`` and the journal's ``succeeded`` (when not stored yet) at once, while
+        the job's records and uploads are listed; then the release."""
+        hook = self.hooks.with_succeeded
         async with releasing(
-            self.ctx, also, lock=self.lock.held, lock_etag=self.lock.etag
+            self.ctx, self.hooks.release_also, lock=self.lock.held, lock_etag=self.lock.etag
         ) as release:
             try:
                 success_key, _, _ = await gather(
                     self._write_success(),
-                    self._save_journal() if moved else nothing(),
+                    self._save_journal() if self._unsaved else nothing(),
                     hook(self.snapshot()) if hook is not None else nothing(),
                 )
             except BaseException as exc:
-                await self._stopped_after_completes(exc, resumed)
+                await self._stopped_after_completes(exc)
             await self._report()
             self.phase = "cleanup"
             cleanup_error = None
@@ -462,9 +499,9 @@ class JobCommitRun:
             except Exception as exc:
                 cleanup_error = f"{type(exc).__name__}: {exc}"
                 log.warning(
-                    "job %s committed, but cleaning up its records failed: %s", j.job_id, exc
+                    "job %s committed, but cleaning up its records failed: %s", self.job_id, exc
                 )
-        return await self._committed(success_key, resumed, cleanup_error)
+        return await self._committed(success_key, cleanup_error)
 
     async def _finish_release(self) -> JobCommitResult:
         """A ``succeeded`` journal whose release began (its plan or its marker is gone):
@@ -475,10 +512,10 @@ class JobCommitRun:
         self.phase = "cleanup"
         await release_job_storage(self.ctx, lock=self.lock.held, lock_etag=self.lock.etag)
         success_key = self.layout.success if self.opts.write_success else None
-        return await self._committed(success_key, True, None)
+        return await self._committed(success_key, None)
 
     async def _committed(
-        self, success_key: str | None, resumed: bool, cleanup_error: str | None
+        self, success_key: str | None, cleanup_error: str | None
     ) -> JobCommitResult:
         j = self.journal
         self.phase = "committed"
@@ -493,111 +530,9 @@ class JobCommitRun:
             retries=j.retries,
             throttles=j.throttles,
             success_key=success_key,
-            resumed=resumed,
+            resumed=self.entry is Entry.RESUME,
             cleanup_error=cleanup_error,
         )
-
-    async def _stopped_after_completes(self, exc: BaseException, resumed: bool) -> None:
-        """A failure once every file is complete: never rolled back; the journal (with the
-        error) is left for resume. Always raises."""
-        j = self.journal
-        if isinstance(exc, RecordFormatError):
-            raise self._refused(exc, resumed) from exc  # the journal is left as it was
-        j.error = f"{type(exc).__name__}: {exc}"
-        try:
-            await to_the_end(self._save_journal())
-        except Exception:
-            log.exception("could not save the journal of job %s", j.job_id)
-        if not isinstance(exc, Exception) or isinstance(exc, JobCommitError):
-            raise exc
-        raise JobCommitError(
-            f"job {j.job_id} failed in state {j.state.value} after its files were "
-            f"completed: {exc}; run resume to finish it",
-            job_id=j.job_id,
-            rolled_back=False,
-            state=j.state.value,
-        ) from exc
-
-    def _refused(self, exc: RecordFormatError, resumed: bool) -> JobCommitError:
-        j = self.journal
-        verb = "resume" if resumed else "commit"
-        return JobCommitError(
-            f"job {j.job_id} {verb} refused: a record is bad: {exc}; no upload was completed "
-            f"or aborted: fix or remove the record, or abort the job "
-            f"(zerorename jobs abort {self.dest.uri} {j.job_id})",
-            job_id=j.job_id,
-            rolled_back=False,
-            state=j.state.value,
-        )
-
-    async def _failed(self, exc: BaseException, resumed: bool) -> None:
-        """A commit failed before any old file was touched: roll back or leave a journal.
-        A bad record is never a reason to roll back: it changes nothing (a fresh commit
-        refuses it in its first round, before writing anything)."""
-        j = self.journal
-        await self.lock.stopped(exc)  # raises DestinationLocked: nothing left to undo
-        if isinstance(exc, RecordFormatError):
-            if not resumed and j.state is not State.STARTED:
-                j.error = f"{type(exc).__name__}: {exc}"
-                await self._save_journal()
-            raise self._refused(exc, resumed) from exc
-        j.error = f"{type(exc).__name__}: {exc}"
-        rolled = False
-        if self.opts.rollback_on_failure and isinstance(exc, Exception):
-            try:
-                # a racer's object at one of our keys carries our job id: keep it
-                keep = exc.conflicts if isinstance(exc, ConflictError) else ()
-                await self.rollback(keep=keep, check_success=False)
-                rolled = True
-            except Exception:
-                log.exception("rolling back job %s failed; its journal is left", j.job_id)
-        elif j.state is not State.STARTED and not isinstance(exc, LockLost):
-            try:
-                await self._save_journal()
-            except Exception:
-                log.exception("could not save the journal of job %s", j.job_id)
-        if not isinstance(exc, Exception):
-            raise exc
-        if rolled:
-            what = "rolled back: nothing of it is left"
-        elif j.state is State.STARTED and not resumed:
-            what = "nothing of the commit was written: commit again, or abort the job"
-        else:
-            what = "left for resume/abort (see its journal)"
-        msg = f"job {j.job_id} commit failed in state {j.state.value}: {exc}; {what}"
-        if isinstance(exc, ConflictError):
-            raise ConflictError(
-                msg,
-                job_id=j.job_id,
-                rolled_back=rolled,
-                state=j.state.value,
-                conflicts=exc.conflicts,
-            ) from exc
-        raise JobCommitError(msg, job_id=j.job_id, rolled_back=rolled, state=j.state.value) from exc
-
-    # ---------------------------------------------------------------- phases
-    async def _verify_completed(self) -> None:
-        """Resuming a journal that says every upload is complete (replacing, succeeded):
-        check it before _SUCCESS and the cleanup (which aborts the job's uploads): each
-        planned upload's object is there as completed, or its complete is run now. While
-        the job is active every pendingset must be there; once its cleanup began (the
-        marker is gone) a deleted one is skipped."""
-        self.phase = "verifying"
-        missing_ok = not await job_is_active(self.ctx)
-        await self._scan().run(0, tally=False, missing_ok=missing_ok)
-        total = len(self.plan.pendingsets)
-        await complete_sets(
-            self.ctx, self.sets, total, self.journal.window, 0, total, self.c, None, "verifying"
-        )
-
-    async def _replace(self, meanwhile: Awaitable[None] | None) -> None:
-        """Delete the planned older objects still unchanged; ``meanwhile`` (the journal's
-        move to ``replacing``) is stored while they are listed, before any is deleted."""
-        self.phase = "replacing"
-        deleted = await run_replacement(
-            self.ctx, self._replace_prefixes(), self._replace_plan, meanwhile=meanwhile
-        )
-        log.info("job %s replaced %d older objects (its replace plan)", self.job_id, deleted)
 
     async def _write_success(self) -> str | None:
         if not self.opts.write_success:
@@ -617,6 +552,94 @@ class JobCommitRun:
         )
         return self.layout.success
 
+    # ---------------------------------------------------------------- failures
+    async def _failed(self, exc: BaseException) -> NoReturn:
+        """A failure before any old file was touched (:mod:`jobpolicy`, rule 4): roll back
+        or keep the journal, as :func:`~.jobpolicy.reaction` says. One that stopped
+        before its journal releases the lock first; DestinationLocked is raised there
+        (:meth:`~.commitlock.CommitLock.stopped`)."""
+        j = self.journal
+        await self.lock.stopped(exc)
+        does = reaction(
+            OnFailure.ROLL_BACK, fault_of(exc), self.entry, j.state, self.opts.rollback_on_failure
+        )
+        if does.raises is Raise.REFUSED:
+            if does.save_error:  # a refusal decides nothing: its store is not shielded
+                j.error = describe(exc)
+                await self._save_journal()
+            raise self._refused(exc) from exc
+        j.error = describe(exc)
+        rolled = does.roll_back and await self._rolled_back(exc)
+        if does.save_error:
+            try:
+                await self._save_journal()
+            except Exception:
+                log.exception("could not save the journal of job %s", j.job_id)
+        if does.raises is Raise.AS_IS:
+            raise exc
+        what = left_behind(rolled, self.entry, j.state)
+        msg = f"job {j.job_id} commit failed in state {j.state.value}: {exc}; {what}"
+        if isinstance(exc, ConflictError):
+            raise ConflictError(
+                msg,
+                job_id=j.job_id,
+                rolled_back=rolled,
+                state=j.state.value,
+                conflicts=exc.conflicts,
+            ) from exc
+        raise JobCommitError(msg, job_id=j.job_id, rolled_back=rolled, state=j.state.value) from exc
+
+    async def _rolled_back(self, exc: BaseException) -> bool:
+        """Roll the job back after ``exc``; False (logged) when that failed too."""
+        try:
+            # a racer's object at one of our keys carries our job id: keep it
+            keep = exc.conflicts if isinstance(exc, ConflictError) else ()
+            await self.rollback(keep=keep, check_success=False)
+            return True
+        except Exception:
+            log.exception("rolling back job %s failed; its journal is left", self.job_id)
+            return False
+
+    async def _stopped_after_completes(self, exc: BaseException) -> NoReturn:
+        """A failure once every file is complete: never rolled back; the journal (with the
+        error) is left for resume (:func:`~.jobpolicy.reaction`)."""
+        j = self.journal
+        does = reaction(
+            OnFailure.ROLL_FORWARD,
+            fault_of(exc),
+            self.entry,
+            j.state,
+            self.opts.rollback_on_failure,
+        )
+        if does.raises is Raise.REFUSED:
+            raise self._refused(exc) from exc  # the journal is left as it was
+        if does.save_error:
+            j.error = describe(exc)
+            try:
+                await to_the_end(self._save_journal())
+            except Exception:
+                log.exception("could not save the journal of job %s", j.job_id)
+        if does.raises is Raise.AS_IS:
+            raise exc
+        raise JobCommitError(
+            f"job {j.job_id} failed in state {j.state.value} after its files were "
+            f"completed: {exc}; run resume to finish it",
+            job_id=j.job_id,
+            rolled_back=False,
+            state=j.state.value,
+        ) from exc
+
+    def _refused(self, exc: BaseException) -> JobCommitError:
+        j = self.journal
+        return JobCommitError(
+            f"job {j.job_id} {self.entry.value} refused: a record is bad: {exc}; no upload "
+            f"was completed or aborted: fix or remove the record, or abort the job "
+            f"(zerorename jobs abort {self.dest.uri} {j.job_id})",
+            job_id=j.job_id,
+            rolled_back=False,
+            state=j.state.value,
+        )
+
     # ---------------------------------------------------------------- rollback
     async def rollback(
         self, *, keep: Iterable[str] = (), check_success: bool = True
@@ -629,3 +652,8 @@ class JobCommitRun:
             await self._save_journal()
 
         return await rollback_job(self.ctx, aborting, keep=keep, check_success=check_success)
+
+
+def describe(exc: BaseException) -> str:
+    """A failure as a journal's ``error`` records it."""
+    return f"{type(exc).__name__}: {exc}"

@@ -23,7 +23,7 @@ from zerorename.committers.window import Action, CompletionWindow
 from zerorename.engine.errors import EngineError, PreconditionFailed
 from zerorename.engine.records import PendingUpload
 
-__all__ = ["Completed", "complete_sets"]
+__all__ = ["Completed", "CompletionPass", "complete_sets"]
 
 
 @dataclass
@@ -72,73 +72,7 @@ async def complete_sets(
     pass). ``state`` names the journal's state in a failure. The caller saves the final
     watermark with its state move."""
     win = CompletionWindow(start, window, total, uncertain_until=uncertain_until)
-    inflight: dict[tuple[str, str], int] = {}
-    changed = anyio.Event()
-
-    def wake() -> None:
-        nonlocal changed
-        changed.set()
-        changed = anyio.Event()
-
-    def finished(upload: PendingUpload) -> None:
-        done.uploads += 1
-        done.bytes += upload.length
-
-    async def on_result(upload: PendingUpload, exc: BaseException | None) -> None:
-        idx = inflight.pop((upload.key, upload.upload_id))
-        if exc is not None:
-            try:
-                if await settled(ctx, upload, exc):
-                    exc = None
-            except ConflictError as conflict:
-                exc = conflict
-        if exc is None:
-            finished(upload)
-            win.succeeded(idx)
-            done.sets = win.low
-        else:
-            win.failed(exc)
-        wake()
-
-    async def records() -> AsyncIterator[PendingUpload]:
-        while True:
-            step = win.poll()
-            if step.action is Action.STOP:
-                return
-            if step.action is Action.SAVE:
-                if save is not None:
-                    await to_the_end(save(step.index))
-                win.saved(step.index)
-                continue
-            if step.action is Action.WAIT:
-                await changed.wait()
-                continue
-            idx = step.index
-            win.open(idx)
-            # read by the scan of this process: parsed to its end and checked before any
-            # of its uploads is handed out (a set gone after the job's cleanup began: none)
-            loaded = sets.pop(idx)
-            for up in loaded.uploads() if loaded is not None else ():
-                if win.stopped:
-                    return
-                if win.must_check(idx) and is_ours(
-                    up, await ctx.engine.head_object(up.bucket, up.key), Check.RESUME
-                ):
-                    finished(up)
-                    continue
-                win.handed_out(idx)
-                inflight[(up.key, up.upload_id)] = idx
-                yield up
-            win.close(idx)
-            done.sets = win.low
-
-    async with unwrapped():
-        await ctx.engine.complete_many(
-            records(),
-            concurrency=ctx.opts.concurrency,
-            if_none_match=ctx.conflict is ConflictMode.FAIL,
-            on_result=on_result,
-        )
+    await CompletionPass(ctx, sets, win, done, save).run()
     if win.failures:
         first = win.failures[0]
         if isinstance(first, CommitterError):
@@ -156,3 +90,96 @@ async def complete_sets(
             rolled_back=False,
             state=state,
         )
+
+
+class CompletionPass:
+    """One pass of :func:`complete_sets`: feeds the uploads the window lets out to the
+    store's ``complete_many`` and tells the window what finished or failed."""
+
+    def __init__(
+        self,
+        ctx: JobContext,
+        sets: PendingSetCache,
+        win: CompletionWindow,
+        done: Completed,
+        save: Callable[[int], Awaitable[None]] | None,
+    ) -> None:
+        self.ctx, self.sets, self.win, self.done, self.save = ctx, sets, win, done, save
+        #: (key, upload id) handed out -> its set
+        self.inflight: dict[tuple[str, str], int] = {}
+        #: set (and replaced) whenever a result came in: what a WAIT waits for
+        self.changed = anyio.Event()
+
+    async def run(self) -> None:
+        ctx = self.ctx
+        async with unwrapped():
+            await ctx.engine.complete_many(
+                self.records(),
+                concurrency=ctx.opts.concurrency,
+                if_none_match=ctx.conflict is ConflictMode.FAIL,
+                on_result=self.on_result,
+            )
+
+    def _wake(self) -> None:
+        self.changed.set()
+        self.changed = anyio.Event()
+
+    def _finished(self, upload: PendingUpload) -> None:
+        self.done.uploads += 1
+        self.done.bytes += upload.length
+
+    async def on_result(self, upload: PendingUpload, exc: BaseException | None) -> None:
+        idx = self.inflight.pop((upload.key, upload.upload_id))
+        if exc is not None:
+            try:
+                if await settled(self.ctx, upload, exc):
+                    exc = None
+            except ConflictError as conflict:
+                exc = conflict
+        if exc is None:
+            self._finished(upload)
+            self.win.succeeded(idx)
+            self.done.sets = self.win.low
+        else:
+            self.win.failed(exc)
+        self._wake()
+
+    async def _next_set(self) -> int | None:
+        """The next set to hand out, opened; the watermark saved or a result waited for
+        first when the window says so. None: hand out nothing more."""
+        win = self.win
+        while True:
+            step = win.poll()
+            if step.action is Action.STOP:
+                return None
+            if step.action is Action.SAVE:
+                if self.save is not None:
+                    await to_the_end(self.save(step.index))
+                win.saved(step.index)
+                continue
+            if step.action is Action.WAIT:
+                await self.changed.wait()
+                continue
+            win.open(step.index)
+            return step.index
+
+    async def records(self) -> AsyncIterator[PendingUpload]:
+        """The uploads to complete, set by set as the window opens them."""
+        win, engine = self.win, self.ctx.engine
+        while (idx := await self._next_set()) is not None:
+            # read by the scan of this process: parsed to its end and checked before any
+            # of its uploads is handed out (a set gone after the job's cleanup began: none)
+            loaded = self.sets.pop(idx)
+            for up in loaded.uploads() if loaded is not None else ():
+                if win.stopped:
+                    return
+                if win.must_check(idx) and is_ours(
+                    up, await engine.head_object(up.bucket, up.key), Check.RESUME
+                ):
+                    self._finished(up)
+                    continue
+                win.handed_out(idx)
+                self.inflight[(up.key, up.upload_id)] = idx
+                yield up
+            win.close(idx)
+            self.done.sets = win.low

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from types import TracebackType
 
+import anyio
+
+from zerorename.aio import unwrapped
 from zerorename.committers.context import JobContext
 from zerorename.committers.journal import Journal
 from zerorename.committers.records import SuccessData
@@ -16,6 +21,7 @@ __all__ = [
     "CommitProgress",
     "JobCommitResult",
     "ProgressFn",
+    "ProgressTicker",
     "success_record",
 ]
 
@@ -66,6 +72,37 @@ class CommitHooks:
     with_succeeded: Callable[[CommitProgress], Awaitable[object]] | None = None
     #: keys deleted in the release's last request, with the journal (not when it fails)
     release_also: tuple[str, ...] = ()
+
+
+class ProgressTicker:
+    """Calls ``report`` every ``interval`` seconds while the block runs: a task group of
+    one task, cancelled when the block ends; an exception group leaving the block is
+    raised as its first error (:func:`~zerorename.aio.unwrapped`). It never swallows an
+    exception (its exit returns None), so a ``return`` inside needs nothing after it."""
+
+    def __init__(self, report: Callable[[], Awaitable[None]], interval: float) -> None:
+        self._report = report
+        self._interval = interval
+        self._stack = contextlib.AsyncExitStack()
+
+    async def _tick(self) -> None:
+        while True:
+            await self._report()
+            await anyio.sleep(self._interval)
+
+    async def __aenter__(self) -> None:
+        await self._stack.enter_async_context(unwrapped())
+        tg = await self._stack.enter_async_context(anyio.create_task_group())
+        self._stack.callback(tg.cancel_scope.cancel)  # runs first: before the group's exit
+        tg.start_soon(self._tick)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._stack.__aexit__(exc_type, exc, tb)
 
 
 def success_record(

@@ -1,76 +1,99 @@
 """The job commit's scan: every pendingset of the plan read once, parsed to its end and
 each upload checked (task-side path rules, the job's, once) before anything is completed;
-then the conflict pre-check. Takes what it reads into (:class:`CommitScan`), not the run.
+then the conflict pre-check. A scan (:class:`CommitScan`) returns what it counted
+(:class:`ScanTally`); the run decides what of it to keep. Round 1 of a fresh commit is the
+scan with the lock's try and the gate's reads (:func:`first_round`, :class:`FirstRound`);
+a :class:`PreparedCommit` holds what a run starts from, round 1 once read ahead.
 """
 
 from __future__ import annotations
 
+import time
 from collections import Counter
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 
+from zerorename.committers.commitlock import LockRecord, fenced_off, lock_lost
 from zerorename.committers.conflict import ConflictMode, OldObject, plan_conflicts
 from zerorename.committers.context import JobContext
-from zerorename.committers.errors import ConflictError, RecordNotFound
-from zerorename.committers.jobstorage import list_replacement
-from zerorename.committers.journal import CommitPlan, Journal
+from zerorename.committers.errors import (
+    ConflictError,
+    JobNotActive,
+    JournalError,
+    RecordNotFound,
+)
+from zerorename.committers.jobstorage import job_is_active, list_replacement, read_journal
+from zerorename.committers.journal import CommitPlan, Journal, check_plan
 from zerorename.committers.paths import Destination, partition_of
 from zerorename.committers.records import MAX_SUCCESS_FILENAMES, PendingRecord, Unchecked
 from zerorename.committers.s3alayout import job_id_of_dir, job_id_of_shared_dir, shared_magic_dir
 from zerorename.committers.s3aread import is_s3a_job, shared_job_ids
 from zerorename.committers.spool import PendingSetCache
-from zerorename.committers.store import bounded_map, check_record, first_foreign_in, gather
+from zerorename.committers.store import (
+    Outcome,
+    bounded_map,
+    caught,
+    check_record,
+    first_foreign_in,
+    gather,
+    nothing,
+)
 from zerorename.committers.validate import UploadSet, check_output_key
 
 
 @dataclass
+class ScanTally:
+    """What one scan counted: the uploads it read (from its start on; a scan from 0 gives
+    the journal's totals), up to the first files for ``_SUCCESS``, the partitions they
+    touch (when the job needs them), and what it could not check, for ``_SUCCESS``'s
+    diagnostics (filled in once the scan ended)."""
+
+    uploads: int = 0
+    bytes: int = 0
+    filenames: list[str] = field(default_factory=list)
+    partitions: set[str] = field(default_factory=set)
+    diagnostics: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
 class CommitScan:
-    """One scan of a plan's pendingsets into ``sets`` (kept for the completion), the
-    journal's totals, the touched ``partitions`` and the run's ``diagnostics``."""
+    """One scan of a plan's pendingsets into ``sets`` (kept for the completion); it
+    returns what it counted (:class:`ScanTally`) and changes nothing of the run's."""
 
     ctx: JobContext
     plan: CommitPlan
-    journal: Journal
     sets: PendingSetCache
     #: every upload the scans of this run saw (the same one twice is refused)
     seen: UploadSet
-    partitions: set[str] = field(default_factory=set)
-    diagnostics: dict[str, str] = field(default_factory=dict)
-    #: records per check they could not get (S3A's have no part sizes), this run
+    #: what this scan counted so far (read by progress reports while it runs)
+    tally: ScanTally = field(default_factory=ScanTally)
+    #: records per check they could not get (S3A's have no part sizes)
     unchecked: Counter[Unchecked] = field(default_factory=Counter)
 
     def check(self, rec: PendingRecord, location: str) -> None:
-        """An upload the job may complete: where a task may write, the job's, once."""
+        """An upload the job may complete: where a task may write, the job's, once;
+        counted into :attr:`tally`."""
         ctx = self.ctx
         check_output_key(rec, ctx.dest, location)
         check_record(rec, ctx.dest, ctx.job_id, location, partitioned=ctx.partitioned)
         self.seen.add(rec, location)
         self.unchecked.update(rec.unchecked)
-
-    def _tally(self, rec: PendingRecord, location: str) -> None:
-        self.check(rec, location)
-        j = self.journal
-        j.uploads_total += 1
-        j.bytes_total += rec.upload.length
-        need_parts = self.ctx.needs_partitions
-        if need_parts or len(j.filenames) < MAX_SUCCESS_FILENAMES:
-            rel = self.ctx.dest.rel(rec.upload.key) or ""
-            if len(j.filenames) < MAX_SUCCESS_FILENAMES:
-                j.filenames.append(rel)
+        t = self.tally
+        t.uploads += 1
+        t.bytes += rec.upload.length
+        need_parts = ctx.needs_partitions
+        if need_parts or len(t.filenames) < MAX_SUCCESS_FILENAMES:
+            rel = ctx.dest.rel(rec.upload.key) or ""
+            if len(t.filenames) < MAX_SUCCESS_FILENAMES:
+                t.filenames.append(rel)
             if need_parts:
-                self.partitions.add(partition_of(rel))
+                t.partitions.add(partition_of(rel))
 
-    async def run(self, start: int, *, tally: bool, missing_ok: bool = False) -> None:
+    async def run(self, start: int = 0, *, missing_ok: bool = False) -> ScanTally:
         """Read the pendingsets from ``start`` on once each, parse them to their end and
-        check every upload, before completing anything. ``tally``: count them into the
-        journal (a fresh scan); ``missing_ok``: skip a pendingset that is gone."""
-        ctx, j = self.ctx, self.journal
-        total = len(self.plan.pendingsets)
-        if tally:
-            j.uploads_total = j.bytes_total = 0
-            j.filenames = []
-            j.pendingsets_total = total
-            self.unchecked.clear()
-        on_record = self._tally if tally else self.check
+        check every upload, before completing anything; ``missing_ok``: skip a
+        pendingset that is gone. Returns :attr:`tally`."""
+        ctx = self.ctx
         mismatched = 0
 
         async def scan_one(index: int) -> None:
@@ -78,7 +101,7 @@ class CommitScan:
             planned = self.plan.pendingsets[index]
             try:
                 loaded = await self.sets.load(
-                    index, ctx.engine, ctx.dest.bucket, planned.key, ctx.job_id, on_record
+                    index, ctx.engine, ctx.dest.bucket, planned.key, ctx.job_id, self.check
                 )
             except RecordNotFound:
                 if not missing_ok:
@@ -87,10 +110,94 @@ class CommitScan:
             if planned.attempt is not None and loaded.header.attempt != planned.attempt:
                 mismatched += 1  # a later attempt overwrote it: still a valid task output
 
-        await bounded_map(range(start, total), scan_one, scan_width(ctx))
+        await bounded_map(range(start, len(self.plan.pendingsets)), scan_one, scan_width(ctx))
         if mismatched:
-            self.diagnostics["pendingsets_from_other_attempt"] = str(mismatched)
-        self.diagnostics.update(unchecked_diagnostics(self.unchecked))
+            self.tally.diagnostics["pendingsets_from_other_attempt"] = str(mismatched)
+        self.tally.diagnostics.update(unchecked_diagnostics(self.unchecked))
+        return self.tally
+
+
+@dataclass(frozen=True)
+class FirstRound:
+    """Round 1's answers, each kept as it came: an error is raised where the commit judges
+    it, in its order. The scan's tally; the lock's holder (None: taken, or not tried);
+    for a fresh commit its gate: is the job active, which journal is stored already
+    (None: not read)."""
+
+    scanned: Outcome[ScanTally]
+    holder: Outcome[LockRecord | None]
+    active: Outcome[bool] | None = None
+    stored: Outcome[Journal | None] | None = None
+
+    def gate(self, ctx: JobContext) -> None:
+        """A fresh commit only of an active job that has no journal yet (the marker's
+        verdict first, then the journal's)."""
+        if self.active is not None and not self.active.get():
+            raise JobNotActive(
+                f"job {ctx.job_id} is not active at {ctx.dest.uri} "
+                f"(never set up, or already committed/aborted)"
+            )
+        stored = self.stored.get() if self.stored is not None else None
+        if fenced_off(ctx, stored):  # as its first journal write would find it
+            raise lock_lost(ctx, stored.fenced_by if stored is not None else None)
+        if stored is not None:
+            raise JournalError(
+                f"job {ctx.job_id} already started a commit; use "
+                f"resume() or abort() (zerorename jobs resume|abort)"
+            )
+
+
+async def first_round(
+    ctx: JobContext, scan: CommitScan, lock: Awaitable[LockRecord | None], *, gate: bool
+) -> FirstRound:
+    """Round 1: the scan, the lock's try (``lock``) and with ``gate`` the job's marker and
+    journal, at once; nothing is written but the lock, and no error raised."""
+    steps: list[Awaitable[Outcome[object]]] = [caught(scan.run()), caught(lock)]
+    if gate:
+        steps += [caught(job_is_active(ctx)), caught(read_journal(ctx))]
+    return FirstRound(*await gather(*steps))
+
+
+class PreparedCommit:
+    """What a run starts from, fixed before it runs: the plan (a fresh commit's; a resume
+    reads its own), the caller's figures for ``_SUCCESS`` (e.g. rows), the scan's
+    pendingset cache, the clock and the engine's counters, and round 1 once
+    :meth:`read_ahead` read it. :meth:`close` drops what it read (the cache's spill file);
+    a run closes it when it ends."""
+
+    def __init__(
+        self,
+        ctx: JobContext,
+        plan: CommitPlan | None = None,
+        extra_metrics: Mapping[str, int | float] | None = None,
+    ) -> None:
+        self.ctx = ctx
+        self.plan = plan if plan is not None else CommitPlan(ctx.job_id, (), "summaries")
+        self.extra_metrics = dict(extra_metrics or {})
+        self.sets = PendingSetCache(readers=scan_width(ctx))
+        #: every upload the scans of the run saw (the same one twice is refused)
+        self.seen = UploadSet()
+        self.t0 = time.monotonic()
+        self.stats = (ctx.engine.stats.retries, ctx.engine.stats.throttles)
+        #: round 1, when read ahead
+        self.ahead: FirstRound | None = None
+
+    def check(self) -> None:
+        """The plan names only the job's own pendingsets (:func:`~.journal.check_plan`)."""
+        lay = self.ctx.layout
+        check_plan(self.plan, lay, location=self.ctx.dest.uri_of(lay.plan))
+
+    def scan(self) -> CommitScan:
+        return CommitScan(self.ctx, self.plan, self.sets, self.seen)
+
+    async def read_ahead(self) -> None:
+        """Round 1 of the fresh commit, now (to go out with the caller's reads): nothing is
+        written and no error raised; the run acts on what it found."""
+        self.check()
+        self.ahead = await first_round(self.ctx, self.scan(), nothing(), gate=True)
+
+    def close(self) -> None:
+        self.sets.close()
 
 
 def unchecked_diagnostics(counts: Counter[Unchecked]) -> dict[str, str]:

@@ -15,7 +15,7 @@ import contextlib
 import json
 import logging
 import shutil
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import anyio
@@ -119,6 +119,29 @@ async def read_journal(ctx: JobContext) -> Journal | None:
     if j.job_id != ctx.job_id:
         raise JournalError(f"journal at {where} is of job {j.job_id}, not {ctx.job_id}")
     return j
+
+
+async def read_stored(ctx: JobContext) -> tuple[Journal, bytes | None, bytes | None, bytes | None]:
+    """A resume's one round: the journal (JournalError when there is none), the plan and,
+    for replace, its plan and touched partitions (None: not there, or not read)."""
+    lay, bucket = ctx.layout, ctx.dest.bucket
+    parts_record = ctx.replaces and ctx.scope is ConflictScope.PARTITIONS
+    j, plan_data, replace_data, parts_data = await gather(
+        read_journal(ctx),
+        read_optional(ctx.engine, bucket, lay.plan, max_size=caps.PLAN_CAP),
+        read_optional(ctx.engine, bucket, lay.replace, max_size=caps.REPLACE_PLAN_CAP)
+        if ctx.replaces
+        else nothing(),
+        read_optional(ctx.engine, bucket, lay.partitions, max_size=caps.REPLACE_PLAN_CAP)
+        if parts_record
+        else nothing(),
+    )
+    if j is None:
+        raise JournalError(
+            f"job {ctx.job_id} has no journal at {ctx.dest.uri}: it "
+            f"never started committing (nothing to resume; abort it)"
+        )
+    return j, plan_data, replace_data, parts_data
 
 
 def partitions_record(items: list[str]) -> bytes:
@@ -329,8 +352,14 @@ async def run_replacement(
                 doomed.append(obj.key)
 
     await gather(meanwhile or nothing(), bounded_map(prefixes, one, LIST_CONCURRENCY))
-    etags = {o.key: o.etag for o in plan}
     doomed.sort()
+    return await delete_planned(ctx, doomed, {o.key: o.etag for o in plan})
+
+
+async def delete_planned(ctx: JobContext, doomed: list[str], etags: Mapping[str, str]) -> int:
+    """Delete the ``doomed`` keys of a replace plan in batches, each with its planned ETag
+    (see :func:`run_replacement`); how many were deleted."""
+    engine, dest = ctx.engine, ctx.dest
     deleted, conditional = 0, True
     for i in range(0, len(doomed), DELETE_BATCH):
         batch = doomed[i : i + DELETE_BATCH]
