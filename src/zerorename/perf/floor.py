@@ -125,24 +125,30 @@ def dechunk(data: bytes) -> bytes:
         pos = eol + 4 + size
 
 
-def read_answer(recv: Any, buf: bytes) -> tuple[int, dict[str, str], bytes, bytes]:
-    """Read one answer with ``recv``: (status, headers, body, the bytes after it)."""
-    while b"\r\n\r\n" not in buf:
-        more = recv(65536)
-        if not more:
-            raise FloorError("the server closed the connection")
-        buf += more
-    head, _, rest = buf.partition(b"\r\n\r\n")
+def split_answer(buf: bytes) -> tuple[int, dict[str, str], bytes, bytes] | None:
+    """The first whole answer in ``buf``: (status, headers, body, the bytes after it), or
+    None while part of it is missing."""
+    head, found, rest = buf.partition(b"\r\n\r\n")
+    if not found:
+        return None
     status, headers = parse_head(head)
-    while (end := body_end(headers, rest)) is None:
-        more = recv(65536)
-        if not more:
-            raise FloorError("the server closed the connection mid-answer")
-        rest += more
+    end = body_end(headers, rest)
+    if end is None:
+        return None
     body = rest[:end]
     if "chunked" in headers.get("transfer-encoding", "").lower():
         body = dechunk(body)
     return status, headers, body, rest[end:]
+
+
+def read_answer(recv: Any, buf: bytes) -> tuple[int, dict[str, str], bytes, bytes]:
+    """Read one answer with ``recv``: (status, headers, body, the bytes after it)."""
+    while (answer := split_answer(buf)) is None:
+        more = recv(65536)
+        if not more:
+            raise FloorError("the server closed the connection")
+        buf += more
+    return answer
 
 
 class _Upload:
