@@ -497,9 +497,9 @@ def notes(samples: list[Sample], args: argparse.Namespace) -> list[str]:
         "already in memory. Preparing ran untimed in a separate process.",
     ]
     if any(s.client == "floor" for s in samples):
-        from zerorename.perf.floor_commit import NOTE
+        from zerorename.perf.floor import COMMIT_NOTE
 
-        lines.append(NOTE)
+        lines.append(COMMIT_NOTE)
     for (n, c), ss in sorted(_by(samples).items()):
         if c != "zerorename":
             continue

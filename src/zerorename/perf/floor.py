@@ -41,6 +41,12 @@ NOTE = (
     "checksum in an aws-chunked trailer (two passes where the store refuses trailers). "
     "'x floor' = a client's CPU / the floor's CPU, medians of this run."
 )
+COMMIT_NOTE = (
+    "floor (commit): the same uploads completed with pre-signed CompleteMultipartUpload "
+    "requests built before the measurement (request line, headers, one-part body), "
+    "--batch-concurrency of them in flight on raw keep-alive sockets driven by one "
+    "thread (a selector); measured: connecting, writing, reading and checking each answer."
+)
 _BLOCK = MiB
 _WRITE = 256 * 1024
 _UPLOAD_ID = re.compile(rb"<UploadId>([^<]+)</UploadId>")

@@ -22,12 +22,6 @@ from zerorename.perf.commit_latency import Measure
 from zerorename.perf.floor import Connection, FloorError, client_context, split_answer
 from zerorename.perf.model import Target
 
-NOTE = (
-    "floor (commit): the same uploads completed with pre-signed CompleteMultipartUpload "
-    "requests built before the measurement (request line, headers, one-part body), "
-    "--batch-concurrency of them in flight on raw keep-alive sockets driven by one "
-    "thread (a selector); measured: connecting, writing, reading and checking each answer."
-)
 _WOULD_BLOCK = (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
 
 
