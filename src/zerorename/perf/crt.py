@@ -9,8 +9,9 @@ handed over by path (``send_filepath``) or the bytes as a body stream. Settings:
   ``max_active_connections_override`` = ``--concurrency`` (its ``throughput_target_gbps``
   left at its default, which only sizes the pool below that cap);
 - the engine's checksum (CRC32C by default) computed by the CRT and sent in an
-  ``aws-chunked`` trailer (``S3ChecksumLocation.TRAILER``), over HTTP and HTTPS;
-  ``--checksum none``: no checksum;
+  ``aws-chunked`` trailer (``S3ChecksumLocation.TRAILER``), over HTTP and HTTPS, or in a
+  header where a 1-byte probe before the run finds trailers refused (RGW pacific over
+  HTTPS; the ``trailer`` metric says which); ``--checksum none``: no checksum;
 - over HTTPS the target's CA through ``TlsContextOptions.override_default_trust_store_from_
   path``.
 
@@ -99,6 +100,25 @@ class _Crt:
             else None
         )
 
+    def settle_checksum_location(self, key: str) -> float:
+        """Untimed, before a run: a 1-byte PUT with the trailing checksum; a store that
+        refuses trailers with a 4xx (Ceph RGW pacific over HTTPS) gets the checksum in a
+        header from then on (the CRT reads each part twice), as the engine falls back.
+        Returns 1.0 for a trailer, 0.0 for a header (the ``trailer`` metric)."""
+        if self.checksum is None:
+            return 0.0
+        try:
+            self.put(key, 1, body=io.BytesIO(b"x")).finished_future.result()
+        except self.s3.S3ResponseError as exc:
+            if not 400 <= int(exc.status_code or 0) < 500:
+                raise
+            self.checksum = self.s3.S3ChecksumConfig(
+                algorithm=self.checksum.algorithm, location=self.s3.S3ChecksumLocation.HEADER
+            )
+            self.put(key, 1, body=io.BytesIO(b"x")).finished_future.result()
+            return 0.0
+        return 1.0
+
     def put(self, key: str, size: int, *, path: str | None = None, body: Any = None) -> Any:
         """Start a PUT_OBJECT of ``size`` bytes from ``path`` or the stream ``body``
         (``size`` < 0: unknown length); returns the request (its ``finished_future``)."""
@@ -128,6 +148,7 @@ def upload_awscrt(target: Target, params: dict[str, Any]) -> dict[str, float]:
     key = target.key("upload", uuid.uuid4().hex)
     kind = params.get("source", "file")
     data = clients.make_data(size) if kind == "memory" else None
+    trailer = crt.settle_checksum_location(key)
     with Meter() as m:
         if kind == "file":
             request = crt.put(key, size, path=str(params["path"]))
@@ -138,7 +159,7 @@ def upload_awscrt(target: Target, params: dict[str, Any]) -> dict[str, float]:
             request = crt.put(key, -1, body=reader)
         request.finished_future.result()
     _check_and_delete(target, key, size, part)
-    return clients._metrics(m, size, verified=1.0)
+    return clients._metrics(m, size, verified=1.0, trailer=trailer)
 
 
 def _check_and_delete(target: Target, key: str, size: int, part: int) -> None:
@@ -163,6 +184,7 @@ def many_awscrt(target: Target, params: dict[str, Any]) -> dict[str, float]:
     data = clients.make_data(size)
     base = target.key("many", uuid.uuid4().hex)
     keys = [f"{base}/obj-{i:07d}" for i in range(count)]
+    trailer = crt.settle_checksum_location(keys[0])
     window = threading.Semaphore(int(params["concurrency"]))
     errors: list[BaseException] = []
 
@@ -185,4 +207,4 @@ def many_awscrt(target: Target, params: dict[str, Any]) -> dict[str, float]:
     if errors:
         raise errors[0]
     clients._check_and_delete_boto3(target.boto3_client(), target.bucket, base, keys, size)
-    return clients._many_metrics(m, count, size)
+    return {**clients._many_metrics(m, count, size), "trailer": trailer}
