@@ -81,9 +81,10 @@ def check_ratios(doc: dict[str, Any], pairs: set[tuple[str, str]]) -> None:
 
 
 def test_many_against_the_sink_with_every_baseline(tmp_path: Path) -> None:
-    """No --clients: every baseline runs next to ours (the defaults are the upload's, one
-    list: many_scenario.CLIENTS; the README's first perf example runs every upload client
-    on the sink, test_perf_tls.py every one of them over TLS with these checks)."""
+    """No --clients: every baseline runs next to ours (the defaults are the upload's but
+    the floor: many_scenario.CLIENTS; the README's first perf example runs every upload
+    client on the sink, test_perf_tls.py every one of them over TLS with these checks;
+    awscrt and the floor: test_perf_floor.py)."""
     args = ["many", "--target", "sink", "--reps", "1", *TINY["many"]]
     doc = perf(args, tmp_path)
     check_doc(doc, "many", reps=1)

@@ -54,11 +54,13 @@ from zerorename.units import MiB
 NAME = "commit"
 HELP = "job commit rate: complete N deferred uploads (zerorename Job.commit vs boto3 threads)"
 
-CLIENTS = ("zerorename", "boto3-15", "boto3-64")
+CLIENTS = ("zerorename", "boto3-15", "boto3-64", "floor")  # floor: perf/floor_commit.py
 #: the harness rates these (prepare_s and base_rss_mib describe the setup, not the commit)
 RATIO_METRICS = ("completes_s", "commit_s", "cpu_ms_per_complete", "peak_rss_mib")
+FLOOR_METRIC = "cpu_ms_per_complete"  # the "x floor" column
 _THREADS = {"boto3-15": 15, "boto3-64": 64}
 _FUNC = "zerorename.perf.commit_scenario:"
+_FLOOR = "zerorename.perf.floor_commit:measure_floor"
 #: the request parameter carrying each checksum algorithm's part checksum (as the engine's)
 _CHECKSUM_PARAM = {"CRC32": "ChecksumCRC32", "CRC32C": "ChecksumCRC32C", "SHA256": "ChecksumSHA256"}
 #: one part: the engine's smallest part size (5 MiB) bounds a one-part object
@@ -175,9 +177,9 @@ def plan(args: argparse.Namespace, target: Target) -> list[Run]:
             **latency,
         }
         for client in args.clients:
-            if client == "zerorename":
+            if client in ("zerorename", "floor"):  # the floor: as many in flight
                 params = {**common, "batch_concurrency": args.batch_concurrency}
-                func = _FUNC + "measure_zerorename"
+                func = _FUNC + "measure_zerorename" if client == "zerorename" else _FLOOR
             else:
                 params = {**common, "threads": _THREADS[client]}
                 func = _FUNC + "measure_boto3"
@@ -494,6 +496,10 @@ def notes(samples: list[Sample], args: argparse.Namespace) -> list[str]:
         "boto3-T = ThreadPoolExecutor(T) calling complete_multipart_upload over a list "
         "already in memory. Preparing ran untimed in a separate process.",
     ]
+    if any(s.client == "floor" for s in samples):
+        from zerorename.perf.floor import COMMIT_NOTE
+
+        lines.append(COMMIT_NOTE)
     for (n, c), ss in sorted(_by(samples).items()):
         if c != "zerorename":
             continue

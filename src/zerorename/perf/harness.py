@@ -336,6 +336,7 @@ def main_args(args: argparse.Namespace) -> int:
         print(f"zerorename perf {args.scenario}: {exc}", file=sys.stderr)
         return 1
 
+    report.add_floor(samples, getattr(scenario, "FLOOR_METRIC", None))
     stats = report.summarize(samples)
     ours = tuple(getattr(scenario, "OURS", ("zerorename",)))
     rs = report.ratios(

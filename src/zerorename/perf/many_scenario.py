@@ -16,7 +16,9 @@ from zerorename.units import format_size, parse_size
 NAME = "many"
 HELP = "many objects (count x size): objects/s and MB/s, next to boto3 and obstore"
 OURS = upload_scenario.OURS
-CLIENTS = upload_scenario.CLIENTS
+#: the upload's clients but the floor (measured for one large object only)
+CLIENTS = tuple(c for c in upload_scenario.CLIENTS if c != "floor")
+DEFAULT_CLIENTS = tuple(c for c in upload_scenario.DEFAULT_CLIENTS if c != "floor")
 PAIRS = upload_scenario.PAIRS
 RATIO_METRICS = ("objects_s", "mb_s", "cpu_ms_per_object", "peak_rss_mib")
 
@@ -27,6 +29,7 @@ _FUNCS = {
     "boto3-matched": "zerorename.perf.clients:many_boto3_matched",
     "boto3-when-required": "zerorename.perf.clients:many_boto3_when_required",
     "obstore": "zerorename.perf.clients:many_obstore",
+    "awscrt": "zerorename.perf.crt:many_awscrt",
 }
 
 
@@ -37,9 +40,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--clients",
-        default=",".join(upload_scenario.DEFAULT_CLIENTS),
+        default=",".join(DEFAULT_CLIENTS),
         help="comma-separated subset of " + ", ".join(CLIENTS) + " (default: all but "
-        "boto3-when-required)",
+        "boto3-when-required; obstore and awscrt only when installed)",
     )
 
 

@@ -19,7 +19,11 @@ HIGHER_IS_BETTER = frozenset(
     {"mb_s", "objects_s", "completes_s", "verified", "uploads", "files", "output_mb"}
 )
 #: metrics that describe a run rather than rate it: no ratios for them
-DESCRIPTIVE = frozenset({"verified", "uploads", "files", "output_mb", "objects", "bytes"})
+DESCRIPTIVE = frozenset(
+    {"verified", "uploads", "files", "output_mb", "objects", "bytes", "cpu_x_floor"}
+)
+#: the client whose CPU the "x floor" column divides by (perf/floor.py)
+FLOOR = "floor"
 
 #: the order metrics are shown in (others follow alphabetically)
 _ORDER = [
@@ -34,6 +38,7 @@ _ORDER = [
     "cpu_s_per_gib",
     "cpu_ms_per_object",
     "cpu_ms_per_complete",
+    "cpu_x_floor",
     "peak_rss_mib",
     "growth_mib",
 ]
@@ -86,6 +91,21 @@ class Ratio:
 def metric_order(names: set[str]) -> list[str]:
     first = [m for m in _ORDER if m in names]
     return first + sorted(names - set(first))
+
+
+def add_floor(samples: Sequence[Sample], metric: str | None) -> None:
+    """The "x floor" column: each sample's ``metric`` over the median of the floor's
+    samples of the same group (this run's floor, never a constant), as ``cpu_x_floor``."""
+    if not metric:
+        return
+    floors: dict[str, list[float]] = {}
+    for s in samples:
+        if s.client == FLOOR and metric in s.metrics:
+            floors.setdefault(s.group, []).append(float(s.metrics[metric]))
+    for s in samples:
+        values = floors.get(s.group)
+        if values and metric in s.metrics and statistics.median(values) > 0:
+            s.metrics["cpu_x_floor"] = float(s.metrics[metric]) / statistics.median(values)
 
 
 def summarize(samples: Sequence[Sample]) -> list[Stat]:

@@ -16,7 +16,7 @@ import atexit
 import os
 import tempfile
 
-from zerorename.perf import upload_latency
+from zerorename.perf import crt, floor, upload_latency
 from zerorename.perf.clients import botocore_checksums, make_data
 from zerorename.perf.model import (
     Run,
@@ -39,6 +39,8 @@ DEFAULT_CLIENTS = (
     "boto3-default",
     "boto3-matched",
     "obstore",
+    "awscrt",
+    "floor",
 )
 #: boto3-when-required: boto3's defaults but checksums only where S3 requires them, as
 #: Ceph and MinIO users run boto3 >= 1.36 (its default trailing checksums over HTTPS are
@@ -52,7 +54,10 @@ PAIRS = [
     ("zerorename", "boto3-when-required"),
     ("zerorename-matched", "boto3-matched"),
     ("zerorename", "obstore"),
+    ("zerorename", "awscrt"),
 ]
+#: the metric the "x floor" column divides by the floor's (same group, same run)
+FLOOR_METRIC = "cpu_s_per_gib"
 RATIO_METRICS = ("mb_s", "cpu_s_per_gib", "peak_rss_mib")
 
 _FUNCS = {
@@ -62,6 +67,8 @@ _FUNCS = {
     "boto3-matched": "zerorename.perf.clients:upload_boto3_matched",
     "boto3-when-required": "zerorename.perf.clients:upload_boto3_when_required",
     "obstore": "zerorename.perf.clients:upload_obstore",
+    "awscrt": "zerorename.perf.crt:upload_awscrt",
+    "floor": "zerorename.perf.floor:upload_floor",
 }
 _files: dict[int, str] = {}
 
@@ -118,7 +125,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=",".join(DEFAULT_CLIENTS),
         help="comma-separated subset of " + ", ".join(CLIENTS) + " (default: all but "
         "boto3-when-required; zerorename-matched only when its settings differ from "
-        "zerorename's, obstore only when installed)",
+        "zerorename's, obstore and awscrt only when installed; floor: the least CPU that "
+        "moves the same bytes, --source file only)",
     )
 
 
@@ -159,7 +167,20 @@ def select_clients(text: str, checksum: str, allowed: tuple[str, ...]) -> list[s
         chosen.remove("zerorename-matched")  # zerorename already runs boto3-matched's settings
     if "obstore" in chosen and not obstore_available():
         chosen.remove("obstore")
+    if "awscrt" in chosen and not crt.available():
+        chosen.remove("awscrt")  # the notes say so (skipped(): not an error)
     return chosen
+
+
+def skipped(text: str, source: str = "file") -> list[str]:
+    """One line per asked-for client that does not run here, and why."""
+    chosen = parse_list(text)
+    out = []
+    if "awscrt" in chosen and not crt.available():
+        out.append("awscrt: not installed here (pip install awscrt): skipped")
+    if "floor" in chosen and source != "file":
+        out.append("floor: measured from a file only (--source file): skipped")
+    return out
 
 
 def plan(args: argparse.Namespace, target: Target) -> list[Run]:
@@ -179,6 +200,8 @@ def plan(args: argparse.Namespace, target: Target) -> list[Run]:
     group = f"{format_size(size)}/{format_size(part)}x{args.concurrency}"
     runs = []
     for client in select_clients(args.clients, args.checksum, CLIENTS):
+        if client == "floor" and args.source != "file":
+            continue
         params = dict(base)
         if client == "zerorename-matched":
             params["checksum"] = params["matched_checksum"]
@@ -189,6 +212,9 @@ def plan(args: argparse.Namespace, target: Target) -> list[Run]:
 
 def notes(samples: list[Sample], args: argparse.Namespace) -> list[str]:
     out = upload_latency.note(getattr(args, "latency_ms", None))  # many shares these notes
+    out += skipped(args.clients, getattr(args, "source", "file"))
+    seen = {s.client for s in samples}
+    out += [m.NOTE for m in (crt, floor) if m.NAME in seen]
     mc = matched_checksum(args.checksum)
     if mc != args.checksum:
         out.append(
