@@ -100,6 +100,11 @@ class JournalError(CommitterError):
     deleted replaced files or wrote ``_SUCCESS``), or a journal of another job."""
 
 
+class NoJournal(JournalError):
+    """Raised when ``resume`` finds no journal: the job never started committing, so there
+    is nothing to resume (``jobs abort`` removes what it left)."""
+
+
 class JobNotFound(CommitterError):
     """Raised when a job id has no ``__magic_job-<id>/`` records under the destination."""
 

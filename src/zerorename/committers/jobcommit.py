@@ -65,6 +65,7 @@ from zerorename.committers.errors import (
     JobCommitError,
     JobNotActive,
     JournalError,
+    NoJournal,
     RecordFormatError,
 )
 from zerorename.committers.jobcomplete import Completed, complete_sets
@@ -263,7 +264,7 @@ class JobCommitRun:
             else nothing(),
         )
         if j is None:
-            raise JournalError(
+            raise NoJournal(
                 f"job {self.job_id} has no journal at {self.dest.uri}: it "
                 f"never started committing (nothing to resume; abort it)"
             )
