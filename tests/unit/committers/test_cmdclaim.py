@@ -30,6 +30,7 @@ from zerorename.committers.cmdclaim import (
     listed_claim,
 )
 from zerorename.committers.paths import Destination
+from zerorename.committers.s3ajobs import NOTHING_ROLLED_BACK, UNRECORDED
 from zerorename.engine.errors import PreconditionFailed, S3Error
 from zerorename.sim.operators import run_cli
 from zerorename.testing.memfaults import ProcessCrashed
@@ -136,6 +137,37 @@ async def test_a_second_abort_that_succeeds_beside_the_first_lets_no_resume_act(
             told |= kept((await cli(state, "abort", S3A_URI, JOB))[0])
         assert told == want, n
         assert set(outputs(state)) == want, n  # nothing completed, nothing deleted
+        assert not state.pending(S3A_B), n
+        assert not [k for k in state.objects(S3A_B) if "__magic" in k], n
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_second_resume_that_succeeds_beside_the_first_lets_no_abort_roll_back(
+    kind: Any,
+) -> None:
+    """Resume R2 of an S3A job runs whole between two requests of resume R1 and commits
+    it, deleting R1's claim; an abort then runs whole while R1 is paused: the job is
+    committed, so the abort rolls nothing back (it never deletes an object either), and R1
+    goes on. Whatever the request, the job's four files stay, no abort reports the job
+    aborted, and nothing of it is left."""
+    base = await crashed(kind)
+    total = (await requests_of(base, S3A_URI, "resume", JOB)).requests
+    for n in range(1, total + 1):
+        state = base.copy()
+        seen: list[Any] = []
+
+        async def r2_then_a(state: MemoryState = state, seen: list[Any] = seen) -> None:
+            seen.append((await cli(state, "resume", S3A_URI, JOB))[1])
+            seen.append(await cli(state, "abort", S3A_URI, JOB))
+
+        r1 = MemoryStore(state)
+        r1.gate = before(n, r2_then_a)
+        await cli(state, "resume", S3A_URI, JOB, store=r1)
+        r2_exc, (a_printed, a_exc) = seen
+        if r2_exc is None and a_exc is None:
+            assert NOTHING_ROLLED_BACK in a_printed or UNRECORDED in a_printed, (n, a_printed)
+        await cli(state, "resume", S3A_URI, JOB)  # a later operator's clean-up
+        assert len(outputs(state)) == 4 and "s3a/out/_SUCCESS" in state.objects(S3A_B), n
         assert not state.pending(S3A_B), n
         assert not [k for k in state.objects(S3A_B) if "__magic" in k], n
 
