@@ -17,9 +17,9 @@ the claim of another one still running (the defect of the one shared claim objec
 second abort that failed deleted the first one's claim, and a resume ran under that
 abort). Once its command has succeeded, or found that its verb has nothing to do on the
 job (:data:`NOTHING_TO_DO`: no job; a resume of a job that never started committing), it
-also deletes the same-verb claims it listed at its start: earlier runs that died guard
-nothing any more, and one still alive can only find the same (its verb's work is done,
-or there is none). A failure of any other kind (a store error, a refusal) leaves them: the
+lists the claims again and also deletes those of its verb: runs that died guard nothing
+any more, and one still alive can only find the same (its verb's work is done, or there
+is none). A failure of any other kind (a store error, a refusal) leaves them: the
 earlier run may be acting still. A claim of a dead command of the other verb blocks only
 the other verb, and the refusal names it (to delete once that process is gone).
 ``settled`` (a resume's): True when the job committed, so an abort of it refuses and
@@ -284,8 +284,27 @@ async def command_claim(
         try:
             yield dest.uri_of(key)
         except NOTHING_TO_DO:
-            drop = [c.key for c in d.earlier]
+            drop = await _done(engine, dest, job_id, verb, d.earlier)
             raise
-        drop = [c.key for c in (*d.earlier, *waived)]
+        drop = await _done(engine, dest, job_id, verb, (*d.earlier, *waived), waived != ())
     finally:
         await _release(engine, dest, [key, *drop])
+
+
+async def _done(
+    engine: Store,
+    dest: Destination,
+    job_id: str,
+    verb: str,
+    seen: Sequence[Claim],
+    settled: bool = False,
+) -> list[str]:
+    """The claims a run whose verb's work is done deletes with its own: every claim of its
+    verb listed now (also of runs that began after it; they find the job as it left it),
+    and a settled resume's abort claims too; ``seen`` (those it listed at its start) when
+    this listing fails: the command's outcome stands."""
+    try:
+        now = await job_claims(engine, dest, job_id)
+    except Exception:
+        now = list(seen)
+    return [c.key for c in now if c.verb == verb or (settled and c.verb == "abort")]

@@ -115,9 +115,10 @@ CLAIM_URI = re.compile(rf"s3://{BUCKET}/({DEST}/__magic_commit/command-[^ ;()]+\
 
 
 async def as_told(w: World, store: MemoryStore, action: str, job_id: str) -> str:
-    """``zerorename jobs <action>`` as the final operator runs it: refused by the command
-    claims of other commands, it does what the refusal says once that process is gone
-    (every actor's process is, by now): deletes the claims it names and runs it again."""
+    """``zerorename jobs <action>`` as the final operator runs it when nothing else is
+    left (the abort after a refused resume): refused by the command claims of other
+    commands, it does what the refusal says once that process is gone (every actor's
+    process is, by now): deletes the claims it names and runs it again."""
     try:
         return await run_cli(store, "jobs", action, URI, job_id)
     except ZeroRenameError as exc:
@@ -145,7 +146,7 @@ async def final_recovery(w: World, schedule: Schedule) -> None:
             continue
         store = MemoryStore(w.state, min_part_size=1)
         try:
-            await as_told(w, store, "resume", job_id)
+            await run_cli(store, "jobs", "resume", URI, job_id)
             told.told.append((w.step, Outcome.COMMITTED, "final resume"))
             if told.commit_end is None:
                 told.commit_end = w.step
