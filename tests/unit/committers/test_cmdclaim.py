@@ -431,3 +431,23 @@ async def test_a_listing_that_lags_lets_both_verbs_act() -> None:
         if exc is None and done:
             both.append(n)
     assert not both, f"the abort and the resume both reported success (at requests {both})"
+
+
+@pytest.mark.parametrize("verb", ["abort", "resume"])
+async def test_a_run_that_died_after_the_successful_one_began_leaves_no_claim(verb: str) -> None:
+    """A second run of ``verb`` starts after the first listed the claims and dies right
+    after writing its own; the first succeeds and removes that claim too (it lists again
+    at its end), so the other verb is not kept out by a command that is gone (simulation
+    s3a seed 32: the final resume was refused by a dead abort's claim)."""
+    state = await crashed(KINDS[0])
+
+    async def dies_after_its_claim() -> None:
+        dying = MemoryStore(state)
+        dying.crash_at(2)  # its claim written, dead before its listing
+        await cli(state, verb, S3A_URI, JOB, store=dying)
+
+    first = MemoryStore(state)
+    first.gate = before(4, dies_after_its_claim)  # after its claim, listing, legacy read
+    _, exc = await cli(state, verb, S3A_URI, JOB, store=first)
+    assert exc is None, exc
+    assert claims(state, S3A_B, S3A_URI, JOB) == []
