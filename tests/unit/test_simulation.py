@@ -506,7 +506,7 @@ def test_default_3947_an_abort_that_fails_after_deleting_a_kept_objects_record()
 def test_default_182_a_dead_resumes_claim_never_keeps_the_abort_out_for_good() -> None:
     # a `jobs resume` of a job that never started committing dies holding its claim: the
     # fix that left a failed run's claim in place stranded it (the final abort refused by
-    # it forever, inv 4); now the final resume finds nothing to resume (NoJournal) and
+    # it forever, inv 4); now the final resume finds nothing to resume (NothingToResume) and
     # deletes the dead run's claim with its own
     assert categories(182) == set()
 

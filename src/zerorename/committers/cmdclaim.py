@@ -16,7 +16,7 @@ A run deletes only its own claim when it ends, however it ends, so no command ev
 the claim of another one still running (the defect of the one shared claim object: a
 second abort that failed deleted the first one's claim, and a resume ran under that
 abort). Once its command has succeeded, or found that its verb has nothing to do on the
-job (:data:`NOTHING_TO_DO`: no job; a resume of a job that never started committing), it
+job (:data:`NOTHING_TO_DO`: no job; a resume of a job whose commit never started), it
 lists the claims again and also deletes those of its verb: runs that died guard nothing
 any more, and one still alive can only find the same (its verb's work is done, or there
 is none). A failure of any other kind (a store error, a refusal) leaves them: the
@@ -50,7 +50,7 @@ from zerorename.committers.errors import (
     CommitterError,
     InvalidJobId,
     JobNotFound,
-    NoJournal,
+    NothingToResume,
     RecordFormatError,
 )
 from zerorename.committers.objectstore import Store
@@ -72,9 +72,9 @@ MAX_CLAIMS = 1000
 #: the claims a refusal names (and says how many more)
 NAMED = 3
 #: a command's verdicts that its verb has nothing left to do on the job (no job; a resume
-#: of a job that never started committing): as after its success, earlier runs of the
+#: of a job whose commit never started): as after its success, earlier runs of the
 #: verb, dead or alive, have nothing to do there either, so their claims guard nothing
-NOTHING_TO_DO = (JobNotFound, NoJournal)
+NOTHING_TO_DO = (JobNotFound, NothingToResume)
 _NAME = re.compile(r"(resume|abort)-([0-9a-f]{32})\.json")
 
 __all__ = [

@@ -100,9 +100,10 @@ class JournalError(CommitterError):
     deleted replaced files or wrote ``_SUCCESS``), or a journal of another job."""
 
 
-class NoJournal(JournalError):
-    """Raised when ``resume`` finds no journal: the job never started committing, so there
-    is nothing to resume (``jobs abort`` removes what it left)."""
+class NothingToResume(JournalError):
+    """Raised when ``resume`` finds a job whose commit never started (a zerorename job with
+    no journal, an S3A job with no committed task): there is nothing to resume (``jobs
+    abort`` removes what it left)."""
 
 
 class JobNotFound(CommitterError):

@@ -65,7 +65,7 @@ from zerorename.committers.errors import (
     JobCommitError,
     JobNotActive,
     JournalError,
-    NoJournal,
+    NothingToResume,
     RecordFormatError,
 )
 from zerorename.committers.jobcomplete import Completed, complete_sets
@@ -264,7 +264,7 @@ class JobCommitRun:
             else nothing(),
         )
         if j is None:
-            raise NoJournal(
+            raise NothingToResume(
                 f"job {self.job_id} has no journal at {self.dest.uri}: it "
                 f"never started committing (nothing to resume; abort it)"
             )

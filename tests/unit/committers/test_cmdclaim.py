@@ -20,7 +20,7 @@ import pytest
 from test_attack2_s3a_abort import JOB, KINDS, before, cli, crashed, kept, outputs, want_kept
 from test_command_claim_memory import dead_commit
 
-from zerorename.committers import CommitOptions, CommitterError, MagicCommitter, NoJournal
+from zerorename.committers import CommitOptions, CommitterError, MagicCommitter, NothingToResume
 from zerorename.committers.cmdclaim import (
     Claim,
     claim_dir,
@@ -356,7 +356,7 @@ async def test_a_dead_resume_never_keeps_the_abort_of_a_job_that_never_committed
 ) -> None:
     """The job's task committed and its driver died before the job commit (no journal);
     a resume dies after its claim. The resume run again finds nothing to resume
-    (NoJournal) and deletes the dead run's claim with its own, so the abort it points to
+    (NothingToResume) and deletes the dead run's claim with its own, so the abort it points to
     runs with no claim to delete by hand (simulation seed 182)."""
     state = MemoryState(B)
     store = MemoryStore(state)
@@ -371,7 +371,7 @@ async def test_a_dead_resume_never_keeps_the_abort_of_a_job_that_never_committed
     with pytest.raises((ProcessCrashed, BaseExceptionGroup)):
         await run_cli(dying, "jobs", "resume", URI, job.job_id)
     assert len(claims(state, B, URI, job.job_id)) == 1
-    with pytest.raises(NoJournal):
+    with pytest.raises(NothingToResume):
         await run_cli(MemoryStore(state, min_part_size=1), "jobs", "resume", URI, job.job_id)
     assert claims(state, B, URI, job.job_id) == []
     await run_cli(MemoryStore(state, min_part_size=1), "jobs", "abort", URI, job.job_id)
@@ -451,3 +451,25 @@ async def test_a_run_that_died_after_the_successful_one_began_leaves_no_claim(ve
     _, exc = await cli(state, verb, S3A_URI, JOB, store=first)
     assert exc is None, exc
     assert claims(state, S3A_B, S3A_URI, JOB) == []
+
+
+async def test_a_dead_resume_never_keeps_the_abort_of_an_s3a_job_with_no_committed_task() -> None:
+    """The S3A twin (simulation s3a seeds 86, 115, 239): no task of the job committed, a
+    resume dies after its claim; the resume run again finds nothing to finish
+    (NothingToResume) and deletes the dead run's claim, so the abort runs."""
+    state = await crashed(KINDS[0])
+    store = MemoryStore(state)
+    sets = [k for k in state.objects(S3A_B) if k.endswith(".pendingset")]
+    assert sets
+    await store.delete_objects(S3A_B, sets)
+    dying = MemoryStore(state)
+    dying.crash_at(4)  # after its claim, its listing and the legacy claim's read
+    _, exc = await cli(state, "resume", S3A_URI, JOB, store=dying)
+    assert isinstance(exc, ProcessCrashed), exc
+    assert len(claims(state, S3A_B, S3A_URI, JOB)) == 1
+    _, exc = await cli(state, "resume", S3A_URI, JOB)
+    assert isinstance(exc, NothingToResume), exc
+    assert claims(state, S3A_B, S3A_URI, JOB) == []
+    _, exc = await cli(state, "abort", S3A_URI, JOB)
+    assert exc is None, exc
+    assert not [k for k in state.objects(S3A_B) if "__magic" in k]
