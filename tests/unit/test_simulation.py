@@ -503,15 +503,19 @@ def test_default_3947_an_abort_that_fails_after_deleting_a_kept_objects_record()
     assert categories(3947) == set()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open (stop 36's long run, s3a 5000..9999; attack2 found it too): abort A holds the "
-    "job's command claim, abort B takes it over (same verb), A fails and deletes the claim "
-    "on its way out; a resume then claims the job while B still runs: the resume commits "
-    "the job and B reports it aborted (told both). A taker that leaves the claim on failure "
-    "fixes this but strands the claim of a dead command (seed 182); see the stop 36 note",
-)
+def test_default_182_a_dead_resumes_claim_never_keeps_the_abort_out_for_good() -> None:
+    # a `jobs resume` of a job that never started committing dies holding its claim: the
+    # fix that left a failed run's claim in place stranded it (the final abort refused by
+    # it forever, inv 4); now the final resume finds nothing to resume (NothingToResume) and
+    # deletes the dead run's claim with its own
+    assert categories(182) == set()
+
+
 def test_s3a_9275_a_failed_abort_releases_a_claim_another_abort_still_runs_under() -> None:
+    # abort A holds the job's command claim, abort B (same verb) goes on beside it, fails
+    # and deleted the one shared claim on its way out; a resume then claimed the job while
+    # A still ran: the resume committed the job and A reported it aborted (told both). Each
+    # run now writes and deletes a claim object of its own (committers/cmdclaim.py)
     assert categories(9275, "s3a") == set()
 
 

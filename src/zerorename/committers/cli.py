@@ -409,7 +409,7 @@ def _need_job(args: argparse.Namespace) -> str:
 
 
 async def _jobs_action(eng: UploadEngine, args: argparse.Namespace) -> int:
-    from zerorename.committers.commitlock import CLAIM_VERBS, command_claim
+    from zerorename.committers.cmdclaim import CLAIM_VERBS, command_claim
     from zerorename.committers.s3ajobs import job_committed
 
     if args.action == "list":

@@ -41,13 +41,11 @@ commit wrote nothing (or removed the journal it wrote), so it can be run again.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import os
 import socket
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -56,15 +54,12 @@ import anyio
 from zerorename.committers import objectstore as caps
 from zerorename.committers.context import JobContext
 from zerorename.committers.errors import (
-    CommitterError,
     InvalidJobId,
     JobCommitError,
     RecordFormatError,
 )
 from zerorename.committers.journal import Journal, State
-from zerorename.committers.objectstore import Store
 from zerorename.committers.paths import Destination, JobLayout, check_job_id
-from zerorename.committers.s3alayout import s3a_id_problem
 from zerorename.committers.store import read_optional
 from zerorename.committers.validate import Fields, load_json
 from zerorename.engine.errors import ObjectTooLarge, PreconditionFailed, S3Error
@@ -86,8 +81,6 @@ __all__ = [
     "LockRecord",
     "Verdict",
     "acquire",
-    "claim_key",
-    "command_claim",
     "fence",
     "judge",
     "lock_key",
@@ -556,111 +549,3 @@ class CommitLock:
                     self.ctx.dest.bucket, [lay.journal, lay.plan, lay.replace, lay.partitions]
                 )
             raise exc
-
-
-# -- operator commands --------------------------------------------------------------
-#: the verbs of the operator commands that take a job's command claim
-CLAIM_VERBS = {"resume": "resumed", "abort": "aborted"}
-
-
-def claim_key(dest: Destination, job_id: str) -> str:
-    """A job's command claim: ``<dest>/__magic_commit/command-<job>.json`` (zerorename's
-    own directory, also at an S3A job's destination, whose layout we do not own). The id
-    is a UUID (zerorename's, canonical form) or an S3A job's id as Hadoop chose it (a
-    UUID, or the Hadoop JobID ``job_<ts>_<n>``: :func:`s3alayout.s3a_id_problem`)."""
-    try:
-        job = check_job_id(job_id)
-    except InvalidJobId:
-        problem = s3a_id_problem(job_id)
-        if problem is not None:
-            raise InvalidJobId(
-                f"job id {job_id!r} is neither a UUID nor an S3A job id: {problem}"
-            ) from None
-        job = job_id
-    return dest.key(f"{LOCK_DIR}/command-{job}.json")
-
-
-def claim_record(job_id: str, verb: str) -> bytes:
-    d = {
-        "version": LOCK_VERSION,
-        "jobId": job_id,
-        "command": verb,
-        "hostname": socket.gethostname(),
-        "pid": os.getpid(),
-        "created": time.time(),
-    }
-    return json.dumps(d, ensure_ascii=False).encode()
-
-
-def claimed_by(data: bytes | None, location: str) -> tuple[str, str]:
-    """The claim's verb and a short "who, since when"; ("", "") when unreadable (a
-    claim nobody can read is no claim's verb: the command refuses)."""
-    if data is None:
-        return "", ""
-    try:
-        f = Fields(load_json(data, "command claim", location), "command claim", location)
-        verb = f.str_("command")
-        who = f"{f.str_('hostname', required=False, empty=True)} pid {f.d.get('pid')}"
-        return (
-            verb,
-            f"{who}, since {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(f.time_('created')))}",
-        )
-    except RecordFormatError:
-        return "", ""
-
-
-@contextlib.asynccontextmanager
-async def command_claim(
-    engine: Store,
-    dest: Destination,
-    job_id: str,
-    verb: str,
-    *,
-    settled: Callable[[], Awaitable[bool]] | None = None,
-) -> AsyncIterator[None]:
-    """Hold job ``job_id``'s command claim for ``zerorename jobs <verb>`` (resume or
-    abort), so that of a resume and an abort of one job running at once exactly one
-    acts (invariants 6 and 11). The claim is created with If-None-Match before the
-    command reads anything; the command that finds a claim of the other verb refuses in
-    one line and changes nothing. A claim of the same verb is taken over (a retry of a
-    command whose process died; two runs of one idempotent command may overlap). The
-    claim is deleted when the command ends, however it ends; one left by a dead process
-    blocks only the other verb, and the refusal names it. ``settled`` (a resume's): True
-    when the job committed, so an abort of it refuses and changes nothing; such a resume,
-    which only finishes the job's cleanup, takes an abort's claim over (one left by a dead
-    abort would otherwise keep a committed job's records forever)."""
-    key = claim_key(dest, job_id)
-    where = dest.uri_of(key)
-    for _ in range(3):
-        try:
-            await engine.put_object(
-                dest.bucket, key, claim_record(job_id, verb), if_none_match=True, content_type=JSON
-            )
-            break
-        except PreconditionFailed:
-            pass
-        data = await read_optional(engine, dest.bucket, key, max_size=caps.MARKER_CAP)
-        other, who = claimed_by(data, where)
-        if data is None:
-            continue  # released meanwhile: try again
-        if other == verb:
-            break
-        if settled is not None and data is not None and await settled():
-            await engine.put_object(dest.bucket, key, claim_record(job_id, verb), content_type=JSON)
-            break
-        doing = CLAIM_VERBS.get(other, f"claimed ({other or 'unreadable claim'})")
-        raise CommitterError(
-            f"job {job_id} is being {doing} by another command ({who or where}); nothing "
-            f"changed: let it finish (`zerorename jobs {other or 'show'}` again), or if that "
-            f"process is gone and you mean to {verb} instead, delete {where} first"
-        )
-    else:
-        raise CommitterError(
-            f"job {job_id}: its command claim {where} keeps changing; nothing changed: "
-            f"run the {verb} again"
-        )
-    try:
-        yield
-    finally:
-        with contextlib.suppress(Exception):
-            await engine.delete_objects(dest.bucket, [key])

@@ -100,6 +100,12 @@ class JournalError(CommitterError):
     deleted replaced files or wrote ``_SUCCESS``), or a journal of another job."""
 
 
+class NothingToResume(JournalError):
+    """Raised when ``resume`` finds a job whose commit never started (a zerorename job with
+    no journal, an S3A job with no committed task): there is nothing to resume (``jobs
+    abort`` removes what it left)."""
+
+
 class JobNotFound(CommitterError):
     """Raised when a job id has no ``__magic_job-<id>/`` records under the destination."""
 

@@ -46,6 +46,7 @@ from zerorename.committers.context import JobContext
 from zerorename.committers.errors import (
     CommitterError,
     JournalError,
+    NothingToResume,
     PathError,
     RecordFormatError,
 )
@@ -122,7 +123,7 @@ async def read_journal(ctx: JobContext) -> Journal | None:
 
 
 async def read_stored(ctx: JobContext) -> tuple[Journal, bytes | None, bytes | None, bytes | None]:
-    """A resume's one round: the journal (JournalError when there is none), the plan and,
+    """A resume's one round: the journal (NothingToResume when there is none), the plan and,
     for replace, its plan and touched partitions (None: not there, or not read)."""
     lay, bucket = ctx.layout, ctx.dest.bucket
     parts_record = ctx.replaces and ctx.scope is ConflictScope.PARTITIONS
@@ -137,7 +138,7 @@ async def read_stored(ctx: JobContext) -> tuple[Journal, bytes | None, bytes | N
         else nothing(),
     )
     if j is None:
-        raise JournalError(
+        raise NothingToResume(
             f"job {ctx.job_id} has no journal at {ctx.dest.uri}: it "
             f"never started committing (nothing to resume; abort it)"
         )

@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from zerorename.committers.errors import CommitterError, wrap_engine_errors
+from zerorename.committers.errors import CommitterError, NothingToResume, wrap_engine_errors
 from zerorename.committers.jobstorage import success_names_commit
 from zerorename.committers.journal import Journal, State, can_abort
 from zerorename.committers.objectstore import JOURNAL_CAP, SUCCESS_CAP, Store
@@ -149,7 +149,7 @@ def _attempt_to_finish(scan: S3AJobScan) -> int:
     (which attempt's commit died is unknown)."""
     attempts = scan.attempts
     if not attempts:
-        raise CommitterError(
+        raise NothingToResume(
             f"S3A job {scan.layout.job_id} has no committed task: its job commit never "
             "started, there is nothing to finish; `zerorename jobs abort` rolls it back"
         )

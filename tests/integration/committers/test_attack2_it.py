@@ -3,8 +3,8 @@ request must fail): ``zerorename jobs abort`` of a crashed Hadoop S3A magic job,
 the CLI's own functions on the engine. An abort cut short by a store that keeps failing
 its deletes leaves its note, the job listed as aborting, a resume refused, and the next
 abort names every kept object (holds). Two defects the unit attacks found, shown on a
-real server: the command claim refuses a Hadoop JobID, and a failed second abort deletes
-the claim of the abort still running."""
+real server (both fixed): the command claim refused a Hadoop JobID, and a failed second
+abort deleted the claim of the abort still running."""
 
 from __future__ import annotations
 
@@ -12,9 +12,7 @@ import io
 from collections.abc import Callable
 from typing import Any
 
-import pytest
-
-from zerorename.committers.commitlock import claim_key, command_claim
+from zerorename.committers.cmdclaim import command_claim
 from zerorename.committers.errors import CommitterError
 from zerorename.committers.paths import Destination
 from zerorename.committers.s3alayout import S3AJobLayout
@@ -106,13 +104,6 @@ async def test_the_cli_aborts_a_job_named_by_its_hadoop_jobid(moto_s3: S3Target)
     assert exc is None, f"{type(exc).__name__}: {exc}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="abort A holds the job's command claim; a second abort B takes it over (same "
-    "verb), fails, and deletes the claim on its way out: A runs on unclaimed, so a resume "
-    "may start under it",
-)
 async def test_a_failed_second_abort_leaves_the_first_ones_claim(
     moto_s3: S3Target, fault_proxy: Callable[..., Any]
 ) -> None:
@@ -120,14 +111,18 @@ async def test_a_failed_second_abort_leaves_the_first_ones_claim(
     assert s3.endpoint_url is not None
     uri = uri_of(s3)
     dest = Destination.parse(uri)
-    claim = claim_key(dest, JOB)
     proxy = fault_proxy(s3.endpoint_url)
     proxy.add_rule(FaultRule(operation="ListMultipartUploads", fault="no_such_upload"))
     config = s3.with_endpoint(proxy.url).engine_config(retry=FAST_RETRY)
     async with UploadEngine(s3.engine_config(retry=FAST_RETRY)) as direct:
         await lay_out_on(direct, uri, JOB)
-        async with command_claim(direct, dest, JOB, "abort"):  # abort A, running
+        async with command_claim(direct, dest, JOB, "abort") as uri_a:  # abort A, running
+            claim = uri_a.removeprefix(f"s3://{s3.bucket}/")
             async with UploadEngine(config) as failing:
                 _, exc = await cli(failing, "abort", uri, JOB)  # abort B
             assert exc is not None
-            assert claim in keys_under(s3, claim), "B deleted A's claim"
+            assert keys_under(s3, claim) == {claim}, "B deleted A's claim"
+            _, exc = await cli(direct, "resume", uri, JOB)  # a resume is kept out
+            assert isinstance(exc, CommitterError) and "being aborted" in str(exc), exc
+            assert uri_a in str(exc) and "\n" not in str(exc), exc
+        assert not keys_under(s3, dest.key("__magic_commit/")), "a claim was left"

@@ -177,14 +177,6 @@ async def test_a_resume_between_any_two_requests_of_an_abort(kind: S3ALayoutKind
         assert job_records(state, kind) == {}, n
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="abort A holds the command claim; a second abort B takes it over (same verb), "
-    "fails on a throttled request and deletes the claim on its way out (A's); a resume "
-    "then claims the job and commits it while A is paused after reading it; A goes on, "
-    "and both report success: the job committed and 'aborted'",
-)
 async def test_a_failed_second_abort_does_not_let_a_resume_in_under_the_first() -> None:
     kind = S3ALayoutKind.HADOOP_34
     base = await crashed(kind)

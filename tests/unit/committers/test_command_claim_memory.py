@@ -3,8 +3,8 @@ finding 10): each takes the job's command claim (If-None-Match) before it reads
 anything; the other verb then refuses in one line and changes nothing. Here the first
 command's process dies mid-way (its claim stays, as a command still running would hold
 it), the other verb is refused with the store unchanged, and the same verb run again
-finishes the job and releases the claim. Through the CLI's own functions, on the
-in-memory store."""
+finishes the job and removes its own claim and the dead run's. Through the CLI's own
+functions, on the in-memory store."""
 
 from __future__ import annotations
 
@@ -40,6 +40,11 @@ async def dead_commit(tmp: Path) -> tuple[MemoryState, str]:
     return state, job.job_id
 
 
+def claims(state: MemoryState, job_id: str) -> list[str]:
+    """The job's command claims (one object per command run)."""
+    return sorted(state.objects(B, f"out/__magic_commit/command-{job_id}/"))
+
+
 def snapshot(state: MemoryState) -> tuple[dict[str, bytes], list[tuple[str, str]]]:
     return dict(state.objects(B)), list(state.pending(B))
 
@@ -49,21 +54,21 @@ async def test_a_resume_and_an_abort_of_one_job_never_both_act(
     tmp_path: Path, first: str, other: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     state, job_id = await dead_commit(tmp_path)
-    claim = f"out/__magic_commit/command-{job_id}.json"
     dying = MemoryStore(state, min_part_size=1)
     dying.crash_at(4)  # after its claim, part way through
     with pytest.raises((ProcessCrashed, BaseExceptionGroup)):
         await run_cli(dying, "jobs", first, URI, job_id)
+    (claim,) = claims(state, job_id)
+    assert claim.rsplit("/", 1)[1].startswith(f"{first}-")
     before = snapshot(state)
     with pytest.raises(CommitterError) as refused:
         await run_cli(MemoryStore(state, min_part_size=1), "jobs", other, URI, job_id)
     msg = str(refused.value)
     done = {"abort": "aborted", "resume": "resumed"}[first]
-    assert "\n" not in msg and f"being {done}" in msg and claim in msg
+    assert "\n" not in msg and f"being {done}" in msg and f"s3://{B}/{claim}" in msg
     assert snapshot(state) == before, "the refused command changed something"
-    assert claim in state.objects(B)
     await run_cli(MemoryStore(state, min_part_size=1), "jobs", first, URI, job_id)
-    assert claim not in state.objects(B)
+    assert claims(state, job_id) == []  # its own, and the dead run's
     assert not [k for k, _ in state.pending(B) if job_id in k]
     assert not [k for k in state.objects(B) if f"__magic_job-{job_id}" in k]
     data = [k for k in state.objects(B) if job_id in k and "__magic" not in k]
@@ -88,12 +93,11 @@ async def test_a_dead_aborts_claim_never_keeps_a_committed_job_from_its_cleanup(
     store.crash_at(1, op="DeleteObjects")
     with pytest.raises((ProcessCrashed, BaseExceptionGroup)):
         await job.commit([summary])
-    claim = f"out/__magic_commit/command-{job.job_id}.json"
     dying = MemoryStore(state, min_part_size=1)
     dying.crash_at(2)  # after its claim
     with pytest.raises((ProcessCrashed, BaseExceptionGroup)):
         await run_cli(dying, "jobs", "abort", URI, job.job_id)
-    assert claim in state.objects(B)
+    assert len(claims(state, job.job_id)) == 1
     await run_cli(MemoryStore(state, min_part_size=1), "jobs", "resume", URI, job.job_id)
     assert not [k for k in state.objects(B) if job.job_id in k and "__magic" in k]
     assert [k for k in state.objects(B) if job.job_id in k] == [f"out/f-{job.job_id}.csv"]
