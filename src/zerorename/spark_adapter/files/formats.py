@@ -11,11 +11,11 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-from zerorename.spark_adapter.csvformat import CsvEncoder, parse_dialect, parse_time_formats
 from zerorename.spark_adapter.errors import OptionError
-from zerorename.spark_adapter.jsonformat import JsonEncoder
+from zerorename.spark_adapter.files.csvformat import CsvEncoder, parse_dialect, parse_time_formats
+from zerorename.spark_adapter.files.jsonformat import JsonEncoder
+from zerorename.spark_adapter.files.partitioning import check_partition_columns
 from zerorename.spark_adapter.options import WriteOptions
-from zerorename.spark_adapter.partitioning import check_partition_columns
 from zerorename.units import MiB
 
 #: Arrow bytes buffered before a Parquet row group is written.

@@ -1,7 +1,7 @@
 """``zerorename jobs show|resume|abort`` of a streaming query's batch job: the query's log
 and the destination are kept consistent, and the command says what Spark's next run of
 the batch will do (the committers' CLI calls :func:`stream_job_action` through its hook;
-:func:`~zerorename.spark_adapter.streamlog.in_log` decides, this module does the I/O).
+:func:`~zerorename.spark_adapter.stream.log.in_log` decides, this module does the I/O).
 
 A batch job is found by the query's note of it (``_zerorename_streams/<query>/jobs/``) or
 by a log that names it. Then, by where the log has it:
@@ -30,7 +30,7 @@ from zerorename.committers.jobresult import CommitHooks
 from zerorename.committers.objectstore import MARKER_CAP
 from zerorename.committers.objectstore import UploadStore as Store
 from zerorename.committers.store import gather, read_optional
-from zerorename.spark_adapter.streamlog import (
+from zerorename.spark_adapter.stream.log import (
     BatchEntry,
     InLog,
     StreamLog,
@@ -40,8 +40,8 @@ from zerorename.spark_adapter.streamlog import (
     started_job,
     started_key,
 )
-from zerorename.spark_adapter.streamread import read_log, stream_queries
-from zerorename.spark_adapter.streamsink import STREAM_COMMIT
+from zerorename.spark_adapter.stream.read import read_log, stream_queries
+from zerorename.spark_adapter.stream.sink import STREAM_COMMIT
 
 
 @dataclass(frozen=True)

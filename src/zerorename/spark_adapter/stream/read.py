@@ -16,7 +16,7 @@ two reads of the queries' logs and keeps what is whole (:func:`judge`, pure):
    listing saw was completed before G2 was read and after its job's intent was written,
    so G2 has that job as its intent or as committed; committed after G1, it is among G2's
    last ``G2.batches - G1.batches`` entries, all of which G2 lists while that number is at
-   most the log's window (:data:`~zerorename.spark_adapter.streamlog.KEEP` batches;
+   most the log's window (:data:`~zerorename.spark_adapter.stream.log.KEEP` batches;
    otherwise the snapshot is taken again). So a job no log names was committed before
    G1, whole, and has left the window; or it is not a stream's (another writer's file, or
    one with no job id in its name). This relies on the sink never deleting a completed
@@ -45,7 +45,7 @@ from zerorename.committers.store import gather, read_optional
 from zerorename.spark_adapter.bridge import get_bridge
 from zerorename.spark_adapter.errors import StreamLogError
 from zerorename.spark_adapter.options import WriteOptions
-from zerorename.spark_adapter.streamlog import (
+from zerorename.spark_adapter.stream.log import (
     KEEP,
     MAX_LOG_BYTES,
     STREAMS_DIR,
@@ -328,7 +328,7 @@ def committed_files(
     opts = reader_options(path, endpoint, region, profile, addressing_style)
     q = query_id_of(query) if query is not None else None
     dest = Destination.parse(opts.path)
-    from zerorename.spark_adapter.jobs import engine_for  # pyarrow: not for `zerorename jobs`
+    from zerorename.spark_adapter.write import engine_for  # pyarrow: not for `zerorename jobs`
 
     return get_bridge().run(read_snapshot(engine_for(opts), dest, q, attempts=attempts))
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from zerorename.spark_adapter.csvformat import TimeFormats, parse_time_formats
 from zerorename.spark_adapter.errors import OptionError
-from zerorename.spark_adapter.javatext import (
+from zerorename.spark_adapter.files.csvformat import TimeFormats, parse_time_formats
+from zerorename.spark_adapter.files.javatext import (
     TextEncoder,
     java_double,
     java_float,

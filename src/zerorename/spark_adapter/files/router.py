@@ -6,7 +6,7 @@ directory gets a file named ``part-<task>-<jobid>-c<n><ext>``. One task writes a
 file per partition, whatever the order of its rows (``max_records_per_file`` rolls files
 over): the first ``max_open_files`` partitions stream into open files, the rows of the
 others are spilled to local disk and each is written as one file when the task closes
-(:mod:`zerorename.spark_adapter.spill`).
+(:mod:`zerorename.spark_adapter.files.spill`).
 """
 
 from __future__ import annotations
@@ -22,10 +22,20 @@ from typing import Any, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from zerorename.spark_adapter.formats import TASK_BUFFER_BYTES, FormatWriter, open_format_writer
+from zerorename.spark_adapter.files.formats import (
+    TASK_BUFFER_BYTES,
+    FormatWriter,
+    open_format_writer,
+)
+from zerorename.spark_adapter.files.partitioning import partition_dir, value_text
+from zerorename.spark_adapter.files.spill import (
+    Placement,
+    Route,
+    TaskSpill,
+    flush_order,
+    pick_spill_dir,
+)
 from zerorename.spark_adapter.options import WriteOptions
-from zerorename.spark_adapter.partitioning import partition_dir, value_text
-from zerorename.spark_adapter.spill import Placement, Route, TaskSpill, flush_order, pick_spill_dir
 
 
 class OutputFile(Protocol):

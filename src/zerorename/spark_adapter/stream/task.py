@@ -1,18 +1,18 @@
 """A stream task attempt's writer: what a task of a micro-batch runs (see
-:mod:`zerorename.spark_adapter.streaming`). Apart from the stream writer's module so that the
+:mod:`zerorename.spark_adapter.stream.writer`). Apart from the stream writer's module so that the
 process that only builds and pickles that writer loads no committer, engine or bridge."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from zerorename.spark_adapter.jobs import TaskWriter
-from zerorename.spark_adapter.streamsink import ensure_job, stream_committer
+from zerorename.spark_adapter.stream.sink import ensure_job, stream_committer
+from zerorename.spark_adapter.write import TaskWriter
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from zerorename.spark_adapter.router import BatchRouter
+    from zerorename.spark_adapter.files.router import BatchRouter
 
 
 class StreamTaskWriter(TaskWriter):

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from zerorename.spark_adapter.errors import OptionError
-from zerorename.spark_adapter.javatext import (
+from zerorename.spark_adapter.files.javatext import (
     DateTimePattern,
     TextEncoder,
     charset,

@@ -12,7 +12,7 @@ it. The first task that writes sets the job up; the commit learns the job from t
 messages. The commit worker is reused across batches, so its engine and connections stay
 warm.
 
-The commit of batch B (:mod:`streamlog` decides; this module does the I/O): read the
+The commit of batch B (:mod:`.log` decides; this module does the I/O): read the
 query's log; a B already committed aborts this run's uploads (success, nothing twice);
 otherwise the log stores the intent (job, pendingsets), the job commits from the accepted
 attempts' summaries (no listing, no ``_SUCCESS``: the log is the record), and the log
@@ -33,17 +33,17 @@ from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMess
 from zerorename.spark_adapter.commitopts import refuse_for_stream
 from zerorename.spark_adapter.errors import CommitMessageError, OptionError
 from zerorename.spark_adapter.options import WriteOptions
-from zerorename.spark_adapter.streamlog import check_query_id, stream_job_id
+from zerorename.spark_adapter.stream.log import check_query_id, stream_job_id
 
 if TYPE_CHECKING:
     # pyarrow and the file writers load with a task's first batch (TaskWriter._start): the
-    # process that commits a micro-batch needs neither. The task writer (streamtask), the
+    # process that commits a micro-batch needs neither. The task writer (stream.task), the
     # bridge and the sink (committers, engine, aiohttp, botocore) load where a task writes
     # or a batch commits: Spark's planning process that builds and pickles this writer
     # (write_into_data_source) needs none of them.
     import pyarrow as pa
 
-    from zerorename.spark_adapter.jobs import TaskResult
+    from zerorename.spark_adapter.write import TaskResult
 
 log = logging.getLogger("zerorename.spark")
 
@@ -139,7 +139,7 @@ class ZeroRenameStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
         (the sink committed the batch, Spark has not recorded it). Does nothing here."""
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StreamCommitMessage:
-        from zerorename.spark_adapter.streamtask import StreamTaskWriter
+        from zerorename.spark_adapter.stream.task import StreamTaskWriter
 
         query_id, batch_id, partition, attempt, task_attempt_id = _task_context()
         job_id = stream_job_id(query_id, self.token, batch_id)
@@ -160,7 +160,7 @@ class ZeroRenameStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
         if got is None:
             return
         from zerorename.spark_adapter.bridge import get_bridge
-        from zerorename.spark_adapter.streamsink import StreamSink
+        from zerorename.spark_adapter.stream.sink import StreamSink
 
         query_id, job_id, results = got
         sink = StreamSink(self.opts, query_id)
@@ -180,7 +180,7 @@ class ZeroRenameStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         from zerorename.spark_adapter.bridge import get_bridge
-        from zerorename.spark_adapter.streamsink import StreamSink
+        from zerorename.spark_adapter.stream.sink import StreamSink
 
         got = [m for m in messages if isinstance(m, StreamCommitMessage)]
         jobs = {(m.query_id, m.job_id) for m in got}

@@ -1,4 +1,5 @@
-"""The committer side of a Spark write, shared by the data source and the RDD API.
+"""The committer side of a Spark write (job setup, the task writer, the job commit), shared
+by the data source, the RDD API and the streaming sink.
 
 Everything here is plain Python over :mod:`zerorename.committers`, run through the
 process's :class:`LoopBridge` (so a reused Spark worker reuses its engine and connection
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
     # commit (Spark's planning workers) need neither
     import pyarrow as pa
 
-    from zerorename.spark_adapter.router import BatchRouter, FileStats
+    from zerorename.spark_adapter.files.router import BatchRouter, FileStats
 
 log = logging.getLogger("zerorename.spark")
 
@@ -179,7 +180,7 @@ class TaskWriter:
         self._router: BatchRouter | None = None
 
     def _start(self, schema: pa.Schema) -> BatchRouter:
-        from zerorename.spark_adapter.router import BatchRouter
+        from zerorename.spark_adapter.files.router import BatchRouter
 
         job = job_handle(self.opts, self.job_id)
         ta = job.task_attempt(task_id_for(self.partition, self.task_attempt_id), self.attempt)

@@ -2,7 +2,7 @@
 does at the destination, over the committers' public API (no pyspark here, so the
 protocol runs on the in-memory store in unit tests).
 
-The commit of batch B by job J (:mod:`streamlog` decides, this module does the I/O):
+The commit of batch B by job J (:mod:`.log` decides, this module does the I/O):
 
 1. read the query's log, list the query's job notes and, beside them, J's commit's first
    round (its marker, journal and pendingsets: read only, see :mod:`jobcommit`);
@@ -49,7 +49,7 @@ from zerorename.committers.store import gather
 from zerorename.spark_adapter.bridge import get_bridge
 from zerorename.spark_adapter.errors import StreamLogError
 from zerorename.spark_adapter.options import WriteOptions
-from zerorename.spark_adapter.streamlog import (
+from zerorename.spark_adapter.stream.log import (
     BatchEntry,
     Intent,
     Recovery,
@@ -62,10 +62,10 @@ from zerorename.spark_adapter.streamlog import (
     started_job,
     started_key,
 )
-from zerorename.spark_adapter.streamread import query_id_of, read_log, reader_options
+from zerorename.spark_adapter.stream.read import query_id_of, read_log, reader_options
 
 if TYPE_CHECKING:  # pyarrow: `zerorename jobs` imports this module without it
-    from zerorename.spark_adapter.jobs import TaskResult
+    from zerorename.spark_adapter.write import TaskResult
 
 log = logging.getLogger("zerorename.spark")
 
@@ -91,7 +91,7 @@ class BatchOutcome:
 
 def stream_committer(opts: WriteOptions) -> Committer:
     """The committer of a query's batch jobs (append, no _SUCCESS, no rollback)."""
-    from zerorename.spark_adapter.jobs import engine_for  # pyarrow: see TYPE_CHECKING above
+    from zerorename.spark_adapter.write import engine_for  # pyarrow: see TYPE_CHECKING above
 
     cls = committer_class(opts.committer)
     stream_opts = opts.commit.stream_commit_options()  # STREAM_COMMIT's fixed fields kept
