@@ -181,28 +181,28 @@ MUTANTS: tuple[Mutant, ...] = (
     # the stream log's decisions
     Mutant(
         "streamlog-committed-eq",
-        "spark_adapter/streamlog.py",
+        "spark_adapter/stream/log.py",
         "return self.last_batch is not None and batch <= self.last_batch",
         "return self.last_batch is not None and batch == self.last_batch",
         STREAMLOG_TESTS,
     ),
     Mutant(
         "streamlog-decide-other-intent-recovers",
-        "spark_adapter/streamlog.py",
+        "spark_adapter/stream/log.py",
         "if p.batch != batch:",
         "if False:",
         STREAMLOG_TESTS,
     ),
     Mutant(
         "streamlog-recover-ignores-journal",
-        "spark_adapter/streamlog.py",
+        "spark_adapter/stream/log.py",
         "return Recovery.RESUME if journal else Recovery.DISCARD",
         "return Recovery.RESUME",
         STREAMLOG_TESTS,
     ),
     Mutant(
         "streamsink-discard-without-reading-again",
-        "spark_adapter/streamsink.py",
+        "spark_adapter/stream/sink.py",
         "if now.committed(intent.batch):",
         "if False:",
         # the shrunk schedule of simulation seed 1443 (streams) is its regression test
@@ -210,14 +210,14 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "streamsink-discard-before-log-stops-naming-it",
-        "spark_adapter/streamsink.py",
+        "spark_adapter/stream/sink.py",
         "await self.write_log(bare)",
         "await self.discard(intent.job_id); await self.write_log(bare)",
         ("tests/unit/test_streaming_sink.py", "tests/unit/test_simulation.py"),
     ),
     Mutant(
         "streamsink-recovery-reuses-prepared-run",
-        "spark_adapter/streamsink.py",
+        "spark_adapter/stream/sink.py",
         "prepared=run if step is Step.COMMIT else None,",
         "prepared=run,",
         ("tests/unit/test_streaming_sink.py",),
@@ -225,14 +225,14 @@ MUTANTS: tuple[Mutant, ...] = (
     # a reader's snapshot
     Mutant(
         "streamread-log-went-back-ignored",
-        "spark_adapter/streamread.py",
+        "spark_adapter/stream/read.py",
         "if g2.batches < g1.batches or last1 > (-1 if g2.last_batch is None else g2.last_batch):",
         "if False:",
         STREAMREAD_TESTS,
     ),
     Mutant(
         "streamread-new-ge",
-        "spark_adapter/streamread.py",
+        "spark_adapter/stream/read.py",
         "new = [e for e in g2.recent if e.batch > last1]",
         "new = [e for e in g2.recent if e.batch >= last1]",
         STREAMREAD_TESTS,

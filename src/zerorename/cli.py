@@ -80,14 +80,14 @@ async def _stream_jobs(
     eng: UploadEngine, dest: Destination, job_id: str, action: str
 ) -> StreamJobReply | None:
     """The streaming sink's hook of ``jobs show|resume|abort`` (see ``cliargs.StreamJobs``)."""
-    from zerorename.spark_adapter.streamjobs import stream_job_action
+    from zerorename.spark_adapter.stream.jobs import stream_job_action
 
     return await stream_job_action(eng, dest, job_id, action)
 
 
 async def _stream_ids(eng: UploadEngine, dest: Destination) -> frozenset[str]:
     """The streaming sink's hook of ``jobs list`` (see ``cliargs.StreamJobIds``)."""
-    from zerorename.spark_adapter.streamjobs import stream_job_ids
+    from zerorename.spark_adapter.stream.jobs import stream_job_ids
 
     return await stream_job_ids(eng, dest)
 

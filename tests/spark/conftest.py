@@ -155,7 +155,7 @@ def spark(spark_env: dict[str, str]) -> Iterator[Any]:
 def cluster(spark_env: dict[str, str]) -> Iterator[Any]:
     """A standalone cluster (master and two workers, on 127.0.0.1 and 127.0.0.2) for the
     speculation tests' drivers: one for the run (three JVMs to start)."""
-    from zerorename.spark_adapter.cluster import StandaloneCluster
+    from standalone import StandaloneCluster
 
     with StandaloneCluster(worker_hosts=("127.0.0.1", "127.0.0.2")) as c:
         yield c
@@ -250,7 +250,7 @@ class SparkTarget:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        from zerorename.spark_adapter.partitioning import unescape_path_name
+        from zerorename.spark_adapter.files.partitioning import unescape_path_name
 
         tables = []
         for rel in self.data_keys(sub):

@@ -47,7 +47,7 @@ class FaultyWriter(ZeroRenameWriter):
         """Record that an attempt reached a stage (an object next to the destination)."""
         from zerorename.committers import Destination
         from zerorename.spark_adapter.bridge import get_bridge
-        from zerorename.spark_adapter.jobs import engine_for
+        from zerorename.spark_adapter.write import engine_for
 
         dest = Destination.parse(uri)
         get_bridge().run(engine_for(self.opts).put_object(dest.bucket, dest.key(name), b""))

@@ -18,7 +18,7 @@ import boto3
 from botocore.config import Config
 
 from zerorename.committers import Destination
-from zerorename.spark_adapter.streamread import committed_files, is_data_key
+from zerorename.spark_adapter.stream.read import committed_files, is_data_key
 
 uri, options, out_path, stop_path = sys.argv[1], json.loads(sys.argv[2]), *sys.argv[3:5]
 dest = Destination.parse(uri)

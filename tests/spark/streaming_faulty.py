@@ -25,7 +25,7 @@ from typing import Any
 from pyspark import cloudpickle
 
 from zerorename.spark_adapter.datasource import ZeroRenameDataSource
-from zerorename.spark_adapter.streaming import ZeroRenameStreamWriter
+from zerorename.spark_adapter.stream.writer import ZeroRenameStreamWriter
 
 FAULT_KEYS = (
     "fault",
@@ -101,7 +101,7 @@ class FaultyStreamWriter(ZeroRenameStreamWriter):
         accepts the copy, however long the loaded machine takes to launch it."""
         from zerorename.committers import Destination
         from zerorename.spark_adapter.bridge import get_bridge
-        from zerorename.spark_adapter.jobs import engine_for
+        from zerorename.spark_adapter.write import engine_for
 
         f = self.fault
         if not f.get("faultmark"):
@@ -127,7 +127,7 @@ class FaultyStreamWriter(ZeroRenameStreamWriter):
         """Record that an attempt reached a stage (an empty object at ``uri``)."""
         from zerorename.committers import Destination
         from zerorename.spark_adapter.bridge import get_bridge
-        from zerorename.spark_adapter.jobs import engine_for
+        from zerorename.spark_adapter.write import engine_for
 
         dest = Destination.parse(uri)
         get_bridge().run(engine_for(self.opts).put_object(dest.bucket, dest.key(name), b""))

@@ -57,7 +57,7 @@ class StagingProbeWriter(ZeroRenameWriter):
             return
         from zerorename.committers import Destination
         from zerorename.spark_adapter.bridge import get_bridge
-        from zerorename.spark_adapter.jobs import engine_for
+        from zerorename.spark_adapter.write import engine_for
 
         root = self.opts.commit.commit_options().staging_dir
         files = sorted(str(p) for p in (root / f"zerorename-{self.job_id}").rglob("*.parquet"))

@@ -43,7 +43,7 @@ class CapturingWriter(ZeroRenameWriter):
         from zerorename.committers import Destination
         from zerorename.committers.paths import JobLayout
         from zerorename.spark_adapter.bridge import get_bridge
-        from zerorename.spark_adapter.jobs import engine_for
+        from zerorename.spark_adapter.write import engine_for
 
         dest = Destination.parse(self.opts.path)
         layout = JobLayout(dest, self.job_id)

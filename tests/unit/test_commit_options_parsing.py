@@ -17,7 +17,7 @@ from zerorename.spark_adapter.commitopts import (
 )
 from zerorename.spark_adapter.errors import OptionError
 from zerorename.spark_adapter.options import OPTION_DOCS, WriteOptions
-from zerorename.spark_adapter.streaming import check_stream_options
+from zerorename.spark_adapter.stream.writer import check_stream_options
 
 BASE = {"path": "s3://b/p"}
 

@@ -45,8 +45,8 @@ WATCH = (
     "zerorename.engine.config",
     "zerorename.committers.committer",
     "zerorename.spark_adapter.bridge",
-    "zerorename.spark_adapter.streaming",
-    "zerorename.spark_adapter.formats",
+    "zerorename.spark_adapter.stream.writer",
+    "zerorename.spark_adapter.files.formats",
 )
 
 
@@ -101,8 +101,8 @@ def test_the_data_source_module_loads_only_the_class() -> None:
             "pyarrow",
             "zerorename.engine.core",
             "zerorename.spark_adapter.bridge",
-            "zerorename.spark_adapter.streaming",
-            "zerorename.spark_adapter.formats",
+            "zerorename.spark_adapter.stream.writer",
+            "zerorename.spark_adapter.files.formats",
         )
     ), got
 
@@ -115,8 +115,8 @@ def test_the_job_commit_unpickles_writer_and_messages_without_pyarrow(tmp_path: 
     from pyspark import cloudpickle
 
     from zerorename.spark_adapter.datasource import ZeroRenameCommitMessage, ZeroRenameWriter
-    from zerorename.spark_adapter.jobs import TaskResult
     from zerorename.spark_adapter.options import WriteOptions
+    from zerorename.spark_adapter.write import TaskResult
 
     schema = pa.schema([("id", pa.int64()), ("t", pa.timestamp("us", tz="UTC"))])
     writer = ZeroRenameWriter(WriteOptions.parse({"path": "s3://bucket/table"}), "job")
@@ -150,7 +150,7 @@ def test_a_stream_batch_commit_builds_its_writer_without_pyarrow() -> None:
         "schema = StructType([StructField('id', LongType()), StructField('k', LongType())])\n"
         "assert type(source.streamWriter(schema, False)).__name__ == 'ZeroRenameStreamWriter'"
     )
-    assert not got["pyarrow"] and not got["zerorename.spark_adapter.formats"], got
+    assert not got["pyarrow"] and not got["zerorename.spark_adapter.files.formats"], got
     # nor the task writer, the bridge, the committers, the engine or the HTTP stack: Spark's
     # planning process (write_into_data_source) builds and pickles this writer, no more
     assert not any(

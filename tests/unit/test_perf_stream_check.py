@@ -28,7 +28,7 @@ from zerorename.perf.stream_check import (
     percentile,
 )
 from zerorename.perf.targets import TargetError
-from zerorename.spark_adapter.streamlog import BatchEntry, Intent, StreamLog
+from zerorename.spark_adapter.stream.log import BatchEntry, Intent, StreamLog
 
 PREFIX = "run/stream/zr-1/"
 Q = str(uuid.UUID(int=7, version=4))

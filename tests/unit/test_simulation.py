@@ -307,7 +307,7 @@ def test_default_1057_spark_aborts_a_batch_whose_commit_the_lock_refused() -> No
     # every run of query 0 then writes its intent with its journal, is refused by the
     # lock (which deletes the journal, not the intent), and Spark aborts the batch. The
     # abort saw its job named by the log's intent and kept it: the last run's uploads were
-    # left pending. An intent whose job has no journal proves nothing (streamlog.recover):
+    # left pending. An intent whose job has no journal proves nothing (stream.log.recover):
     # the abort now drops it from the log and aborts the job.
     s = Schedule(
         1057,

@@ -11,14 +11,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zerorename.spark_adapter.csvformat import (
+from zerorename.spark_adapter.errors import OptionError
+from zerorename.spark_adapter.files.csvformat import (
     CsvDialect,
     FieldEncoder,
     parse_dialect,
     parse_time_formats,
 )
-from zerorename.spark_adapter.errors import OptionError
-from zerorename.spark_adapter.javatext import java_double, java_float, micros_to_local, resolve_zone
+from zerorename.spark_adapter.files.javatext import (
+    java_double,
+    java_float,
+    micros_to_local,
+    resolve_zone,
+)
 from zerorename.spark_adapter.options import WriteOptions
 
 STRINGS = [
@@ -235,7 +240,7 @@ def test_batch_encoding_is_the_row_by_row_encoding(
 ) -> None:
     import pyarrow as pa
 
-    from zerorename.spark_adapter.csvformat import CsvEncoder
+    from zerorename.spark_adapter.files.csvformat import CsvEncoder
 
     strings = pa.array([r[0] for r in rows], pa.string())
     ints = pa.array([r[1] for r in rows], pa.int64())

@@ -26,7 +26,7 @@ TASK_MODULES = (
     "zerorename.committers.tasks",
     "zerorename.committers.sync",
     "zerorename.engine.core",
-    "zerorename.spark_adapter.jobs",
+    "zerorename.spark_adapter.write",
     "botocore.client",
     "aiohttp",
 )

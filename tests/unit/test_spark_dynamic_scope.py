@@ -26,7 +26,7 @@ from zerorename.committers import (
     TaskCommitSummary,
 )
 from zerorename.engine.records import ObjectInfo
-from zerorename.spark_adapter.jobs import record_scope
+from zerorename.spark_adapter.write import record_scope
 from zerorename.testing.memfaults import ProcessCrashed
 from zerorename.testing.memstore import MemoryState, MemoryStore
 

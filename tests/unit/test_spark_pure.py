@@ -13,13 +13,13 @@ import pytest
 
 from needs import need_module
 from zerorename.errors import ConfigError
-from zerorename.spark_adapter.options import WriteOptions, options_table, parse_size
-from zerorename.spark_adapter.partitioning import (
+from zerorename.spark_adapter.files.partitioning import (
     escape_path_name,
     partition_dir,
     unescape_path_name,
     value_text,
 )
+from zerorename.spark_adapter.options import WriteOptions, options_table, parse_size
 
 JOB = "11111111-2222-4333-8444-555555555555"
 
@@ -229,7 +229,7 @@ def _opener(store: dict[str, bytes]):  # type: ignore[no-untyped-def]
 
 
 def _router(opts: dict[str, str], schema: Any, store: dict[str, bytes]) -> Any:
-    from zerorename.spark_adapter.router import BatchRouter
+    from zerorename.spark_adapter.files.router import BatchRouter
 
     return BatchRouter(
         WriteOptions.parse({"path": "s3://b/p", **opts}), schema, 3, JOB, _opener(store)
@@ -340,7 +340,7 @@ def test_formats_stream_and_read_back(fmt: str, codec: str) -> None:
 
 
 def test_text_needs_one_string_column() -> None:
-    from zerorename.spark_adapter.formats import check_schema
+    from zerorename.spark_adapter.files.formats import check_schema
 
     schema = pa.schema([("a", pa.int64()), ("b", pa.string())])
     with pytest.raises(ConfigError):

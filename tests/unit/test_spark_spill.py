@@ -22,8 +22,7 @@ import pyarrow.compute as pc  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from zerorename.spark_adapter.options import WriteOptions  # noqa: E402
-from zerorename.spark_adapter.spill import (  # noqa: E402
+from zerorename.spark_adapter.files.spill import (  # noqa: E402
     Placement,
     Route,
     TaskSpill,
@@ -31,6 +30,7 @@ from zerorename.spark_adapter.spill import (  # noqa: E402
     pick_spill_dir,
     spill_dirs,
 )
+from zerorename.spark_adapter.options import WriteOptions  # noqa: E402
 
 JOB = "0b5d3a8e-6c1f-4f0e-9a57-2f1e3c4d5e6f"
 
@@ -138,7 +138,7 @@ class _Mem:
 
 
 def _router(opts: dict[str, str], schema: Any, store: dict[str, bytes], **kw: Any) -> Any:
-    from zerorename.spark_adapter.router import BatchRouter
+    from zerorename.spark_adapter.files.router import BatchRouter
 
     return BatchRouter(
         WriteOptions.parse({"path": "s3://b/p", **opts}),
@@ -317,7 +317,7 @@ def test_abort_and_a_failed_close_delete_the_spill(tmp_path: Path) -> None:
         def close(self) -> None:
             raise OSError("disk full")
 
-    from zerorename.spark_adapter.router import BatchRouter
+    from zerorename.spark_adapter.files.router import BatchRouter
 
     r = BatchRouter(
         WriteOptions.parse({"path": "s3://b/p", "partitionby": "p", "maxopenfiles": "2"}),
@@ -356,7 +356,7 @@ def test_files_are_finished_concurrently_but_at_most_max_open_files_at_once(
                 now -= 1
             super().close()
 
-    from zerorename.spark_adapter.router import BatchRouter
+    from zerorename.spark_adapter.files.router import BatchRouter
 
     store: dict[str, bytes] = {}
     batches = _random_batches(3000, 30, seed=6)

@@ -23,8 +23,8 @@ from test_streaming_sink import (
 
 from zerorename.committers import Destination, MagicCommitter
 from zerorename.committers.errors import CommitterError, JournalError
-from zerorename.spark_adapter.streamjobs import stream_job_action
-from zerorename.spark_adapter.streamlog import (
+from zerorename.spark_adapter.stream.jobs import stream_job_action
+from zerorename.spark_adapter.stream.log import (
     KEEP,
     MAX_LOG_BYTES,
     BatchEntry,

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from zerorename.spark_adapter.errors import StreamLogError
-from zerorename.spark_adapter.streamlog import (
+from zerorename.spark_adapter.stream.log import (
     KEEP,
     BatchEntry,
     Intent,
@@ -221,7 +221,7 @@ def test_any_metadata_text_parses_or_is_refused(text: str) -> None:
 
 def test_read_stream_log_refuses_a_checkpoint_it_cannot_read(tmp_path: Path) -> None:
     """Before any request: a missing checkpoint, or one whose metadata is not Spark's."""
-    from zerorename.spark_adapter.streamsink import read_stream_log
+    from zerorename.spark_adapter.stream.sink import read_stream_log
 
     with pytest.raises(StreamLogError, match="no checkpoint metadata can be read"):
         read_stream_log("s3://b/out", str(tmp_path / "nothing"))

@@ -19,13 +19,13 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 from zerorename.errors import ConfigError
 from zerorename.spark_adapter.datasource import ZeroRenameDataSource
 from zerorename.spark_adapter.errors import CommitMessageError, StreamLogError
-from zerorename.spark_adapter.jobs import TaskResult
-from zerorename.spark_adapter.streaming import (
+from zerorename.spark_adapter.stream.log import stream_job_id
+from zerorename.spark_adapter.stream.writer import (
     StreamCommitMessage,
     ZeroRenameStreamWriter,
     batch_of,
 )
-from zerorename.spark_adapter.streamlog import stream_job_id
+from zerorename.spark_adapter.write import TaskResult
 
 Q = "11111111-2222-4333-8444-555555555555"
 SCHEMA = StructType([StructField("id", LongType()), StructField("s", StringType())])

@@ -1,4 +1,4 @@
-"""Readers that see whole batches (``streamread``): the pure judgement over generated
+"""Readers that see whole batches (``stream.read``): the pure judgement over generated
 interleavings of batch commits and a reader's steps, then the reader on the in-memory store
 against the real stream sink (a commit crashed at every request, and readers polling while
 batches commit). No server, no Spark."""
@@ -21,10 +21,9 @@ from hypothesis import strategies as st
 from zerorename.committers import Destination, MagicCommitter
 from zerorename.committers.paths import job_id_of_key
 from zerorename.spark_adapter.errors import StreamLogError
-from zerorename.spark_adapter.jobs import TaskResult, task_id_for
 from zerorename.spark_adapter.options import WriteOptions
-from zerorename.spark_adapter.streamlog import BatchEntry, Intent, StreamLog, stream_job_id
-from zerorename.spark_adapter.streamread import (
+from zerorename.spark_adapter.stream.log import BatchEntry, Intent, StreamLog, stream_job_id
+from zerorename.spark_adapter.stream.read import (
     Retry,
     Snapshot,
     is_data_key,
@@ -32,7 +31,8 @@ from zerorename.spark_adapter.streamread import (
     query_id_of,
     read_snapshot,
 )
-from zerorename.spark_adapter.streamsink import STREAM_COMMIT, StreamSink, ensure_job
+from zerorename.spark_adapter.stream.sink import STREAM_COMMIT, StreamSink, ensure_job
+from zerorename.spark_adapter.write import TaskResult, task_id_for
 from zerorename.testing.memstore import MemoryState, MemoryStore
 
 B = "bkt"

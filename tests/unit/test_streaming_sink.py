@@ -24,10 +24,10 @@ from zerorename.committers import (
 )
 from zerorename.engine.errors import RetriesExhausted
 from zerorename.spark_adapter.errors import StreamLogError
-from zerorename.spark_adapter.jobs import TaskResult, task_id_for
 from zerorename.spark_adapter.options import WriteOptions
-from zerorename.spark_adapter.streamlog import KEEP, stream_job_id
-from zerorename.spark_adapter.streamsink import STREAM_COMMIT, StreamSink, ensure_job
+from zerorename.spark_adapter.stream.log import KEEP, stream_job_id
+from zerorename.spark_adapter.stream.sink import STREAM_COMMIT, StreamSink, ensure_job
+from zerorename.spark_adapter.write import TaskResult, task_id_for
 from zerorename.testing.memfaults import ProcessCrashed
 from zerorename.testing.memstore import MemoryState, MemoryStore
 from zerorename.testing.requestlog import describe, sequential_requests
@@ -627,7 +627,7 @@ async def test_a_batch_the_operator_resumed_during_the_rerun_commit_lands_once()
     deletes the journal. The commit must read the log again, find batch 1 committed and
     land nothing twice (it took the missing journal for a dead commit, wrote its first
     read of the log back and wrote the batch again: simulation streams seed 1443)."""
-    from zerorename.spark_adapter.streamjobs import stream_job_action
+    from zerorename.spark_adapter.stream.jobs import stream_job_action
 
     state = MemoryState(B)
     store = MemoryStore(state)
@@ -661,8 +661,8 @@ async def test_a_rerun_commit_refuses_when_another_run_took_the_batch_meanwhile(
     """As above, but meanwhile the operator aborts the dead run's job and another driver of
     the query stores its own intent of the batch: the commit reads the log again, finds
     that other run's intent and refuses in one line, changing nothing of it."""
-    from zerorename.spark_adapter.streamjobs import stream_job_action
-    from zerorename.spark_adapter.streamlog import Intent
+    from zerorename.spark_adapter.stream.jobs import stream_job_action
+    from zerorename.spark_adapter.stream.log import Intent
 
     state = MemoryState(B)
     store = MemoryStore(state)

@@ -33,7 +33,7 @@ class StreamJobReply:
 
 
 #: ``(engine, destination, job id, action) -> reply``, or None when the job is no stream's:
-#: the ``zerorename`` command passes the streaming sink's (``spark_adapter.streamjobs``),
+#: the ``zerorename`` command passes the streaming sink's (``spark_adapter.stream.jobs``),
 #: which keeps a query's log and its destination consistent (this layer knows no streams)
 StreamJobs = Callable[["UploadEngine", "Destination", str, str], Awaitable["StreamJobReply | None"]]
 #: the ids of every streaming query's batch jobs at a destination (``jobs list``'s kind)

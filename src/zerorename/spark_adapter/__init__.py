@@ -10,6 +10,14 @@
 
 Importing this package imports neither pyspark nor the engine: each name loads its module
 on first use, so each of Spark's Python processes loads only what its step needs.
+
+Where the parts are: :mod:`.datasource` (Spark's entry), :mod:`.options` and
+:mod:`.commitopts` (the writer's options, parsed once), :mod:`.write` (the committer side
+of a write: job setup, the task writer, the job commit), :mod:`.rdd`, :mod:`.success`;
+``files/`` turns a task's rows into file bytes; ``stream/`` is the streaming sink;
+:mod:`.bridge`, :mod:`.daemon` and :mod:`.workerpython` concern Spark's Python processes.
+The flat module names of before (``streamlog``, ``jobs``, ``router``, ...) still import:
+each is the moved module itself.
 """
 
 from __future__ import annotations
@@ -35,13 +43,13 @@ if TYPE_CHECKING:
         activate,
         register,
     )
+    from zerorename.spark_adapter.files.router import BatchRouter
     from zerorename.spark_adapter.options import WriteOptions, options_table
     from zerorename.spark_adapter.rdd import OutputFiles, write_partitions
-    from zerorename.spark_adapter.router import BatchRouter
-    from zerorename.spark_adapter.streaming import ZeroRenameStreamWriter
-    from zerorename.spark_adapter.streamlog import StreamLog
-    from zerorename.spark_adapter.streamread import Snapshot, committed_files
-    from zerorename.spark_adapter.streamsink import read_stream_log
+    from zerorename.spark_adapter.stream.log import StreamLog
+    from zerorename.spark_adapter.stream.read import Snapshot, committed_files
+    from zerorename.spark_adapter.stream.sink import read_stream_log
+    from zerorename.spark_adapter.stream.writer import ZeroRenameStreamWriter
     from zerorename.spark_adapter.success import SuccessInfo, read_success
 
 _LAZY = {
@@ -50,7 +58,7 @@ _LAZY = {
     "ZeroRenameDataSource": "zerorename.spark_adapter.datasource",
     "ZeroRenameWriter": "zerorename.spark_adapter.datasource",
     "ZeroRenameCommitMessage": "zerorename.spark_adapter.datasource",
-    "BatchRouter": "zerorename.spark_adapter.router",
+    "BatchRouter": "zerorename.spark_adapter.files.router",
     "register": "zerorename.spark_adapter.datasource",
     "activate": "zerorename.spark_adapter.datasource",
     "WriteOptions": "zerorename.spark_adapter.options",
@@ -59,11 +67,11 @@ _LAZY = {
     "write_partitions": "zerorename.spark_adapter.rdd",
     "SuccessInfo": "zerorename.spark_adapter.success",
     "read_success": "zerorename.spark_adapter.success",
-    "ZeroRenameStreamWriter": "zerorename.spark_adapter.streaming",
-    "StreamLog": "zerorename.spark_adapter.streamlog",
-    "read_stream_log": "zerorename.spark_adapter.streamsink",
-    "Snapshot": "zerorename.spark_adapter.streamread",
-    "committed_files": "zerorename.spark_adapter.streamread",
+    "ZeroRenameStreamWriter": "zerorename.spark_adapter.stream.writer",
+    "StreamLog": "zerorename.spark_adapter.stream.log",
+    "read_stream_log": "zerorename.spark_adapter.stream.sink",
+    "Snapshot": "zerorename.spark_adapter.stream.read",
+    "committed_files": "zerorename.spark_adapter.stream.read",
 }
 
 

@@ -38,11 +38,11 @@ PRELOAD = (
     "zerorename.engine.core",
     "zerorename.spark_adapter.bridge",
     "zerorename.spark_adapter.options",
-    "zerorename.spark_adapter.jobs",
+    "zerorename.spark_adapter.write",
     # what a task unpickles (the writers' classes) and a stream task runs
     "zerorename.spark_adapter.datasource",
-    "zerorename.spark_adapter.streaming",
-    "zerorename.spark_adapter.streamtask",
+    "zerorename.spark_adapter.stream.writer",
+    "zerorename.spark_adapter.stream.task",
 )
 
 #: botocore data files an S3 client reads when it is created (``create_client("s3")``):

@@ -46,9 +46,9 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql.types import StructType
 
-    from zerorename.spark_adapter.jobs import TaskResult
     from zerorename.spark_adapter.options import WriteOptions
-    from zerorename.spark_adapter.streaming import ZeroRenameStreamWriter
+    from zerorename.spark_adapter.stream.writer import ZeroRenameStreamWriter
+    from zerorename.spark_adapter.write import TaskResult
 
 log = logging.getLogger("zerorename.spark")
 
@@ -65,7 +65,7 @@ class ZeroRenameCommitMessage(WriterCommitMessage):  # type: ignore[misc]
 def _check_spark_schema(schema: StructType, opts: WriteOptions) -> None:
     from pyspark.sql.types import StringType
 
-    from zerorename.spark_adapter.partitioning import check_partition_columns
+    from zerorename.spark_adapter.files.partitioning import check_partition_columns
 
     check_partition_columns([f.name for f in schema.fields], opts.partition_by)
     data = [f for f in schema.fields if f.name not in opts.partition_by]
@@ -131,8 +131,8 @@ class ZeroRenameWriter(DataSourceArrowWriter):  # type: ignore[misc]
     def write(self, iterator: Iterator[pa.RecordBatch]) -> ZeroRenameCommitMessage:
         from pyspark import TaskContext
 
-        from zerorename.spark_adapter.jobs import TaskWriter
         from zerorename.spark_adapter.options import SESSION_OVERWRITE_KEY
+        from zerorename.spark_adapter.write import TaskWriter
 
         tc = TaskContext.get()
         partition = tc.partitionId() if tc is not None else 0
@@ -166,7 +166,7 @@ class ZeroRenameWriter(DataSourceArrowWriter):  # type: ignore[misc]
         return ZeroRenameCommitMessage(result)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        from zerorename.spark_adapter.jobs import commit_job, iter_results
+        from zerorename.spark_adapter.write import commit_job, iter_results
 
         outcome = commit_job(
             self.opts,
@@ -186,7 +186,7 @@ class ZeroRenameWriter(DataSourceArrowWriter):  # type: ignore[misc]
         )
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        from zerorename.spark_adapter.jobs import abort_job
+        from zerorename.spark_adapter.write import abort_job
 
         abort_job(self.opts, self.job_id)
 
@@ -203,9 +203,9 @@ class ZeroRenameDataSource(DataSource):  # type: ignore[misc]
         return ZeroRenameWriter
 
     def writer(self, schema: StructType, overwrite: bool) -> ZeroRenameWriter:
-        from zerorename.spark_adapter.formats import check_schema
-        from zerorename.spark_adapter.jobs import setup_job
+        from zerorename.spark_adapter.files.formats import check_schema
         from zerorename.spark_adapter.options import WriteOptions
+        from zerorename.spark_adapter.write import setup_job
 
         opts = WriteOptions.parse(dict(self.options), overwrite=overwrite)
         if opts.unknown:
@@ -222,15 +222,15 @@ class ZeroRenameDataSource(DataSource):  # type: ignore[misc]
 
     def stream_writer_class(self) -> type[ZeroRenameStreamWriter]:
         """The streaming writer to build (subclasses swap it, e.g. for fault tests)."""
-        from zerorename.spark_adapter.streaming import ZeroRenameStreamWriter
+        from zerorename.spark_adapter.stream.writer import ZeroRenameStreamWriter
 
         return ZeroRenameStreamWriter
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> ZeroRenameStreamWriter:
         """``df.writeStream.format("zerorename")``: one job per micro-batch, append only
-        (see :mod:`zerorename.spark_adapter.streaming`). Called per batch, without I/O."""
+        (see :mod:`zerorename.spark_adapter.stream.writer`). Called per batch, without I/O."""
         from zerorename.spark_adapter.options import WriteOptions
-        from zerorename.spark_adapter.streaming import check_stream_options
+        from zerorename.spark_adapter.stream.writer import check_stream_options
 
         opts = WriteOptions.parse(dict(self.options), overwrite=overwrite)
         check_stream_options(opts, overwrite)

@@ -198,8 +198,8 @@ def _verify(engine_opts: dict[str, str], uri: str, rows: int, days: int) -> dict
 
     from zerorename.committers import Destination
     from zerorename.spark_adapter.bridge import get_bridge
-    from zerorename.spark_adapter.jobs import engine_for
     from zerorename.spark_adapter.options import WriteOptions
+    from zerorename.spark_adapter.write import engine_for
 
     opts = WriteOptions.parse({"path": uri, **engine_opts})
     engine = engine_for(opts)

@@ -32,7 +32,8 @@ class CommitMessageError(SparkAdapterError):
 
 
 class ClusterError(SparkAdapterError):
-    """Raised when a local standalone cluster does not come up (logs in the message)."""
+    """Raised when a local standalone cluster (the Spark tests' ``StandaloneCluster``) does
+    not come up (logs in the message)."""
 
 
 class DemoError(SparkAdapterError):

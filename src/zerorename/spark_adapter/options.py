@@ -209,8 +209,8 @@ def format_options(fmt: str, opts: Mapping[str, str]) -> tuple[tuple[str, str], 
     mine = {k: v for k, v in opts.items() if k in FORMAT_OPTIONS[fmt]}
     if fmt == "parquet":  # no text options to check: no text encoders (and no pyarrow) needed
         return tuple(sorted(mine.items()))
-    from zerorename.spark_adapter.csvformat import line_sep, parse_dialect, parse_time_formats
-    from zerorename.spark_adapter.javatext import charset
+    from zerorename.spark_adapter.files.csvformat import line_sep, parse_dialect, parse_time_formats
+    from zerorename.spark_adapter.files.javatext import charset
 
     if fmt == "csv":
         parse_dialect(mine)

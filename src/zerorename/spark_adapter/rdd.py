@@ -22,7 +22,8 @@ from typing import Any
 
 from zerorename.committers.paths import output_name
 from zerorename.spark_adapter.bridge import get_bridge
-from zerorename.spark_adapter.jobs import (
+from zerorename.spark_adapter.options import WriteOptions
+from zerorename.spark_adapter.write import (
     TaskResult,
     WriteOutcome,
     abort_job,
@@ -31,7 +32,6 @@ from zerorename.spark_adapter.jobs import (
     setup_job,
     task_id_for,
 )
-from zerorename.spark_adapter.options import WriteOptions
 
 
 class OutputFile:

@@ -1,30 +1,11 @@
-"""A stream task attempt's writer: what a task of a micro-batch runs (see
-:mod:`zerorename.spark_adapter.streaming`). Apart from the stream writer's module so that the
-process that only builds and pickles that writer loads no committer, engine or bridge."""
+"""Moved to :mod:`zerorename.spark_adapter.stream.task` (issue 21).
 
-from __future__ import annotations
+This old path is that module itself (the same module object), for code that still imports
+it from here."""
 
-from typing import TYPE_CHECKING
+import sys
 
-from zerorename.spark_adapter.jobs import TaskWriter
-from zerorename.spark_adapter.streamsink import ensure_job, stream_committer
+from zerorename.spark_adapter.stream import task as _moved
+from zerorename.spark_adapter.stream.task import *  # noqa: F403 (its names, for mypy)
 
-if TYPE_CHECKING:
-    import pyarrow as pa
-
-    from zerorename.spark_adapter.router import BatchRouter
-
-
-class StreamTaskWriter(TaskWriter):
-    """A task attempt of one micro-batch: sets the batch's job up on its first rows."""
-
-    query_id = ""
-    batch_id = 0
-
-    def _start(self, schema: pa.Schema) -> BatchRouter:
-        committer = stream_committer(self.opts)
-        self._bridge.run(ensure_job(committer, self.job_id, self.query_id, self.batch_id))
-        return super()._start(schema)
-
-
-__all__ = ["StreamTaskWriter"]
+sys.modules[__name__] = _moved

@@ -60,8 +60,8 @@ async def test_an_oversized_record_fails_in_one_line_and_changes_nothing(
 async def test_an_oversized_stream_log_is_refused_at_its_cap() -> None:
     """The stream log's 4 MiB cap was checked after the whole object was read (on every
     batch commit, committed_files and read_stream_log): now the read stops at it."""
-    from zerorename.spark_adapter.streamlog import MAX_LOG_BYTES, log_key
-    from zerorename.spark_adapter.streamread import read_log
+    from zerorename.spark_adapter.stream.log import MAX_LOG_BYTES, log_key
+    from zerorename.spark_adapter.stream.read import read_log
 
     dest = Destination.parse(f"s3://{B}/out")
     store = MemoryStore(MemoryState(B))

@@ -1,9 +1,10 @@
 """A throwaway Spark standalone cluster on loopback, from pyspark's bundled classes.
 
-Used by tests (speculation needs two executors on two hosts: Spark never runs a
-speculative copy on the host of the original attempt) and usable for local experiments:
-one master on 127.0.0.1 and workers on 127.0.0.1, 127.0.0.2, ... (all of 127/8 is
-loopback on Linux). Each daemon runs in its own process group and is killed with it.
+Test support, not product (``zerorename.spark_adapter.cluster`` until issue 21): the
+speculation tests' ``cluster`` fixture starts it, since speculation needs two executors on
+two hosts (Spark never runs a speculative copy on the host of the original attempt). One
+master on 127.0.0.1 and workers on 127.0.0.1, 127.0.0.2, ... (all of 127/8 is loopback on
+Linux). Each daemon runs in its own process group and is killed with it.
 """
 
 from __future__ import annotations
