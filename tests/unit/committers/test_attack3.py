@@ -1,0 +1,106 @@
+"""Attacks on this session's deleting code (helper attack3, issue 20): the per-run command
+claims of ``zerorename jobs resume|abort`` (committers/cmdclaim.py) on a streaming
+query's batch job, which the other claim tests do not drive. A stream batch's job has two
+more records than any other job: the query's log (its intent, then its committed batch)
+and the query's note of the job; ``jobs abort`` rolls the job back and only then drops the
+intent and the note, ``jobs resume`` records the batch before the journal goes. The
+invariant: of the two verbs at most one acts, and whatever the interleaving the batch's
+files are visible exactly when the log records the batch. Each command runs as the CLI
+does (``zerorename.sim.operators.run_cli``, its stream hook included) on the in-memory
+store; a second command of the same verb and then one of the other verb run whole
+between two requests of the first, at every request."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/unit: the sink's helpers
+
+from test_attack2_s3a_abort import before, cli  # noqa: E402
+from test_streaming_sink import (  # noqa: E402
+    URI,
+    B,
+    commit_batch,
+    crashing,
+    data_of,
+    expected,
+    log_of,
+    run_tasks,
+    sink,
+)
+
+from zerorename.testing.memstate import MemoryState  # noqa: E402
+from zerorename.testing.memstore import MemoryStore  # noqa: E402
+
+
+async def died_in_commit(n: int = 1) -> tuple[MemoryState, str]:
+    """Batch 0 committed; batch 1's driver died right after its ``n``-th complete (the
+    log's intent and the journal stored, part of the batch's files visible)."""
+    state = MemoryState(B)
+    store = MemoryStore(state)
+    await commit_batch(store, 0, "t0")
+    job_id, results = await run_tasks(store, 1, "t1")
+    store.crash_at(n, op="CompleteMultipartUpload", after=True)
+    await crashing(sink(store).commit(1, job_id, results))
+    return state, job_id
+
+
+def batch_recorded(state: MemoryState) -> bool:
+    lg = log_of(state)
+    return lg["pending"] is None and 1 in [e["batch"] for e in lg["recent"]]
+
+
+def job_left(state: MemoryState, job_id: str) -> list[str]:
+    """The job's records, note and claims."""
+    return [k for k in state.objects(B) if job_id in k and ("__magic" in k or "/jobs/" in k)]
+
+
+async def requests_of(state: MemoryState, *argv: str) -> int:
+    store = MemoryStore(state.copy())
+    _, exc = await cli(store.state, *argv, store=store)
+    assert exc is None, exc
+    return store.requests
+
+
+@pytest.mark.parametrize("verb", ["abort", "resume"])
+async def test_a_stream_jobs_second_run_and_the_other_verb_inside_the_first(verb: str) -> None:
+    """Run 1 of ``verb`` on a stream batch's job whose driver died in its commit is paused
+    before each of its requests; run 2 of ``verb`` runs whole (it may succeed and delete
+    run 1's claim, or find nothing to do), then the other verb runs whole; run 1 goes on.
+    Never do a resume and an abort both report success; the batch's files are all there
+    exactly when the log records the batch (none of them, and no intent, otherwise); a
+    later run of the winning verb leaves nothing of the job, no claim either."""
+    base, job_id = await died_in_commit()
+    other = "abort" if verb == "resume" else "resume"
+    total = await requests_of(base, verb, URI, job_id)
+    assert total > 10
+    for n in range(1, total + 1):
+        state = base.copy()
+        seen: list[Any] = []
+
+        async def second_then_other(state: MemoryState = state, seen: list[Any] = seen) -> None:
+            seen.append((await cli(state, verb, URI, job_id))[1])
+            seen.append((await cli(state, other, URI, job_id))[1])
+
+        first = MemoryStore(state)
+        first.gate = before(n, second_then_other)
+        _, first_exc = await cli(state, verb, URI, job_id, store=first)
+        second_exc, other_exc = seen
+        if other_exc is None:
+            assert first_exc is not None and second_exc is not None, (
+                f"request {n}: a {verb} and an {other} of one job both reported success"
+            )
+        winner = other if other_exc is None else verb
+        await cli(state, winner, URI, job_id)  # a later operator's clean-up
+        if batch_recorded(state):
+            assert winner == "resume", n
+            assert data_of(state) == expected(range(2)), n
+        else:
+            assert log_of(state)["pending"] is None, n
+            assert data_of(state) == expected(range(1)), n
+        assert job_left(state, job_id) == [], (n, job_left(state, job_id))
+        assert not state.pending(B), n
