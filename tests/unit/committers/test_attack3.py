@@ -37,6 +37,22 @@ from test_streaming_sink import (
     sink,
 )
 
+from zerorename.committers.cmdclaim import claim_dir
+from zerorename.committers.conflict import ConflictMode
+from zerorename.committers.errors import CommitterError
+from zerorename.committers.jobpolicy import (
+    RULES,
+    Entry,
+    Fault,
+    OnFailure,
+    Raise,
+    Reaction,
+    Work,
+    reaction,
+    works,
+)
+from zerorename.committers.journal import State
+from zerorename.committers.paths import Destination
 from zerorename.committers.s3alayout import S3ALayoutKind
 from zerorename.testing.memfaults import ProcessCrashed
 from zerorename.testing.memstate import MemoryState
@@ -81,7 +97,9 @@ async def test_a_stream_jobs_second_run_and_the_other_verb_inside_the_first(verb
     run 1's claim, or find nothing to do), then the other verb runs whole; run 1 goes on.
     Never do a resume and an abort both report success; the batch's files are all there
     exactly when the log records the batch (none of them, and no intent, otherwise); a
-    later run of the winning verb leaves nothing of the job, no claim either."""
+    later run of the winning verb leaves nothing of the job, no claim either. (Once run 2
+    deleted run 1's claim, what stops the other verb is the job's own state: a journal
+    rolling back, a log that records the batch; this holds with the claims disabled too.)"""
     base, job_id = await died_in_commit()
     other = "abort" if verb == "resume" else "resume"
     total = await requests_of(base, verb, URI, job_id)
@@ -112,6 +130,42 @@ async def test_a_stream_jobs_second_run_and_the_other_verb_inside_the_first(verb
             assert data_of(state) == expected(range(1)), n
         assert job_left(state, job_id) == [], (n, job_left(state, job_id))
         assert not state.pending(B), n
+
+
+#: the requests that change nothing
+READS = {"GetObject", "HeadObject", "ListObjectsV2", "ListMultipartUploads", "ListParts"}
+
+
+@pytest.mark.parametrize("verb", ["abort", "resume"])
+async def test_a_stream_jobs_other_verb_is_refused_at_every_request_of_a_run(verb: str) -> None:
+    """The other verb, run whole before each request of a run of ``verb`` on a stream
+    batch's job, from the run's second request (its claim written) to its last (its
+    claim's delete): refused in one line naming the run's claim, and it writes nothing
+    but its own claim (the claims alone stop it: the run's other requests in flight go on
+    meanwhile, so the store itself may change)."""
+    base, job_id = await died_in_commit()
+    other = "abort" if verb == "resume" else "resume"
+    total = await requests_of(base, verb, URI, job_id)
+    mine = claim_dir(Destination.parse(URI), job_id)
+    for n in range(2, total + 1):
+        state = base.copy()
+        seen: list[Any] = []
+
+        async def other_whole(state: MemoryState = state, seen: list[Any] = seen) -> None:
+            claim = [k for k in state.objects(B) if k.startswith(mine)]
+            store = MemoryStore(state)
+            seen.append((claim, (await cli(state, other, URI, job_id, store=store))[1]))
+            seen.append([(r.op, r.key) for r in store.log if r.op not in READS])
+
+        first = MemoryStore(state)
+        first.gate = before(n, other_whole)
+        _, first_exc = await cli(state, verb, URI, job_id, store=first)
+        assert first_exc is None, (n, first_exc)
+        (claim, exc), writes = seen
+        assert isinstance(exc, CommitterError), f"request {n}: the {other} was not refused"
+        assert "\n" not in str(exc) and f"s3://{B}/{claim[0]}" in str(exc), (n, exc)
+        assert writes and all(k.startswith(mine + other) for _, k in writes), (n, writes)
+        assert job_left(state, job_id) == [], (n, job_left(state, job_id))
 
 
 def spellings(job_id: str) -> list[str]:
@@ -209,3 +263,49 @@ async def test_an_s3a_jobs_abort_under_another_spelling_names_what_it_keeps() ->
     if exc is not None or [k for k in state.objects(S3A_B) if "__magic_job" in k]:
         told |= kept((await cli(state, "abort", S3A_URI, S3A_JOB))[0])
     assert told == want
+
+
+# -- the job commit's failure policy against the code it replaced ----------------------------
+def before_refactor(
+    on: OnFailure, fault: Fault, entry: Entry, state: State, rollback: bool
+) -> Reaction:
+    """What ``JobCommitRun._failed`` (ROLL_BACK) and ``_stopped_after_completes``
+    (ROLL_FORWARD) did at commit 4e71a09, before jobpolicy's tables, transcribed branch by
+    branch; every fault but INTERRUPT is an Exception, and LOCK_LOST, CONFLICT and
+    COMMIT_ERROR are JobCommitErrors."""
+    resumed = entry is Entry.RESUME
+    is_exception = fault is not Fault.INTERRUPT
+    commit_error = fault in (Fault.LOCK_LOST, Fault.CONFLICT, Fault.COMMIT_ERROR)
+    if on is OnFailure.ROLL_FORWARD:
+        if fault is Fault.BAD_RECORD:
+            return Reaction(False, False, Raise.REFUSED)
+        own = not is_exception or commit_error
+        return Reaction(False, True, Raise.AS_IS if own else Raise.RESUME_FINISHES)
+    if fault is Fault.BAD_RECORD:
+        return Reaction(False, not resumed and state is not State.STARTED, Raise.REFUSED)
+    roll = rollback and is_exception
+    save = not roll and state is not State.STARTED and fault is not Fault.LOCK_LOST
+    return Reaction(roll, save, Raise.LEFT if is_exception else Raise.AS_IS)
+
+
+def test_the_failure_policy_is_the_one_the_commit_had_before_its_tables() -> None:
+    """Every (work's failure kind, fault, entry, journal state, rollback option): the
+    refactor changed no failure's reaction (what is rolled back, what is stored, what is
+    raised), and the work each state needs fails the way it did (the completes roll back,
+    the verify, the replace and the finish roll forward)."""
+    for on in (OnFailure.ROLL_BACK, OnFailure.ROLL_FORWARD):
+        for fault in Fault:
+            for entry in (Entry.COMMIT, Entry.RESUME):
+                for state in State:
+                    for rollback in (True, False):
+                        got = reaction(on, fault, entry, state, rollback)
+                        want = before_refactor(on, fault, entry, state, rollback)
+                        assert got == want, (on, fault, entry, state, rollback)
+    back = {w for w, r in RULES.items() if r.on_failure is OnFailure.ROLL_BACK}
+    assert back == {Work.START, Work.RESTART, Work.COMPLETE, Work.COMPLETE_REST}
+    assert RULES[Work.VERIFY].on_failure is OnFailure.ROLL_FORWARD
+    assert RULES[Work.REPLACE].on_failure is OnFailure.ROLL_FORWARD
+    # a resume verifies a journal that claims every complete done before anything else
+    for state in (State.REPLACING, State.SUCCEEDED):
+        for conflict in ConflictMode:
+            assert works(Entry.RESUME, state, conflict)[:2] == (Work.LOCK, Work.VERIFY)
