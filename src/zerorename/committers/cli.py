@@ -408,14 +408,35 @@ def _need_job(args: argparse.Namespace) -> str:
     return str(args.job_id)
 
 
+async def _stored_spelling(eng: UploadEngine, dest: Destination, job_id: str) -> str:
+    """The id as the job's records spell it. A UUID typed in another spelling (upper case,
+    no hyphens, braces: any form ``uuid.UUID`` reads) is the canonical lower-case form
+    zerorename and Hadoop write, unless an S3A job is stored under exactly the typed text
+    (``fs.s3a.committer.uuid`` as a user gave it). Without this, an S3A or a stream
+    batch's job named in another spelling was missed by its own lookup and handled as a
+    plain zerorename job: a committed S3A job's directory deleted, a stream batch
+    published outside its log (stop 37's attack)."""
+    import uuid
+
+    from zerorename.committers.s3aread import find_s3a_job
+
+    try:
+        canonical = str(uuid.UUID(job_id))
+    except ValueError:
+        return job_id  # a Hadoop JobID, or not an id: the lookups judge it
+    if canonical == job_id or await find_s3a_job(eng, dest, job_id) is not None:
+        return job_id
+    return canonical
+
+
 async def _jobs_action(eng: UploadEngine, args: argparse.Namespace) -> int:
     from zerorename.committers.cmdclaim import CLAIM_VERBS, command_claim
     from zerorename.committers.s3ajobs import job_committed
 
     if args.action == "list":
         return await _jobs_list(eng, args)
-    job_id = _need_job(args)
     dest = Destination.parse(args.dest)
+    job_id = await _stored_spelling(eng, dest, _need_job(args))
     if args.action in CLAIM_VERBS:  # of a resume and an abort racing, one acts
         settled = partial(job_committed, eng, dest, job_id) if args.action == "resume" else None
         async with command_claim(eng, dest, job_id, args.action, settled=settled):

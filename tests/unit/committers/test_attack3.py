@@ -9,9 +9,10 @@ hook included):
   when the query's log records the batch;
 - a job named by another spelling of its UUID (upper case, no hyphens), which the CLI
   takes: the stream hook and the S3A lookup match the id's exact text, the zerorename
-  job's lookup its canonical form, so a stream batch's job or an S3A job is handled as a
-  plain zerorename job (strict xfails: the batch published twice, a committed S3A job
-  reported aborted and left without its _SUCCESS, kept objects never named);
+  job's lookup its canonical form, so a stream batch's job or an S3A job was handled as a
+  plain zerorename job (the batch published twice, a committed S3A job reported aborted
+  and left without its _SUCCESS, kept objects never named); strict xfails until the CLI
+  took the id as its records spell it (``committers.cli._stored_spelling``);
 - the job commit's failure policy (jobpolicy's tables) against the code it replaced
   (commit 4e71a09), for every fault, entry, state and option."""
 
@@ -179,14 +180,6 @@ def spellings(job_id: str) -> list[str]:
     return [job_id.upper(), job_id.replace("-", "")]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the stream hook finds a batch's job by the exact text of its id (the query's "
-    "note key, the log's intent), while the committers' CLI takes any spelling of a UUID: "
-    "`jobs resume` of an upper-case or hyphen-less spelling misses the stream and resumes "
-    "the job as a plain one: the batch's files are published, a _SUCCESS is written, the "
-    "log keeps its intent, and Spark's next run of the batch writes it again (twice)",
-)
 @pytest.mark.parametrize("form", [0, 1], ids=["upper", "no-hyphens"])
 async def test_a_stream_jobs_resume_under_another_spelling_of_its_id(form: int) -> None:
     """A stream batch's job whose driver died in its commit, resumed by the operator
@@ -202,12 +195,6 @@ async def test_a_stream_jobs_resume_under_another_spelling_of_its_id(form: int) 
     assert data_of(state) == expected(range(2))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="as above for `jobs abort`: under another spelling of its id the job is "
-    "aborted as a plain one, so the query's note of it (_zerorename_streams/<q>/jobs/) "
-    "is never deleted and the log's intent never dropped",
-)
 @pytest.mark.parametrize("form", [0, 1], ids=["upper", "no-hyphens"])
 async def test_a_stream_jobs_abort_under_another_spelling_of_its_id(form: int) -> None:
     state, job_id = await died_in_commit()
@@ -234,15 +221,6 @@ async def s3a_committed(kind: S3ALayoutKind) -> MemoryState:
     return state
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an S3A job is found by the exact text of its id (its directory's name), a "
-    "zerorename job by the canonical form of its UUID, and both keep their records under "
-    "__magic_job-<id>/: `jobs abort` of an upper-case spelling misses the S3A job, opens "
-    "its directory as an unrecorded zerorename job and deletes it: a committed job that "
-    "the right spelling refuses to abort is reported aborted, its files stay, and no "
-    "resume can write its _SUCCESS any more (JobNotFound)",
-)
 async def test_an_s3a_job_that_committed_is_not_aborted_under_another_spelling() -> None:
     state = await s3a_committed(S3ALayoutKind.HADOOP_34)
     _, exc = await cli(state, "abort", S3A_URI, S3A_JOB)
@@ -254,12 +232,6 @@ async def test_an_s3a_job_that_committed_is_not_aborted_under_another_spelling()
     assert f"{S3A_DEST}/_SUCCESS" in state.objects(S3A_B)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="as above, on a job whose commit died half-way: under an upper-case spelling its "
-    "directory is deleted as an unrecorded zerorename job's, and the objects it may have "
-    "completed are never named to the operator (the S3A abort names each)",
-)
 async def test_an_s3a_jobs_abort_under_another_spelling_names_what_it_keeps() -> None:
     want = await want_kept(S3ALayoutKind.HADOOP_34)
     state = await s3a_crashed(S3ALayoutKind.HADOOP_34)
@@ -314,3 +286,25 @@ def test_the_failure_policy_is_the_one_the_commit_had_before_its_tables() -> Non
     for state in (State.REPLACING, State.SUCCEEDED):
         for conflict in ConflictMode:
             assert works(Entry.RESUME, state, conflict)[:2] == (Work.LOCK, Work.VERIFY)
+
+
+@pytest.mark.parametrize("kind", list(S3ALayoutKind))
+async def test_an_s3a_job_stored_under_an_upper_case_uuid_is_resumed_by_that_text(
+    kind: S3ALayoutKind,
+) -> None:
+    """An S3A job whose id a user gave in upper case (``fs.s3a.committer.uuid``) is stored
+    under exactly that text: the CLI keeps the typed id when such a job is there, and the
+    canonical form of it names no job (nothing changed)."""
+    from zerorename.testing.s3acrash import lay_out_on
+
+    upper = "3F2A9C1E-6C0B-4D57-9A59-0123456789AB"
+    state = MemoryState("bkt")
+    await lay_out_on(MemoryStore(state), "s3://bkt/out", upper, kind)
+    before_ = dict(state.objects("bkt"))
+    _, exc = await cli(state, "resume", "s3://bkt/out", upper.lower())
+    assert exc is not None  # no job of that spelling
+    assert {k: v for k, v in state.objects("bkt").items() if "__magic_commit" not in k} == before_
+    _, exc = await cli(state, "resume", "s3://bkt/out", upper)
+    assert exc is None, exc
+    assert "out/_SUCCESS" in state.objects("bkt")
+    assert not [k for k in state.objects("bkt") if "__magic" in k]
