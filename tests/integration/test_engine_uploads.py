@@ -152,6 +152,47 @@ async def test_async_writer_exception_aborts(s3: S3Target) -> None:
 
 
 @MOTO
+async def test_after_create_runs_once_the_upload_exists_and_its_error_aborts(
+    s3: S3Target,
+) -> None:
+    """``after_create`` (a committer's check that its job still runs) sees the upload
+    pending; when it raises, the writer raises that error and the upload is aborted, from
+    the async and the blocking writer alike."""
+    seen: list[list[str]] = []
+
+    async def look() -> None:
+        seen.append(pending_keys(s3))
+
+    async def refuse() -> None:
+        raise LookupError("the job is over")
+
+    loop = asyncio.get_running_loop()
+    async with UploadEngine(cfg(s3)) as engine:
+        async with engine.open_writer(s3.bucket, s3.key("ok"), defer=True, after_create=look) as w:
+            await w.write(b"fine")
+        assert isinstance(w.result, PendingUpload) and seen == [[s3.key("ok")]]
+        await engine.abort(w.result)
+        with pytest.raises(LookupError, match="the job is over"):
+            async with engine.open_writer(
+                s3.bucket, s3.key("async"), defer=True, after_create=refuse
+            ) as w:
+                for block in blocks(DATA, 1 << 20):
+                    await w.write(block)
+
+        def blocking() -> None:
+            with engine.open_sync_writer(
+                s3.bucket, s3.key("sync"), loop=loop, defer=True, after_create=refuse
+            ) as f:
+                for block in blocks(DATA, 1 << 20):
+                    f.write(block)
+
+        with pytest.raises(LookupError, match="the job is over"):
+            await asyncio.to_thread(blocking)
+        assert engine.stats.uploads_aborted >= 2
+    assert pending_keys(s3) == [] and object_keys(s3) == []
+
+
+@MOTO
 async def test_sync_writer_from_a_thread(s3: S3Target) -> None:
     key = s3.key("sync-writer.csv")
     loop = asyncio.get_running_loop()

@@ -179,12 +179,18 @@ async def test_a_malformed_log_changes_nothing() -> None:
     store = MemoryStore(state)
     await commit_batch(store, 0, "a")
     key = f"{DEST}/_zerorename_streams/{Q}/log.json"
-    await store.put_object(B, key, b'{"format": "zerorename-stream-log"}')
     job_id, results = await run_tasks(store, 1, "b")
+    await store.put_object(B, key, b'{"format": "zerorename-stream-log"}')
     before = dict(state.objects(B))
     with pytest.raises(StreamLogError, match=r"log\.json"):
         await sink(store).commit(1, job_id, results)
     assert state.objects(B) == before
+    # a task that sets a batch's job up reads the log too: it refuses before writing,
+    # and leaves nothing of the job
+    with pytest.raises(StreamLogError, match=r"log\.json"):
+        await run_tasks(store, 2, "c")
+    assert state.objects(B) == before
+    assert state.pending(B) and all(job_id in k for k, _ in state.pending(B))  # batch 1's
 
 
 async def clean_requests() -> int:
@@ -688,4 +694,71 @@ async def test_a_rerun_commit_refuses_when_another_run_took_the_batch_meanwhile(
     with pytest.raises(StreamLogError, match=f"job {other} is committing it now"):
         await commit_batch(rerun, 1, "rerun")
     assert done and log_of(state)["pending"]["job_id"] == other
+    assert data_of(state) == expected(range(1))
+
+
+async def straggler_sets_up(store: MemoryStore, job_id: str, batch: int) -> Any:
+    """A speculative copy of task 0 (Spark accepts the other attempt) set up in job_id."""
+    committer = MagicCommitter(store, URI, conflict="append", options=STREAM_COMMIT)
+    await ensure_job(committer, job_id, Q, batch)
+    ta = committer.job(job_id).task_attempt(task_id_for(0, 99), 1)
+    await ta.setup()
+    return ta
+
+
+async def test_a_straggler_that_starts_after_its_batch_committed_sets_nothing_up() -> None:
+    """A copy of a task whose process runs once the batch is committed finds no marker:
+    it does not set the finished job up again (a marker, a note and uploads the last
+    batch's query would leave until its next run); it gets JobNotActive and leaves
+    nothing."""
+    state = MemoryState(B)
+    store = MemoryStore(state)
+    job_id, results = await run_tasks(store, 0, "t0")
+    assert (await sink(store).commit(0, job_id, results)).action == "committed"
+    check_clean(state)
+    with pytest.raises(JobNotActive, match="straggler"):
+        await straggler_sets_up(store, job_id, 0)
+    check_clean(state)
+    assert data_of(state) == expected(range(1))
+
+
+async def test_a_straggler_set_up_before_the_commit_that_writes_after_it_leaves_nothing() -> None:
+    """A copy of a task set up while the batch ran writes once the batch is committed:
+    its upload finds the marker gone once it exists, and aborts itself."""
+    state = MemoryState(B)
+    store = MemoryStore(state)
+    job_id, results = await run_tasks(store, 0, "t0")
+    late = await straggler_sets_up(store, job_id, 0)
+    assert (await sink(store).commit(0, job_id, results)).action == "committed"
+    with pytest.raises(JobNotActive, match="finished while task attempt"):
+        async with late.open("part-00000.csv") as out:
+            await out.write(b"a loser's row\n")
+    check_clean(state)
+    assert data_of(state) == expected(range(1))
+
+
+async def test_a_straggler_upload_made_during_the_release_is_aborted_by_it() -> None:
+    """The worst timing: the copy's upload is made after the release's first listing of
+    the job's uploads and before the marker's delete (so its own check finds the marker).
+    The release lists the job's uploads again once the marker is gone: nothing pending."""
+    state = MemoryState(B)
+    store = MemoryStore(state)
+    job_id, results = await run_tasks(store, 0, "t0")
+    late = await straggler_sets_up(store.reopen(), job_id, 0)
+    marker = f"{DEST}/__magic_job-{job_id}/job.json"
+    fired = []
+
+    async def gate(op: str, bucket: str, key: str) -> None:
+        # the release's delete of the marker (and records), before it takes effect
+        if op == "DeleteObjects" and not fired and marker in state.objects(B):
+            listed = [r for r in store.log if r.op == "ListMultipartUploads"]
+            if listed:
+                fired.append(key)
+                async with late.open("part-00000.csv") as out:
+                    await out.write(b"a loser's row\n")
+
+    store.gate = gate  # type: ignore[assignment]
+    assert (await sink(store).commit(0, job_id, results)).action == "committed"
+    assert fired and late.needs_commit()  # the straggler's upload exists, recorded
+    check_clean(state)
     assert data_of(state) == expected(range(1))

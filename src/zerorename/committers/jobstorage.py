@@ -431,12 +431,23 @@ async def releasing(
                 abort_uploads(engine, uploads),
                 release_held(ctx, lock_etag, also=[lay.marker]) if lock else nothing(),
             )
-            # last: until this delete, a resume finds the journal and finishes the release
-            await engine.delete_objects(dest.bucket, [lay.journal, *also])
+            # last: until this delete, a resume finds the journal and finishes the release.
+            # Beside it, the job's uploads and records listed again now that the marker is
+            # gone: a straggler's upload (or record) made after the first listings began
+            # was made before the marker's delete (listed here) or finds the marker gone
+            # and aborts itself (TaskAttempt._still_active)
+            _, late, _ = await gather(
+                engine.delete_objects(dest.bucket, [lay.journal, *also]),
+                abort_uploads(engine, job_uploads(engine, dest, ctx.job_id)),
+                engine.delete_objects(
+                    dest.bucket,
+                    keys_under(engine, dest.bucket, lay.root, lambda k: True, skip=skip),
+                ),
+            )
             await anyio.to_thread.run_sync(
                 lambda: shutil.rmtree(ctx.local_job_dir, ignore_errors=True)
             )
-            return int(aborted)
+            return int(aborted) + int(late)
 
         yield release
 

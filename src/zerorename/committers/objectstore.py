@@ -45,6 +45,7 @@ from zerorename.engine.records import (
     UploadInfo,
     UploadResult,
 )
+from zerorename.engine.writers import AfterCreate
 from zerorename.units import KiB, MiB
 
 #: size caps of the records read whole from a store: a read stops at its cap and fails in
@@ -230,10 +231,12 @@ class UploadStore(Store, Protocol):
         defer: Literal[True],
         progress: ProgressCallback | None = None,
         size: int | None = None,
+        after_create: AfterCreate | None = None,
         **object_args: Any,
     ) -> PendingUpload:
         """Upload ``source`` (bytes, a path, a file, an iterable of bytes) as a deferred
-        multipart upload: every part sent, nothing completed."""
+        multipart upload: every part sent, nothing completed; ``after_create`` runs once
+        the upload exists (raising aborts it)."""
         ...
 
     def open_writer(
@@ -243,9 +246,11 @@ class UploadStore(Store, Protocol):
         *,
         defer: bool = False,
         progress: ProgressCallback | None = None,
+        after_create: AfterCreate | None = None,
         **object_args: Any,
     ) -> OutputWriter:
-        """An async writer whose ``result`` is the upload (a PendingUpload with ``defer``)."""
+        """An async writer whose ``result`` is the upload (a PendingUpload with ``defer``);
+        ``after_create`` runs once the upload exists (raising aborts it)."""
         ...
 
     def open_sync_writer(
@@ -256,6 +261,7 @@ class UploadStore(Store, Protocol):
         loop: Any,
         defer: bool = False,
         progress: ProgressCallback | None = None,
+        after_create: AfterCreate | None = None,
         **object_args: Any,
     ) -> SyncOutputWriter:
         """A blocking writer for another thread than ``loop``'s."""

@@ -158,6 +158,19 @@ class TaskAttempt:
             text=f"zerorename {self.kind} committer",
         )
 
+    async def _still_active(self) -> None:
+        """Run once each output's upload exists: JobNotActive (the writer then aborts the
+        upload) when the job's marker is gone. The release deletes the marker before its
+        last listing of the job's uploads, so an upload created before this check found the
+        marker is listed and aborted there, and one created later aborts itself here: a
+        straggler (a speculative copy Spark killed, a task of a finished job) leaves no
+        pending upload behind as long as its process lives."""
+        if not await job_is_active(self.ctx):
+            raise JobNotActive(
+                f"job {self.ctx.job_id} finished while task attempt {self.name} wrote; "
+                "its output is discarded"
+            )
+
     async def _save_pendingset(self) -> TaskCommitSummary:
         """Write the task's pendingset (overwriting an earlier attempt's), re-checking the job
         is active before and after; a finished job's straggler cleans up after itself."""
@@ -288,7 +301,11 @@ class MagicTaskAttempt(TaskAttempt):
         self._check_open()
         final = self.final_rel(rel)
         w = self.engine.open_writer(
-            self.ctx.dest.bucket, self.ctx.dest.key(final), defer=True, **object_args
+            self.ctx.dest.bucket,
+            self.ctx.dest.key(final),
+            defer=True,
+            after_create=self._still_active,
+            **object_args,
         )
         out = MagicOutput(self, final, w)
         self._open_outputs.add(out)
@@ -305,6 +322,7 @@ class MagicTaskAttempt(TaskAttempt):
             self.ctx.dest.key(final),
             loop=self._loop,
             defer=True,
+            after_create=self._still_active,
             **object_args,
         )
 
@@ -463,7 +481,9 @@ class StagingTaskAttempt(TaskAttempt):
 
         async def upload(item: tuple[str, Path]) -> None:
             rel, path = item
-            up = await self.engine.upload(dest.bucket, dest.key(rel), path, defer=True)
+            up = await self.engine.upload(
+                dest.bucket, dest.key(rel), path, defer=True, after_create=self._still_active
+            )
             self._add(self._record(up))
 
         await bounded_map(files, upload, self.ctx.opts.task_concurrency)

@@ -48,7 +48,7 @@ from zerorename.engine.retry import AdaptiveLimiter, EngineStats, Retrier
 from zerorename.engine.sources import Part, chunks_of, file_parts, part_stream, source_size
 from zerorename.engine.store import ObjectOps
 from zerorename.engine.trailer import TrailerBody
-from zerorename.engine.writers import AsyncUploadWriter, SyncUploadWriter
+from zerorename.engine.writers import AfterCreate, AsyncUploadWriter, SyncUploadWriter
 from zerorename.units import MiB
 
 # checksums of parts at least this large are computed off the event loop
@@ -208,6 +208,7 @@ class UploadEngine(CompletionOps, ObjectOps):
         defer: Literal[False] = ...,
         progress: ProgressCallback | None = ...,
         size: int | None = ...,
+        after_create: AfterCreate | None = ...,
         **object_args: Any,
     ) -> UploadResult: ...
 
@@ -221,6 +222,7 @@ class UploadEngine(CompletionOps, ObjectOps):
         defer: Literal[True],
         progress: ProgressCallback | None = ...,
         size: int | None = ...,
+        after_create: AfterCreate | None = ...,
         **object_args: Any,
     ) -> PendingUpload: ...
 
@@ -234,6 +236,7 @@ class UploadEngine(CompletionOps, ObjectOps):
         defer: bool,
         progress: ProgressCallback | None = ...,
         size: int | None = ...,
+        after_create: AfterCreate | None = ...,
         **object_args: Any,
     ) -> UploadResult | PendingUpload: ...
 
@@ -246,13 +249,14 @@ class UploadEngine(CompletionOps, ObjectOps):
         defer: bool = False,
         progress: ProgressCallback | None = None,
         size: int | None = None,
+        after_create: AfterCreate | None = None,
         **object_args: Any,
     ) -> UploadResult | PendingUpload:
         """Upload ``source`` (bytes-like, path, binary file, sync/async iterable of bytes)
         to ``s3://bucket/key``. With ``defer=True`` the parts are uploaded and a
         :class:`PendingUpload` is returned; nothing is completed. A failure or cancellation
         aborts the multipart upload. ``object_args`` go to CreateMultipartUpload/PutObject
-        (ContentType, Metadata, ...)."""
+        (ContentType, Metadata, ...); ``after_create``: see :meth:`upload_parts`."""
         validate_bucket(bucket)
         validate_key(key)
         detected = source_size(source)  # also refuses a missing path, before any request
@@ -265,11 +269,23 @@ class UploadEngine(CompletionOps, ObjectOps):
             async with file:
                 ranges = file_parts(file, part_size=self.config.part_size)
                 return await self.upload_parts(
-                    bucket, key, ranges, defer=defer, progress=progress, **object_args
+                    bucket,
+                    key,
+                    ranges,
+                    defer=defer,
+                    progress=progress,
+                    after_create=after_create,
+                    **object_args,
                 )
         parts = part_stream(chunks_of(source), part_size=self.config.part_size, size=size)
         return await self.upload_parts(
-            bucket, key, parts, defer=defer, progress=progress, **object_args
+            bucket,
+            key,
+            parts,
+            defer=defer,
+            progress=progress,
+            after_create=after_create,
+            **object_args,
         )
 
     def open_writer(
@@ -279,14 +295,22 @@ class UploadEngine(CompletionOps, ObjectOps):
         *,
         defer: bool = False,
         progress: ProgressCallback | None = None,
+        after_create: AfterCreate | None = None,
         **object_args: Any,
     ) -> AsyncUploadWriter:
         """An async file-like writer: ``async with engine.open_writer(b, k) as w:
-        await w.write(data)``; ``w.result`` afterwards. An exception inside aborts."""
+        await w.write(data)``; ``w.result`` afterwards. An exception inside aborts.
+        ``after_create``: see :meth:`upload_parts`."""
         validate_bucket(bucket)
         validate_key(key)
         return AsyncUploadWriter(
-            self, bucket, key, defer=defer, progress=progress, object_args=object_args
+            self,
+            bucket,
+            key,
+            defer=defer,
+            progress=progress,
+            after_create=after_create,
+            object_args=object_args,
         )
 
     def open_sync_writer(
@@ -297,14 +321,23 @@ class UploadEngine(CompletionOps, ObjectOps):
         loop: Any,
         defer: bool = False,
         progress: ProgressCallback | None = None,
+        after_create: AfterCreate | None = None,
         **object_args: Any,
     ) -> SyncUploadWriter:
         """A blocking binary file for threads other than ``loop``'s (pyarrow and csv
-        writers write into it). ``close()`` finishes; ``abort()`` aborts."""
+        writers write into it). ``close()`` finishes; ``abort()`` aborts.
+        ``after_create``: see :meth:`upload_parts`."""
         validate_bucket(bucket)
         validate_key(key)
         return SyncUploadWriter(
-            self, bucket, key, loop, defer=defer, progress=progress, object_args=object_args
+            self,
+            bucket,
+            key,
+            loop,
+            defer=defer,
+            progress=progress,
+            after_create=after_create,
+            object_args=object_args,
         )
 
     async def upload_parts(
@@ -315,12 +348,18 @@ class UploadEngine(CompletionOps, ObjectOps):
         *,
         defer: bool = False,
         progress: ProgressCallback | None = None,
+        after_create: AfterCreate | None = None,
         **object_args: Any,
     ) -> UploadResult | PendingUpload:
         """Upload ``parts`` as they come (e.g. :func:`~zerorename.engine.sources.part_stream`
         over a writer's buffers) to ``s3://bucket/key``, as :meth:`upload` does with the
         parts it plans; ``parts`` is closed when the upload ends. A single last part is one
-        PutObject unless ``defer``. A failure or cancellation aborts the multipart upload."""
+        PutObject unless ``defer``. A failure or cancellation aborts the multipart upload.
+
+        ``after_create`` runs once the multipart upload exists (its create answered),
+        beside the parts; when it raises, the upload is aborted and its error raised. A
+        committer checks there that its job is still running: an upload a straggler task
+        creates after the job's release listed the uploads aborts itself."""
         validate_bucket(bucket)
         validate_key(key)
         up = _Upload(bucket, key)
@@ -333,6 +372,8 @@ class UploadEngine(CompletionOps, ObjectOps):
                         if part.last and part.number == 1 and not defer:
                             return await self._put_single(up, part, progress, object_args)
                         await self._create_to_the_end(up, object_args)
+                        if after_create is not None:
+                            tg.start_soon(after_create)
                     window = await self._limiter.acquire()
                     tg.start_soon(self._send_part, up, part, window, progress)
             assert up.upload_id is not None

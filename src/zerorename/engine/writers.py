@@ -29,6 +29,9 @@ from zerorename.engine.records import PendingUpload, UploadResult
 from zerorename.engine.sources import BytesLike, Part, part_stream
 from zerorename.portal import LoopPortal
 
+#: what an upload runs once it exists (``UploadEngine.upload_parts``'s ``after_create``)
+AfterCreate = Callable[[], Coroutine[Any, Any, None]]
+
 
 class PartUploader(Protocol):
     """What a writer needs of :class:`zerorename.engine.UploadEngine` (so this module
@@ -45,6 +48,7 @@ class PartUploader(Protocol):
         *,
         defer: bool = False,
         progress: ProgressCallback | None = None,
+        after_create: AfterCreate | None = None,
         **object_args: Any,
     ) -> UploadResult | PendingUpload: ...
 
@@ -103,11 +107,13 @@ class AsyncUploadWriter:
         defer: bool,
         progress: ProgressCallback | None,
         object_args: dict[str, Any],
+        after_create: AfterCreate | None = None,
     ) -> None:
         self._engine = engine
         self.bucket, self.key = bucket, key
         self._defer = defer
         self._progress = progress
+        self._after_create = after_create
         self._args = object_args
         self._gather = _PartGatherer(engine.config.part_size)
         self._send: MemoryObjectSendStream[BytesLike] | None = None
@@ -130,6 +136,7 @@ class AsyncUploadWriter:
                 parts,
                 defer=self._defer,
                 progress=self._progress,
+                after_create=self._after_create,
                 **self._args,
             )
         except Exception as exc:
@@ -216,6 +223,7 @@ class SyncUploadWriter(io.RawIOBase):
         defer: bool,
         progress: ProgressCallback | None,
         object_args: dict[str, Any],
+        after_create: AfterCreate | None = None,
     ) -> None:
         super().__init__()
         self._portal = loop if isinstance(loop, LoopPortal) else LoopPortal.attach(loop)
@@ -235,7 +243,9 @@ class SyncUploadWriter(io.RawIOBase):
                 "(on the loop, use engine.open_writer)"
             )
         self._finished = False
-        self._future = self._portal.start(self._run(engine, defer, progress, object_args))
+        self._future = self._portal.start(
+            self._run(engine, defer, progress, after_create, object_args)
+        )
         self._ready.wait()
 
     @property
@@ -254,6 +264,7 @@ class SyncUploadWriter(io.RawIOBase):
         engine: PartUploader,
         defer: bool,
         progress: ProgressCallback | None,
+        after_create: AfterCreate | None,
         object_args: dict[str, Any],
     ) -> UploadResult | PendingUpload | None:
         send, recv = anyio.create_memory_object_stream[BytesLike](1)
@@ -264,7 +275,13 @@ class SyncUploadWriter(io.RawIOBase):
             parts = part_stream(_drain(recv), part_size=engine.config.part_size, size=None)
             try:
                 return await engine.upload_parts(
-                    self.bucket, self.key, parts, defer=defer, progress=progress, **object_args
+                    self.bucket,
+                    self.key,
+                    parts,
+                    defer=defer,
+                    progress=progress,
+                    after_create=after_create,
+                    **object_args,
                 )
             except Exception as exc:
                 self._error = exc

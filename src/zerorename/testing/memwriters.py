@@ -20,6 +20,7 @@ from zerorename.engine.events import ProgressCallback
 from zerorename.engine.planning import validate_bucket, validate_key
 from zerorename.engine.records import PartInfo, PendingUpload, UploadResult
 from zerorename.engine.retry import EngineStats
+from zerorename.engine.writers import AfterCreate
 from zerorename.portal import LoopPortal
 
 #: uploads an output's bytes (as the store's deferred or completed upload)
@@ -120,16 +121,19 @@ class UploadSide:
         raise NotImplementedError
 
     async def _send(
-        self, bucket: str, key: str, data: bytes, *, defer: bool
+        self, bucket: str, key: str, data: bytes, *, defer: bool, after: AfterCreate | None = None
     ) -> UploadResult | PendingUpload:
         """Upload ``data`` like the engine: one PutObject when it fits a part and is not
-        deferred, else a multipart upload (aborted if anything fails)."""
+        deferred, else a multipart upload (aborted if anything fails); ``after`` runs once
+        the upload exists, before its parts (raising aborts it)."""
         if not defer and len(data) <= self.part_size:
             etag = await self.put_object(bucket, key, data)
             self.stats.uploads_completed += 1
             return UploadResult(bucket, key, etag, len(data), 1, None)
         upload_id = await self._create(bucket, key)
         try:
+            if after is not None:
+                await after()
             parts = []
             for n, start in enumerate(range(0, max(1, len(data)), self.part_size), 1):
                 chunk = data[start : start + self.part_size]
@@ -162,6 +166,7 @@ class UploadSide:
         defer: Literal[True],
         progress: ProgressCallback | None = ...,
         size: int | None = ...,
+        after_create: AfterCreate | None = ...,
         **object_args: Any,
     ) -> PendingUpload: ...
 
@@ -175,6 +180,7 @@ class UploadSide:
         defer: Literal[False] = ...,
         progress: ProgressCallback | None = ...,
         size: int | None = ...,
+        after_create: AfterCreate | None = ...,
         **object_args: Any,
     ) -> UploadResult: ...
 
@@ -187,6 +193,7 @@ class UploadSide:
         defer: bool = False,
         progress: ProgressCallback | None = None,
         size: int | None = None,
+        after_create: AfterCreate | None = None,
         **object_args: Any,
     ) -> UploadResult | PendingUpload:
         """Upload bytes, a path, a binary file or a (sync or async) iterable of bytes."""
@@ -200,7 +207,7 @@ class UploadSide:
             data = bytes(source.read())
         else:
             data = b"".join([bytes(b) async for b in aiter_any(source)])
-        return await self._send(bucket, key, data, defer=defer)
+        return await self._send(bucket, key, data, defer=defer, after=after_create)
 
     def open_writer(
         self,
@@ -209,11 +216,12 @@ class UploadSide:
         *,
         defer: bool = False,
         progress: ProgressCallback | None = None,
+        after_create: AfterCreate | None = None,
         **object_args: Any,
     ) -> MemoryWriter:
         validate_bucket(bucket)
         validate_key(key)
-        return MemoryWriter(partial(self._send, bucket, key, defer=defer))
+        return MemoryWriter(partial(self._send, bucket, key, defer=defer, after=after_create))
 
     def open_sync_writer(
         self,
@@ -223,11 +231,13 @@ class UploadSide:
         loop: Any,
         defer: bool = False,
         progress: ProgressCallback | None = None,
+        after_create: AfterCreate | None = None,
         **object_args: Any,
     ) -> MemorySyncWriter:
         validate_bucket(bucket)
         validate_key(key)
-        return MemorySyncWriter(partial(self._send, bucket, key, defer=defer), loop)
+        send = partial(self._send, bucket, key, defer=defer, after=after_create)
+        return MemorySyncWriter(send, loop)
 
 
 __all__ = ["MemorySyncWriter", "MemoryWriter", "Send", "UploadSide"]

@@ -233,17 +233,19 @@ async def test_straggler_after_job_commit_makes_nothing_visible(s3: S3Target) ->
         await write(winner, "w.bin", b"winner")
         await job.commit([await winner.commit()])
         before = data_objects(s3, prefix)
-        # the straggler goes on writing and tries to commit after the job committed
-        await write(straggler, "late.bin", b"late")
+        # the straggler goes on writing after the job committed: its upload checks the job
+        # once it exists, finds it finished and aborts itself; its commit is refused
+        with pytest.raises(JobNotActive, match="finished while task attempt"):
+            await write(straggler, "late.bin", b"late")
         with pytest.raises(JobNotActive):
             await straggler.commit()
-        # a straggler that dies without committing leaves only a pending upload, which
-        # never becomes visible and is removed by cleanup by age
-        dead = job.task_attempt(0, 2)
-        dead._state = "active"  # set up before the job committed
-        await write(dead, "dead.bin", b"dead")
+        assert data_objects(s3, prefix) == before and uploads(s3, prefix) == []
+        # one killed between its upload's create and that check leaves a pending upload,
+        # which never becomes visible and is removed by cleanup by age
+        dead = f"{prefix}dead-{job.job_id}.bin"
+        s3.boto3_client().create_multipart_upload(Bucket=s3.bucket, Key=dead)
         assert data_objects(s3, prefix) == before
-        assert [k for k in uploads(s3, prefix)] == [f"{prefix}dead-{job.job_id}.bin"]
+        assert [k for k in uploads(s3, prefix)] == [dead]
         assert await job.cleanup(older_than=0) == 1
         with pytest.raises(JobNotActive):
             await job.task_attempt(0, 3).setup()

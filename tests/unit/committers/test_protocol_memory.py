@@ -19,6 +19,7 @@ from zerorename.committers import (
     CommitOptions,
     ConflictError,
     JobCommitError,
+    JobNotActive,
     JobNotFound,
     JournalError,
     MagicCommitter,
@@ -205,8 +206,16 @@ async def test_order_nothing_before_commit_success_last_records_after(tmp_path: 
     assert max(r.end for r in completes) <= min(success[0].start, last_journal.start)
     cleanup = [r for r in log if r.op in ("DeleteObjects", "AbortMultipartUpload")]
     assert cleanup and all(r.start >= max(success[0].end, last_journal.end) for r in cleanup)
-    assert log[-1].op == "DeleteObjects" and log[-1].key.endswith("/journal.json")
-    assert all(r.end <= log[-1].start for r in log[:-1])
+    # the journal's delete is the last write; beside it only the second listings of the
+    # job's uploads and records (a straggler's late ones), once the marker's delete answered
+    (last,) = [r for r in log if r.op == "DeleteObjects" and r.key.endswith("/journal.json")]
+    relists = [
+        [r for r in log if r.op == op][-1] for op in ("ListMultipartUploads", "ListObjectsV2")
+    ]
+    assert relists[1].key.endswith(f"__magic_job-{p.job_id}/")
+    assert all(r.end <= last.start for r in log if r is not last and r not in relists)
+    marker_gone = max(r.end for r in log if r.op == "DeleteObjects" and r is not last)
+    assert all(r.start >= marker_gone for r in relists)
     assert sum(r.op == "AbortMultipartUpload" for r in log) == 1  # the dead attempt's
     check_committed(p, p.state, {**p.expected, **OLD})
 
@@ -393,13 +402,20 @@ async def test_resume_finishes_a_cleanup_cut_short(tmp_path: Path) -> None:
     """A crash at the journal's delete (the last request): the records, plan included,
     are gone and the journal says succeeded; resume finishes the release."""
     p = await prepare("magic", "append", tmp_path, tasks=2)
-    clean, total = await clean_commit(p)
+    clean, _ = await clean_commit(p)
+    # the journal's delete, the last write (the second listing of uploads goes beside it)
+    dry = p.store(p.state.copy())
+    await (await p.committer(dry).open_job(p.job_id)).commit(p.summaries)
+    deletes = [r for r in dry.log if r.op == "DeleteObjects"]
+    assert deletes[-1].key.endswith("/journal.json")
     store = p.store()
     job = await p.committer(store).open_job(p.job_id)
-    store.crash_at(total)  # the last request: the journal's delete
+    store.crash_at(len(deletes), op="DeleteObjects")
     with pytest.raises(BaseException) as died:
         await job.commit(p.summaries)
-    assert crash_of(died.value) and store.log[-1].key.endswith("/journal.json")
+    assert crash_of(died.value)
+    (crashed,) = [r for r in store.log if r.error == "ProcessCrashed"]
+    assert crashed.op == "DeleteObjects" and crashed.key.endswith("/journal.json")
     assert journal_of(p, p.state)["state"] == "succeeded" and plan_key(p) not in p.state.objects(B)
     result = await (await p.committer(p.store()).open_job(p.job_id)).resume()
     assert result.resumed and result.files == len(p.expected)
@@ -519,3 +535,49 @@ async def test_sequential_requests_of_the_other_modes(
     count, line = await sequential_commit(p)
     print(f"\n{kind} {conflict}, 12 tasks: {line}")
     assert count <= bound
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+async def test_a_straggler_writing_after_the_commit_leaves_nothing(
+    kind: str, tmp_path: Path
+) -> None:
+    """A task attempt set up before the job committed (a speculative copy Spark did not
+    accept) writes after it: the first upload it makes checks the job once it exists and
+    aborts itself (magic: at the write; staging: at its task commit, before a second
+    upload), so the job's commit stays exactly what it was and nothing of it is pending."""
+    p = await prepare(kind, "append", tmp_path)
+    job = await p.committer(p.store()).open_job(p.job_id)
+    late = p.committer(p.store()).job(p.job_id).task_attempt(1, 9)  # its own process
+    await late.setup()
+    await job.commit(p.summaries)
+    # the message of the upload's own check (not of the task commit's check of the job)
+    with pytest.raises(JobNotActive, match=r"finished while task attempt .* wrote"):
+        await write(late, "y=1/b.csv", b"b")
+        await late.commit()
+    check_committed(p, p.state, {**p.expected, **OLD})
+
+
+async def test_a_straggler_upload_made_during_the_release_is_aborted_by_it(
+    tmp_path: Path,
+) -> None:
+    """The worst timing for a df.write job: the straggler's upload is made after the
+    release's first listing and before the marker's delete (so its own check passes);
+    the release lists the job's uploads and records again once the marker is gone."""
+    p = await prepare("magic", "append", tmp_path)
+    store = p.store()
+    job = await p.committer(store).open_job(p.job_id)
+    late = p.committer(p.store()).job(p.job_id).task_attempt(1, 9)  # its own process
+    await late.setup()
+    marker = f"{DEST}/__magic_job-{p.job_id}/job.json"
+    fired = []
+
+    async def gate(op: str, bucket: str, key: str) -> None:
+        listed = any(r.op == "ListMultipartUploads" for r in store.log)
+        if op == "DeleteObjects" and not fired and listed and marker in p.state.objects(B):
+            fired.append(key)
+            await write(late, "y=1/late.csv", b"late")
+
+    store.gate = gate  # type: ignore[assignment]
+    await job.commit(p.summaries)
+    assert fired and late.needs_commit()
+    check_committed(p, p.state, {**p.expected, **OLD})

@@ -40,6 +40,7 @@ from zerorename.committers import (
     CommitterError,
     Destination,
     JobCommitError,
+    JobNotActive,
     JournalError,
     TaskCommitSummary,
     committer_class,
@@ -113,7 +114,16 @@ async def note_job(committer: Committer, query_id: str, job_id: str, batch_id: i
 async def ensure_job(committer: Committer, job_id: str, query_id: str, batch_id: int) -> None:
     """Set the batch's job up unless another task of the batch did (they race: the marker
     is the same whoever writes it). The query's note of the job goes first, so a job with a
-    marker is always one a later commit can find and clean up."""
+    marker is always one a later commit can find and clean up.
+
+    A task that finds no marker may also be a straggler of a batch its job committed
+    already (a speculative copy Spark launched before the commit and whose process ran
+    after it): the log, read once the marker is written again, names the job as the
+    batch's. The straggler then releases what it set up (marker, note, any upload of the
+    job: release deletes no data) and gets JobNotActive. The log records the batch before
+    the commit's release deletes the marker, so a marker written after that delete is
+    always followed by a read that sees the record, and one written before it goes with
+    the release (whose last listing also finds the straggler's uploads)."""
     job = committer.job(job_id)
     if await job.is_active():
         return
@@ -123,6 +133,23 @@ async def ensure_job(committer: Committer, job_id: str, query_id: str, batch_id:
     except CommitterError:
         if not await job.is_active():
             raise
+
+    async def undo() -> None:
+        await job.release()
+        note = started_key(committer.dest.list_prefix, query_id, job_id)
+        await committer.engine.delete_objects(committer.dest.bucket, [note])
+
+    try:
+        found = await read_log(committer.engine, committer.dest, query_id)
+    except StreamLogError:  # the batch's commit would refuse it: nothing is written
+        await undo()
+        raise
+    if found is not None and any(e.batch == batch_id and e.job_id == job_id for e in found.recent):
+        await undo()
+        raise JobNotActive(
+            f"job {job_id} committed batch {batch_id} of query {query_id} already: this "
+            "task attempt is a straggler; its output is discarded"
+        )
 
 
 class StreamSink:
