@@ -75,33 +75,43 @@ async def straggler_writes(store: MemoryStore, job_id: str, batch: int) -> None:
 @pytest.mark.xfail(
     strict=True,
     raises=AssertionError,
-    reason="a straggler whose note PUT lands before the driver's last release request "
-    "(journal + note) and whose marker PUT lands after it, and which dies before its log "
-    "read, leaves the job's marker with no note: no sweep ever finds it, and every later "
-    "straggler of the job finds it set up and leaves a pending upload and a pendingset",
+    reason="a straggler that finds its committed job's marker gone (the release's first "
+    "round) writes the note, then the marker; the driver's last release request deletes "
+    "the journal and the note (not the marker): landing after the straggler's note (before "
+    "or after its marker), with the straggler dead before its log read, it leaves the "
+    "job's marker with no note: no sweep ever finds it, and every later straggler of the "
+    "job finds it set up and leaves a pending upload and a pendingset",
 )
-async def test_a_straggler_dying_after_its_marker_around_the_drivers_last_delete() -> None:
+@pytest.mark.parametrize("held", ["marker", "log"])
+async def test_a_straggler_dying_after_its_marker_around_the_drivers_last_delete(
+    held: str,
+) -> None:
+    """The driver's last release request (journal + note) lands while the straggler's set
+    up waits at its marker's PUT (``held="marker"``) or at its read of the log (``"log"``);
+    the straggler dies at that read. The next batch's commit and a later straggler of the
+    job leave nothing of the job."""
     state = MemoryState(B)
     store = MemoryStore(state)
     job_id, results = await run_tasks(store, 0, "t0")
     marker, journal = marker_of(job_id), journal_of(job_id)
+    hold = {"marker": ("PutObject", marker), "log": ("GetObject", log_key())}[held]
     late = store.reopen()  # the straggler's process
-    at_marker, go = asyncio.Event(), asyncio.Event()
+    at_hold, go = asyncio.Event(), asyncio.Event()
     tasks: list[asyncio.Task[Any]] = []
 
     async def late_gate(op: str, bucket: str, key: str) -> None:
-        if op == "PutObject" and key == marker:
-            at_marker.set()
+        if (op, key) == hold:
+            at_hold.set()
             await go.wait()
         if op == "GetObject" and key == log_key():  # dies before it reads the log
             late.crash_at(1)
 
     async def driver_gate(op: str, bucket: str, key: str) -> None:
         # the release's last request (journal + note): the marker is gone; the straggler
-        # finds no marker, notes the job again and is about to write the marker
+        # found no marker, noted the job again and waits where ``held`` says
         if op == "DeleteObjects" and key == journal and not tasks:
             tasks.append(asyncio.ensure_future(crashing(ensure_job(committer(late), job_id, Q, 0))))
-            await at_marker.wait()
+            await at_hold.wait()
 
     late.gate = late_gate  # type: ignore[assignment]
     store.gate = driver_gate  # type: ignore[assignment]
