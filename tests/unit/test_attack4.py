@@ -72,16 +72,6 @@ async def straggler_writes(store: MemoryStore, job_id: str, batch: int) -> None:
 # -- guard 3: the stream task's undo, raced against the driver's release -------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="a straggler that finds its committed job's marker gone (the release's first "
-    "round) writes the note, then the marker; the driver's last release request deletes "
-    "the journal and the note (not the marker): landing after the straggler's note (before "
-    "or after its marker), with the straggler dead before its log read, it leaves the "
-    "job's marker with no note: no sweep ever finds it, and every later straggler of the "
-    "job finds it set up and leaves a pending upload and a pendingset",
-)
 @pytest.mark.parametrize("held", ["marker", "log"])
 async def test_a_straggler_dying_after_its_marker_around_the_drivers_last_delete(
     held: str,
@@ -89,7 +79,10 @@ async def test_a_straggler_dying_after_its_marker_around_the_drivers_last_delete
     """The driver's last release request (journal + note) lands while the straggler's set
     up waits at its marker's PUT (``held="marker"``) or at its read of the log (``"log"``);
     the straggler dies at that read. The next batch's commit and a later straggler of the
-    job leave nothing of the job."""
+    job leave nothing of the job. Failed before the fix: the last request deleted the note
+    and not the marker, and the straggler noted the job only before its marker, so the
+    marker stayed with no note (no sweep finds it) and a later straggler found the job set
+    up and left a pending upload and a pendingset."""
     state = MemoryState(B)
     store = MemoryStore(state)
     job_id, results = await run_tasks(store, 0, "t0")
@@ -134,9 +127,9 @@ async def test_a_straggler_dying_after_its_marker_around_the_drivers_last_delete
 
 
 #: requests of a straggler's ensure_job that finds its committed job's marker gone: HEAD,
-#: note, HEAD + marker (setup), log, then the undo (lock, two listings, marker, journal,
-#: two listings again, note)
-STRAGGLER_REQUESTS = 13
+#: note, HEAD + marker (setup), note again, log, then the undo (lock, two listings, marker,
+#: journal, two listings again, note)
+STRAGGLER_REQUESTS = 14
 
 
 @pytest.mark.parametrize("after", [False, True])

@@ -435,9 +435,11 @@ async def releasing(
             # Beside it, the job's uploads and records listed again now that the marker is
             # gone: a straggler's upload (or record) made after the first listings began
             # was made before the marker's delete (listed here) or finds the marker gone
-            # and aborts itself (TaskAttempt._still_active)
+            # and aborts itself (TaskAttempt._still_active). The marker once more: a stream
+            # straggler may have written it again since (the sink's ensure_job); with the
+            # caller's note it must not outlive the note
             _, late, _ = await gather(
-                engine.delete_objects(dest.bucket, [lay.journal, *also]),
+                engine.delete_objects(dest.bucket, [lay.journal, lay.marker, *also]),
                 abort_uploads(engine, job_uploads(engine, dest, ctx.job_id)),
                 engine.delete_objects(
                     dest.bucket,

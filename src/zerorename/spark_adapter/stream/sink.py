@@ -123,7 +123,12 @@ async def ensure_job(committer: Committer, job_id: str, query_id: str, batch_id:
     job: release deletes no data) and gets JobNotActive. The log records the batch before
     the commit's release deletes the marker, so a marker written after that delete is
     always followed by a read that sees the record, and one written before it goes with
-    the release (whose last listing also finds the straggler's uploads)."""
+    the release (whose last listing also finds the straggler's uploads).
+
+    The note is written again once the marker is: a committing driver's last request
+    deletes the note (with the journal and the marker again) and may land between the
+    first note and the marker, and a straggler that dies before its log read must not
+    leave a marker no sweep finds."""
     job = committer.job(job_id)
     if await job.is_active():
         return
@@ -133,6 +138,7 @@ async def ensure_job(committer: Committer, job_id: str, query_id: str, batch_id:
     except CommitterError:
         if not await job.is_active():
             raise
+    await note_job(committer, query_id, job_id, batch_id)
 
     async def undo() -> None:
         await job.release()
