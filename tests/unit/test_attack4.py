@@ -30,7 +30,7 @@ from test_streaming_sink import (
 )
 
 from zerorename.committers import JobNotActive, MagicCommitter
-from zerorename.engine.errors import RetriesExhausted
+from zerorename.engine.errors import RetriesExhausted, UploadNotFound
 from zerorename.spark_adapter.stream.sink import STREAM_COMMIT, ensure_job
 from zerorename.spark_adapter.write import task_id_for
 from zerorename.testing.memstate import MemoryState
@@ -417,3 +417,164 @@ async def test_a_lagging_listing_of_uploads_misses_the_straggler_upload() -> Non
     assert await commit_batch(store, 1, "t1") == "committed"
     assert data_of(state) == expected(range(2))
     check_clean(state)
+
+
+# -- a straggler interleaved with a batch commit and with `zerorename jobs resume` -----------
+
+
+def before(n: int, action: Any) -> Any:
+    """A gate: ``action()`` runs whole before the ``n``-th request of the gated store."""
+    count = 0
+
+    async def gate(op: str, bucket: str, key: str) -> None:
+        nonlocal count
+        count += 1
+        if count == n:
+            await action()
+
+    return gate
+
+
+async def straggler_whole(state: MemoryState, job_id: str, batch: int) -> None:
+    """A straggler of ``job_id`` runs to its end: set-up, a file, its task commit (or
+    JobNotActive at any of them)."""
+    with contextlib.suppress(JobNotActive):
+        await straggler_writes(MemoryStore(state), job_id, batch)
+
+
+def nothing_unnoted(state: MemoryState, job_id: str) -> None:
+    """Whatever of ``job_id`` is left (a pending upload, a record) a sweep can find: the
+    query's note of the job is there."""
+    left = [k for k in state.objects(B) if job_id in k and "__magic" in k]
+    pending = [k for k, _ in state.pending(B) if job_id in k]
+    if left or pending:
+        assert note_of(job_id) in state.objects(B), (left, pending)
+
+
+async def next_batch_sweeps(state: MemoryState, batches: int) -> None:
+    assert await commit_batch(MemoryStore(state), batches, f"t{batches}") == "committed"
+    assert data_of(state) == expected(range(batches + 1))
+    check_clean(state)
+
+
+async def commit_requests(base: MemoryState, job_id: str, results: Any) -> int:
+    probe = MemoryStore(base.copy())
+    assert (await sink(probe).commit(0, job_id, results)).action == "committed"
+    return probe.requests
+
+
+async def test_a_straggler_run_whole_before_each_request_of_the_batch_commit() -> None:
+    """The batch's commit is paused before each of its requests while a straggler of its
+    job runs whole: the batch commits with exactly its files, nothing of the job is left
+    unnoted, and the next batch's commit leaves nothing."""
+    base = MemoryState(B)
+    job_id, results = await run_tasks(MemoryStore(base), 0, "t0")
+    total = await commit_requests(base, job_id, results)
+    for n in range(1, total + 2):
+        state = base.copy()
+        store = MemoryStore(state)
+        store.gate = before(n, lambda state=state: straggler_whole(state, job_id, 0))
+        assert (await sink(store).commit(0, job_id, results)).action == "committed", n
+        if n > store.requests:  # the straggler runs after the commit
+            await straggler_whole(state, job_id, 0)
+        assert data_of(state) == expected(range(1)), n
+        nothing_unnoted(state, job_id)
+        await next_batch_sweeps(state, 1)
+
+
+async def straggler_requests(state: MemoryState, job_id: str) -> int:
+    probe = MemoryStore(state.copy())
+    with contextlib.suppress(JobNotActive):
+        await straggler_writes(probe, job_id, 0)
+    return probe.requests
+
+
+async def test_the_batch_commit_run_whole_before_each_request_of_a_straggler() -> None:
+    """A straggler (set up before the commit or not) is paused before each of its
+    requests while the batch's commit runs whole: the same."""
+    base = MemoryState(B)
+    job_id, results = await run_tasks(MemoryStore(base), 0, "t0")
+    total = await straggler_requests(base, job_id)
+    for n in range(1, total + 2):
+        state = base.copy()
+        late = MemoryStore(state)
+
+        ran: list[int] = []
+
+        async def commit(state: MemoryState = state, ran: list[int] = ran) -> None:
+            ran.append(1)
+            out = await sink(MemoryStore(state)).commit(0, job_id, results)
+            assert out.action == "committed"
+
+        late.gate = before(n, commit)
+        # its upload aborted by the release between its create and its part: the part's
+        # NoSuchUpload fails the task as its own check would have
+        with contextlib.suppress(JobNotActive, UploadNotFound):
+            await straggler_writes(late, job_id, 0)
+        if not ran:  # n past the straggler's last request: the commit runs after it
+            await commit()
+        assert data_of(state) == expected(range(1)), n
+        nothing_unnoted(state, job_id)
+        await next_batch_sweeps(state, 1)
+
+
+async def died_in_release() -> tuple[MemoryState, str]:
+    """Batch 0's driver died in its release, before the journal's delete: the log records
+    the batch, the marker is gone, the journal (succeeded) and the note are there."""
+    state = MemoryState(B)
+    store = MemoryStore(state)
+    job_id, results = await run_tasks(store, 0, "t0")
+
+    async def gate(op: str, bucket: str, key: str) -> None:
+        if op == "DeleteObjects" and key == journal_of(job_id):
+            store.crash_at(1)
+
+    store.gate = gate  # type: ignore[assignment]
+    await crashing(sink(store).commit(0, job_id, results))
+    assert journal_of(job_id) in state.objects(B) and marker_of(job_id) not in state.objects(B)
+    assert note_of(job_id) in state.objects(B)
+    return state, job_id
+
+
+async def resume(state: MemoryState, job_id: str, store: MemoryStore | None = None) -> Any:
+    from zerorename.sim.operators import run_cli
+
+    try:
+        return await run_cli(store or MemoryStore(state), "jobs", "resume", URI, job_id)
+    except Exception as exc:
+        return exc
+
+
+async def test_a_straggler_run_whole_before_each_request_of_jobs_resume() -> None:
+    """``zerorename jobs resume`` of a batch job whose driver died in its release (the log
+    records the batch) is paused before each of its requests while a straggler of the job
+    runs whole: the batch's files stay, and nothing is left once the next batch commits."""
+    base, job_id = await died_in_release()
+    probe = MemoryStore(base.copy())
+    assert "committed already" in await resume(probe.state, job_id, probe)
+    for n in range(1, probe.requests + 2):
+        state = base.copy()
+        store = MemoryStore(state)
+        store.gate = before(n, lambda state=state: straggler_whole(state, job_id, 0))
+        await resume(state, job_id, store)
+        if n > store.requests:  # the straggler runs after the resume
+            await straggler_whole(state, job_id, 0)
+        assert data_of(state) == expected(range(1)), n
+        nothing_unnoted(state, job_id)
+        await next_batch_sweeps(state, 1)
+
+
+async def test_jobs_resume_run_whole_before_each_request_of_a_straggler() -> None:
+    base, job_id = await died_in_release()
+    total = await straggler_requests(base, job_id)
+    for n in range(1, total + 2):
+        state = base.copy()
+        late = MemoryStore(state)
+        late.gate = before(n, lambda state=state: resume(state, job_id))
+        with contextlib.suppress(JobNotActive, UploadNotFound):
+            await straggler_writes(late, job_id, 0)
+        if n > late.requests:  # the resume runs after the straggler
+            await resume(state, job_id)
+        assert data_of(state) == expected(range(1)), n
+        nothing_unnoted(state, job_id)
+        await next_batch_sweeps(state, 1)
