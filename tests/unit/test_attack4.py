@@ -578,3 +578,67 @@ async def test_jobs_resume_run_whole_before_each_request_of_a_straggler() -> Non
         assert data_of(state) == expected(range(1)), n
         nothing_unnoted(state, job_id)
         await next_batch_sweeps(state, 1)
+
+
+# -- a straggler beside a re-run of its batch and beside the next batch's sweep -------------
+
+
+async def first_task_of(store: MemoryStore, job_id: str, batch: int, t: int) -> Any:
+    """A legit task ``t`` of ``job_id``: set-up, its file, its task commit (its summary)."""
+    c = committer(store)
+    await ensure_job(c, job_id, Q, batch)
+    ta = c.job(job_id).task_attempt(task_id_for(t, t * 10), 0)
+    await ta.setup()
+    data = f"{Q[:4]} batch {batch} task {t}\n".encode()
+    async with ta.open(f"part-{t:05d}.csv") as out:
+        await out.write(data)
+    return await ta.commit()
+
+
+async def test_a_straggler_beside_the_first_task_of_a_rerun_of_its_batch() -> None:
+    """Batch 0 is committed by job J; Spark re-runs it (a new token: job J2). J2's first
+    task is paused before each of its requests while a straggler of J runs whole: J2's
+    task sets J2 up and commits (never JobNotActive), the re-run's commit is a duplicate
+    (nothing twice), and nothing is left once the next batch commits."""
+    from zerorename.spark_adapter.stream.log import stream_job_id
+    from zerorename.spark_adapter.write import TaskResult
+
+    base = MemoryState(B)
+    job_id, results = await run_tasks(MemoryStore(base), 0, "t0")
+    assert (await sink(MemoryStore(base)).commit(0, job_id, results)).action == "committed"
+    rerun = stream_job_id(Q, "rerun", 0)
+    probe = MemoryStore(base.copy())
+    await first_task_of(probe, rerun, 0, 0)
+    for n in range(1, probe.requests + 2):
+        state = base.copy()
+        store = MemoryStore(state)
+        store.gate = before(n, lambda state=state: straggler_whole(state, job_id, 0))
+        summaries = [await first_task_of(store, rerun, 0, 0)]
+        store.gate = None
+        summaries.append(await first_task_of(store, rerun, 0, 1))
+        got = [
+            TaskResult(t, 0, t * 10, 1, 1, s.bytes, s.to_json()) for t, s in enumerate(summaries)
+        ]
+        assert (await sink(MemoryStore(state)).commit(0, rerun, got)).action == "duplicate", n
+        assert data_of(state) == expected(range(1)), n
+        await next_batch_sweeps(state, 1)
+
+
+async def test_a_straggler_beside_the_next_batch_commit_and_its_sweep() -> None:
+    """Batch 0's job committed; batch 1's commit (whose sweep releases the query's noted
+    jobs) is paused before each of its requests while a straggler of batch 0's job runs
+    whole: both batches' files stay, and nothing is left once batch 2 commits."""
+    base = MemoryState(B)
+    job0, results0 = await run_tasks(MemoryStore(base), 0, "t0")
+    assert (await sink(MemoryStore(base)).commit(0, job0, results0)).action == "committed"
+    job1, results1 = await run_tasks(MemoryStore(base), 1, "t1")
+    probe = MemoryStore(base.copy())
+    assert (await sink(probe).commit(1, job1, results1)).action == "committed"
+    for n in range(1, probe.requests + 2):
+        state = base.copy()
+        store = MemoryStore(state)
+        store.gate = before(n, lambda state=state: straggler_whole(state, job0, 0))
+        assert (await sink(store).commit(1, job1, results1)).action == "committed", n
+        assert data_of(state) == expected(range(2)), n
+        nothing_unnoted(state, job0)
+        await next_batch_sweeps(state, 2)
