@@ -642,3 +642,28 @@ async def test_a_straggler_beside_the_next_batch_commit_and_its_sweep() -> None:
         assert data_of(state) == expected(range(2)), n
         nothing_unnoted(state, job0)
         await next_batch_sweeps(state, 2)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="the release's second listing runs beside the journal's and note's delete: a "
+    "driver that dies once that delete landed and before the second round's abort leaves "
+    "the straggler's upload (made between the first listing and the marker's delete) "
+    "pending and its pendingset, with no note, journal or marker for a sweep or a resume "
+    "to find (a second fault beside the straggler; the second round before the journal's "
+    "delete would cost the commit one more sequential round)",
+)
+async def test_a_driver_dying_in_the_second_round_leaves_the_straggler_upload() -> None:
+    state = MemoryState(B)
+    store = MemoryStore(state)
+    job_id, results = await run_tasks(store, 0, "t0")
+    late = await straggler_upload_during_release(store, job_id)
+    store.crash_at(1, op="AbortMultipartUpload")  # the second round's, of the straggler's
+    await crashing(sink(store).commit(0, job_id, results))
+    assert late.needs_commit()
+    assert journal_of(job_id) not in state.objects(B)  # the last request landed
+    assert data_of(state) == expected(range(1))
+    assert await commit_batch(store.reopen(), 1, "t1") == "committed"
+    assert data_of(state) == expected(range(2))
+    check_clean(state)
