@@ -674,3 +674,29 @@ async def test_a_driver_dying_in_the_second_round_leaves_the_straggler_upload() 
     assert await commit_batch(store.reopen(), 1, "t1") == "committed"
     assert data_of(state) == expected(range(2))
     check_clean(state)
+
+
+@pytest.mark.parametrize("after", [False, True])
+async def test_a_straggler_then_the_driver_dying_at_each_request_of_the_batch_commit(
+    after: bool,
+) -> None:
+    """Before each request of the batch's commit a straggler of its job runs whole, and the
+    driver dies at that request (before it takes effect, or with its answer lost); Spark
+    re-runs the batch under a new token, then runs the next one: both batches' files are
+    there exactly once, and nothing pending or recorded is left."""
+    base = MemoryState(B)
+    job_id, results = await run_tasks(MemoryStore(base), 0, "t0")
+    total = await commit_requests(base, job_id, results)
+    for n in range(1, total + 1):
+        state = base.copy()
+        store = MemoryStore(state)
+        store.gate = before(n, lambda state=state: straggler_whole(state, job_id, 0))
+        store.crash_at(n, after=after)
+        await crashing(sink(store).commit(0, job_id, results))
+        assert store.crashed, n
+        assert await commit_batch(MemoryStore(state), 0, "rerun") in {
+            "committed",
+            "duplicate",
+            "adopted",
+        }
+        await next_batch_sweeps(state, 1)
