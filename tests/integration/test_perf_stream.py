@@ -6,6 +6,7 @@ compared with a time)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -125,5 +126,8 @@ def test_on_the_sink_behind_the_proxy_a_batch_commit_is_6_sequential_requests(
     assert ("files=4", "commit_p50_ms") in rated and ("files=1", "sequential_requests") in rated
     out = doc["_stdout"]
     assert "6 sequential: GetObject > PutObject > CompleteMultipartUpload > " in out
-    assert "CompleteMultipartUpload > ListObjectsV2 > DeleteObjects > DeleteObjects" in out
+    # the last round: the journal's delete, beside it the second listings of the job's
+    # uploads and records (a straggler's late ones); the chain names one of them
+    last = r"(DeleteObjects|ListObjectsV2|ListMultipartUploads)\n"
+    assert re.search(r"CompleteMultipartUpload > ListObjectsV2 > DeleteObjects > " + last, out)
     assert "verified after every run" in out
