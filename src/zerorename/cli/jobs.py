@@ -5,8 +5,9 @@
     zerorename jobs list|show|resume|abort s3://bucket/dest [JOB_ID]
     zerorename inspect s3://bucket/key|FILE   (a _SUCCESS, .pending or .pendingset) [--json]
 
-``jobs`` knows zerorename's jobs and Hadoop S3A's magic jobs (:mod:`s3ajobs`): a JOB_ID
-whose ``__magic_job-<id>/`` holds S3A's ``job-<id>/`` is S3A's. ``inspect`` reads
+``jobs`` knows zerorename's jobs and Hadoop S3A's magic jobs
+(:mod:`zerorename.committers.s3ajobs`): a JOB_ID whose ``__magic_job-<id>/`` holds S3A's
+``job-<id>/`` is S3A's. ``inspect`` reads
 zerorename's and S3A's records, from the store or from a local file.
 
 A prefix is always taken as a directory (``prefix + '/'``): ``s3://b/dataset1`` never
@@ -14,8 +15,9 @@ touches ``s3://b/dataset10/...``; an empty path component (``s3://b//``) is refu
 ``uploads abort`` of a whole bucket needs ``--all-of-bucket``. A job's objects and uploads
 are told apart by the naming rule and the job's records, never by a substring. Human output
 escapes control characters (a hostile record cannot forge terminal output). Endpoint and
-credentials: the standard AWS environment and config, plus ``--endpoint-url``. Errors print
-one line and exit 1. The commands' arguments are defined in :mod:`cliargs` (no import of
+credentials: the standard AWS environment and config, plus the engine options every
+command shares (:func:`zerorename.cli.options.engine_config`). Errors print
+one line and exit 1. The commands' arguments are defined in :mod:`.jobargs` (no import of
 this module's engine and committers to parse or to print help); :data:`COMMANDS` runs them.
 The ``jobs`` commands import the job machinery (committer, claims, S3A jobs) when they
 run: ``uploads`` and ``inspect`` load only the listing and record code they use.
@@ -34,16 +36,17 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from zerorename import clijson
-from zerorename.committers import cliargs
-from zerorename.committers.cliargs import (
+from zerorename.cli import jobargs
+from zerorename.cli import json as clijson
+from zerorename.cli.jobargs import (
     Bar,
     Progress,
     StreamJobIds,
     StreamJobs,
 )
-from zerorename.committers.cliargs import StreamJobReply as StreamJobReply  # re-exported
-from zerorename.committers.cliargs import parse_age as parse_age  # re-exported
+from zerorename.cli.jobargs import StreamJobReply as StreamJobReply  # re-exported
+from zerorename.cli.jobargs import parse_age as parse_age  # re-exported
+from zerorename.cli.options import engine_config
 from zerorename.committers.errors import CommitterError, RecordFormatError
 from zerorename.committers.maintenance import (
     inspect_record,
@@ -59,7 +62,7 @@ from zerorename.committers.records import (
     read_pendingset,
 )
 from zerorename.committers.store import abort_uploads, job_uploads
-from zerorename.engine import EngineConfig, UploadEngine, run
+from zerorename.engine import UploadEngine, run
 from zerorename.engine.errors import EngineError
 from zerorename.engine.records import UploadInfo
 
@@ -136,20 +139,6 @@ def safe_json(value: Any, *, indent: int | None = 1) -> str:
     )
 
 
-def _config(args: argparse.Namespace) -> EngineConfig:
-    endpoint = (
-        args.endpoint_url
-        or os.environ.get("AWS_ENDPOINT_URL_S3")
-        or os.environ.get("AWS_ENDPOINT_URL")
-    )
-    return EngineConfig(
-        endpoint_url=endpoint,
-        region=args.region,
-        profile=args.profile,
-        addressing_style=args.addressing_style,
-    )
-
-
 def _when(ts: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ts)) if ts else "?"
 
@@ -170,7 +159,7 @@ def _runner(handler: Handler) -> Callable[[argparse.Namespace], int]:
 
     def go(args: argparse.Namespace) -> int:
         async def main() -> int:
-            async with UploadEngine(_config(args)) as eng:
+            async with UploadEngine(engine_config(args)) as eng:
                 return await handler(eng, args)
 
         try:
@@ -430,7 +419,7 @@ async def _stored_spelling(eng: UploadEngine, dest: Destination, job_id: str) ->
 
 
 async def _jobs_action(eng: UploadEngine, args: argparse.Namespace) -> int:
-    from zerorename.committers.cmdclaim import CLAIM_VERBS, command_claim
+    from zerorename.cli.claims import CLAIM_VERBS, command_claim
     from zerorename.committers.s3ajobs import job_committed
 
     if args.action == "list":
@@ -699,7 +688,7 @@ def _inspect_command(args: argparse.Namespace) -> int:
     return 0
 
 
-#: what runs each command :func:`cliargs.add_subcommands` defines, by its name
+#: what runs each command :func:`jobargs.add_subcommands` defines, by its name
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "uploads list": _runner(_uploads_list),
     "uploads abort": _runner(_uploads_abort),
@@ -717,8 +706,8 @@ def add_subcommands(
     options: Callable[[argparse.ArgumentParser], None] | None = None,
 ) -> None:
     """Add ``uploads``, ``jobs`` and ``inspect`` to an argparse subparsers object, run by
-    :data:`COMMANDS` (the hooks: see :func:`cliargs.add_subcommands`)."""
-    cliargs.add_subcommands(
+    :data:`COMMANDS` (the hooks: see :func:`jobargs.add_subcommands`)."""
+    jobargs.add_subcommands(
         sub,
         run=COMMANDS.__getitem__,
         stream_jobs=stream_jobs,

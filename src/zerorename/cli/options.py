@@ -1,22 +1,33 @@
 """Options the ``zerorename`` commands share: sizes (the one syntax of
-:mod:`zerorename.units`), ``--json`` and ``--quiet``/``--progress``; and
-:class:`LazyParser`, a subcommand whose arguments are defined when it is used. A leaf of
-stdlib and light modules: ``zerorename --help`` and a usage error load no engine."""
+:mod:`zerorename.units`), ``--json``, ``--quiet``/``--progress``, and the engine's
+endpoint and credentials (:func:`add_engine_options` and :func:`engine_config`, the one
+builder of both for every command that talks to S3); and :class:`LazyParser`, a
+subcommand whose arguments are defined when it is used. A leaf of stdlib and light
+modules: ``zerorename --help`` and a usage error load no engine."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
-from typing import Any
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from zerorename.cliprogress import Bar, open_bar
+from zerorename.cli.progress import Bar, open_bar
 from zerorename.units import format_size, parse_size
 
+if TYPE_CHECKING:
+    from zerorename.engine import EngineConfig
+
 __all__ = [
+    "ADDRESSING_STYLES",
+    "ENDPOINT_ENV",
     "PUT_DIR_DEFAULTS",
     "LazyParser",
+    "add_engine_options",
     "add_json_option",
     "add_progress_options",
+    "endpoint_from",
+    "engine_config",
     "fill_all",
     "lazy_subparser",
     "open_progress",
@@ -56,6 +67,52 @@ def part_size_arg(text: str) -> int:
     return size
 
 
+#: the environment variables botocore reads an S3 endpoint from, the first set one winning
+ENDPOINT_ENV = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+#: ``--addressing-style``'s choices (the engine's ``addressing_style``)
+ADDRESSING_STYLES = ("auto", "path", "virtual")
+
+
+def add_engine_options(p: argparse.ArgumentParser) -> None:
+    """The options of every command that talks to S3 (credentials: the AWS chain); read
+    back by :func:`engine_config`."""
+    p.add_argument(
+        "--endpoint-url",
+        help="S3 endpoint (default: $AWS_ENDPOINT_URL_S3, else $AWS_ENDPOINT_URL, else AWS)",
+    )
+    p.add_argument("--region", help="region (default: from the AWS config)")
+    p.add_argument("--profile", help="AWS profile name (default: the default chain)")
+    p.add_argument(
+        "--addressing-style",
+        choices=ADDRESSING_STYLES,
+        default="auto",
+        help="bucket addressing (default: auto)",
+    )
+
+
+def endpoint_from(given: str | None, environ: Mapping[str, str]) -> str | None:
+    """The endpoint a command uses: ``--endpoint-url``, else the first of
+    :data:`ENDPOINT_ENV` set (an empty value counts as unset, as botocore has it)."""
+    return given or next((environ[name] for name in ENDPOINT_ENV if environ.get(name)), None)
+
+
+def engine_config(args: argparse.Namespace, **overrides: Any) -> EngineConfig:
+    """The engine's config from :func:`add_engine_options`'s options (and the command's
+    own ``overrides``). The endpoint from the environment is given to the engine rather
+    than left to botocore, so the engine's rule checks it too: an endpoint holding
+    credentials, a query or a fragment is refused before any request, wherever it came
+    from."""
+    from zerorename.engine import EngineConfig  # only when a command runs
+
+    return EngineConfig(
+        endpoint_url=endpoint_from(args.endpoint_url, os.environ),
+        region=args.region,
+        profile=args.profile,
+        addressing_style=args.addressing_style,
+        **overrides,
+    )
+
+
 def add_json_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--json",
@@ -79,7 +136,7 @@ def add_progress_options(p: argparse.ArgumentParser) -> None:
 
 
 def open_progress(args: argparse.Namespace, label: str, total: int | None, unit: str) -> Bar:
-    """The progress display a command asked for (see :mod:`zerorename.cliprogress`)."""
+    """The progress display a command asked for (see :mod:`zerorename.cli.progress`)."""
     mode = "off" if getattr(args, "quiet", False) else "auto"
     if getattr(args, "progress", False):
         mode = "on"

@@ -33,6 +33,7 @@ from pathlib import Path
 import anyio
 
 from zerorename.aio import to_the_end
+from zerorename.cli.jobs import safe
 from zerorename.committers import (
     CommitOptions,
     CommitProgress,
@@ -46,7 +47,6 @@ from zerorename.committers import (
     TaskCommitSummary,
     new_job_id,
 )
-from zerorename.committers.cli import safe
 from zerorename.committers.objectstore import UploadStore
 from zerorename.committers.paths import check_relative_path, with_job_id
 from zerorename.committers.store import bounded_map

@@ -1,7 +1,7 @@
 """The ``zerorename`` engine commands (``put``, ``complete``, ``abort``): what runs once the
-entry point (:mod:`zerorename.cli`, which defines every command's arguments) has parsed
-one of them. The other commands run from their packages (``uploads``/``jobs``/``inspect``:
-:mod:`zerorename.committers.cli`; ``demo``; ``perf``), so a ``put`` loads no committer,
+entry point (:mod:`zerorename.cli.entry`, which defines every command's arguments) has
+parsed one of them. The other commands run from their modules (``uploads``/``jobs``/
+``inspect``: :mod:`zerorename.cli.jobs`; ``demo``; ``perf``), so a ``put`` loads no committer,
 Spark or benchmark module, and a directory ``put`` loads its job's code only then."""
 
 from __future__ import annotations
@@ -14,18 +14,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from zerorename import clijson
-from zerorename.cliopts import PUT_DIR_DEFAULTS, open_progress
-from zerorename.cliprogress import Bar, NullBar
-from zerorename.clirun import missing_extra as missing_extra  # re-exported
-from zerorename.clirun import one_line as _one_line
-from zerorename.engine import EngineConfig, PendingUpload, UploadEngine, errors, run
+from zerorename.cli import json as clijson
+from zerorename.cli.options import PUT_DIR_DEFAULTS, open_progress
+from zerorename.cli.options import engine_config as engine_config  # re-exported
+from zerorename.cli.progress import Bar, NullBar
+from zerorename.cli.runner import missing_extra as missing_extra  # re-exported
+from zerorename.cli.runner import one_line as _one_line
+from zerorename.engine import EngineConfig as EngineConfig  # re-exported
+from zerorename.engine import PendingUpload, UploadEngine, errors, run
 from zerorename.engine.events import BytesSent, UploadCompleted
 from zerorename.errors import ZeroRenameError
 
 if TYPE_CHECKING:
+    from zerorename.cli.dirupload import DirResult, Scan
     from zerorename.committers import CommitProgress, Job
-    from zerorename.dirupload import DirResult, Scan
 
 
 class CliError(ZeroRenameError):
@@ -41,23 +43,6 @@ def parse_s3_url(url: str) -> tuple[str, str]:
     if not bucket:
         raise CliError(f"{url!r} has no bucket (expected s3://bucket/key)")
     return bucket, key
-
-
-def engine_config(args: argparse.Namespace, **overrides: Any) -> EngineConfig:
-    """An EngineConfig from the common options (and the command's own). Without
-    --endpoint-url the endpoint is AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL (as botocore
-    reads them), given to the engine so that its rule checks it too: an endpoint holding
-    credentials, a query or a fragment is refused before any request, wherever it came
-    from."""
-    return EngineConfig(
-        endpoint_url=args.endpoint_url
-        or os.environ.get("AWS_ENDPOINT_URL_S3")
-        or os.environ.get("AWS_ENDPOINT_URL"),
-        region=args.region,
-        profile=args.profile,
-        addressing_style=args.addressing_style,
-        **overrides,
-    )
 
 
 def put(args: argparse.Namespace) -> int:
@@ -146,9 +131,9 @@ def put(args: argparse.Namespace) -> int:
 
 
 def _cmd_put_dir(args: argparse.Namespace) -> int:
-    """``put DIR s3://bucket/prefix/``: the directory as one job (:mod:`zerorename.dirupload`)."""
+    """``put DIR s3://bucket/prefix/``: the directory as one job (:mod:`.dirupload`)."""
+    from zerorename.cli.dirupload import upload_directory
     from zerorename.committers import Destination
-    from zerorename.dirupload import upload_directory
 
     if args.defer is not None:
         raise CliError("--defer is for one file; a directory is committed as one job")

@@ -1,9 +1,9 @@
 """The arguments of the committer commands (``uploads``, ``jobs``, ``inspect``), apart from
-the code that runs them (:mod:`zerorename.committers.cli`): standard library only, so
-``zerorename --help``, ``uploads list --help`` or a usage error loads no committer, engine
-or HTTP stack. The caller says what runs each parsed command (``run``): the ``zerorename``
-command imports the handlers only once a command runs; :mod:`committers.cli` passes its
-own."""
+the code that runs them (:mod:`zerorename.cli.jobs`): the standard library and the light
+:mod:`zerorename.cli.options` only, so ``zerorename --help``, ``uploads list --help`` or a
+usage error loads no committer, engine or HTTP stack. The caller says what runs each parsed
+command (``run``): the ``zerorename`` command imports the handlers only once a command
+runs; :mod:`zerorename.cli.jobs` passes its own."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
+
+from zerorename.cli.options import add_engine_options
 
 if TYPE_CHECKING:
     from zerorename.committers.paths import Destination
@@ -41,7 +43,7 @@ StreamJobIds = Callable[["UploadEngine", "Destination"], Awaitable[frozenset[str
 
 
 class Bar(Protocol):
-    """A progress display (the ``zerorename`` command's, :mod:`zerorename.cliprogress`)."""
+    """A progress display (the ``zerorename`` command's, :mod:`zerorename.cli.progress`)."""
 
     def advance(self, n: int) -> None: ...
 
@@ -62,13 +64,6 @@ def parse_age(text: str) -> float:
     if not m:
         raise argparse.ArgumentTypeError(f"{text!r} is not an age like 90s, 30m, 2h or 1d")
     return float(m.group(1)) * _UNITS[m.group(2) or "s"]
-
-
-def _engine_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--endpoint-url", help="S3 endpoint (default: AWS, or $AWS_ENDPOINT_URL)")
-    p.add_argument("--region", help="region (default: from the AWS config)")
-    p.add_argument("--profile", help="AWS profile (default: the default chain)")
-    p.add_argument("--addressing-style", choices=["auto", "path", "virtual"], default="auto")
 
 
 def add_subcommands(
@@ -120,14 +115,14 @@ def add_subcommands(
             p.set_defaults(func=run("uploads abort"), progress_hook=progress)
             if options is not None:
                 options(p)
-        _engine_options(p)
+        add_engine_options(p)
 
     jobs = sub.add_parser("jobs", help="jobs under a destination: list, show, resume, abort")
     jobs.add_argument("action", choices=["list", "show", "resume", "abort"])
     jobs.add_argument("dest", help="s3://bucket/destination")
     jobs.add_argument("job_id", nargs="?", metavar="JOB_ID")
     jobs.add_argument("--json", action="store_true", help="one JSON document (schema: README, CLI)")
-    _engine_options(jobs)
+    add_engine_options(jobs)
     if options is not None:
         options(jobs)
     jobs.set_defaults(
@@ -148,5 +143,5 @@ def add_subcommands(
         default=20,
         help="commits of a pendingset to show (all are counted)",
     )
-    _engine_options(ins)
+    add_engine_options(ins)
     ins.set_defaults(func=run("inspect"))
