@@ -369,4 +369,3 @@ def test_the_command_has_its_folder() -> None:
     assert set(modules["cli"]) >= {"entry", "options", "jobs", "jobargs", "commands"}
     assert sorted(modules[""]) == ["__main__", "aio", "errors", "logsafe", "portal", "units"]
     assert {m: aliases().get(m) for m in CLI_MOVED} == CLI_MOVED
-
