@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 from zerorename.cli.progress import Bar, open_bar
 from zerorename.units import format_size, parse_size
@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     from zerorename.engine import EngineConfig
 
 __all__ = [
-    "ADDRESSING_STYLES",
     "ENDPOINT_ENV",
     "PUT_DIR_DEFAULTS",
     "LazyParser",
@@ -69,13 +68,15 @@ def part_size_arg(text: str) -> int:
 
 #: the environment variables botocore reads an S3 endpoint from, the first set one winning
 ENDPOINT_ENV = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
-#: ``--addressing-style``'s choices (the engine's ``addressing_style``)
-ADDRESSING_STYLES = ("auto", "path", "virtual")
 
 
 def add_engine_options(p: argparse.ArgumentParser) -> None:
     """The options of every command that talks to S3 (credentials: the AWS chain); read
     back by :func:`engine_config`."""
+    # the engine's choices, from a light module the demo's parser loads too (not at import:
+    # ``zerorename perf`` loads this module and no engine module)
+    from zerorename.engine.config import AddressingStyle
+
     p.add_argument(
         "--endpoint-url",
         help="S3 endpoint (default: $AWS_ENDPOINT_URL_S3, else $AWS_ENDPOINT_URL, else AWS)",
@@ -84,7 +85,7 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", help="AWS profile name (default: the default chain)")
     p.add_argument(
         "--addressing-style",
-        choices=ADDRESSING_STYLES,
+        choices=get_args(AddressingStyle),
         default="auto",
         help="bucket addressing (default: auto)",
     )
