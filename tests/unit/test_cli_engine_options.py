@@ -76,7 +76,7 @@ def test_the_endpoint_comes_from_the_option_then_aws_endpoint_url_s3_then_aws_en
     assert _endpoint(words) is None  # botocore's own: AWS
     no_endpoint_env.setenv("AWS_ENDPOINT_URL", "http://general.example:9000")
     assert _endpoint(words) == "http://general.example:9000"
-    no_endpoint_env.setenv("AWS_ENDPOINT_URL_S3", "")  # empty: unset, as botocore has it
+    no_endpoint_env.setenv("AWS_ENDPOINT_URL_S3", "")  # empty: as if unset
     assert _endpoint(words) == "http://general.example:9000"
     no_endpoint_env.setenv("AWS_ENDPOINT_URL_S3", "http://s3.example:9000")
     assert _endpoint(words) == "http://s3.example:9000"

@@ -93,7 +93,7 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
 
 def endpoint_from(given: str | None, environ: Mapping[str, str]) -> str | None:
     """The endpoint a command uses: ``--endpoint-url``, else the first of
-    :data:`ENDPOINT_ENV` set (an empty value counts as unset, as botocore has it)."""
+    :data:`ENDPOINT_ENV` that is set and not empty."""
     return given or next((environ[name] for name in ENDPOINT_ENV if environ.get(name)), None)
 
 
