@@ -6,6 +6,7 @@ commit's size: no function or method of ``committers/job*.py`` over 60 lines."""
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -62,10 +63,48 @@ def imports(module: str) -> Iterator[tuple[str, str | None, int]]:
                     yield target, alias.name, node.lineno
 
 
+def alias_target(module: str) -> str | None:
+    """The module that ``module`` stands for when it is an alias (:func:`is_alias`: the
+    old path of a moved module), else None."""
+    source = MODULES[module].read_text()
+    if MODULES[module].name == "__init__.py" or not is_alias(source):
+        return None
+    body = ast.parse(source).body
+    swap = next(s for s in body if isinstance(s, ast.Assign))
+    bound = ast.unparse(swap.value)
+    for node in body:
+        if isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if (alias.asname or alias.name) == bound:
+                    return f"{resolve(module, node)}.{alias.name}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname == bound:
+                    return alias.name
+    raise AssertionError(f"{module}: an alias of no module it imports")
+
+
+@functools.cache
+def aliases() -> dict[str, str]:
+    """Every alias -> the moved module it is (followed through an alias of an alias)."""
+    found = {m: t for m in MODULES if (t := alias_target(m)) is not None}
+    for old, new in found.items():
+        while new in found:
+            new = found[new]
+        found[old] = new
+    return found
+
+
 def graph() -> dict[str, set[str]]:
+    """Module -> the modules it imports. An alias is the moved module under its old name:
+    an import of it is an import of the moved module, and it imports nothing of its own."""
+    moved = aliases()
     edges: dict[str, set[str]] = {m: set() for m in MODULES}
     for module in MODULES:
+        if module in moved:
+            continue
         for target, _name, _line in imports(module):
+            target = moved.get(target, target)
             # Importing a.b.c runs a/__init__ and a.b/__init__ first, but a package that
             # re-exports its modules (anyio's layout) is not a cycle with them: only what
             # the import names counts. Packages depending on each other are checked below.
@@ -135,22 +174,53 @@ def test_no_import_cycle_between_modules() -> None:
     assert not found, "import cycles: " + "; ".join(" <-> ".join(c) for c in found)
 
 
+#: To do (issue 21): imports that close a cycle between packages, each left for a change
+#: outside the move that made it visible (the check fails while one listed here is gone,
+#: so the list cannot go stale)
+CYCLE_TO_DO = frozenset(
+    {
+        # the streaming sink's hook of `zerorename jobs` returns the command's
+        # StreamJobReply (zerorename/cli/jobargs.py), imported by its old path
+        # zerorename.committers.cli: the reply type belongs with the hook (or in
+        # committers), so that spark_adapter imports nothing of the command
+        ("zerorename.spark_adapter.stream.jobs", "zerorename.cli.jobs"),
+    }
+)
+
+
 def test_no_import_cycle_between_packages() -> None:
     edges: dict[str, set[str]] = {}
+    found_to_do = set()
     for module, deps in graph().items():
         src = top_package(module)
         edges.setdefault(src, set())
         for dep in deps:
+            if (module, dep) in CYCLE_TO_DO:
+                found_to_do.add((module, dep))
+                continue
             dst = top_package(dep)
             edges.setdefault(dst, set())
             if dst != src and dst != ROOT:
                 edges[src].add(dst)
     found = cycles(edges)
     assert not found, "package cycles: " + "; ".join(" <-> ".join(c) for c in found)
+    assert found_to_do == CYCLE_TO_DO, f"done, so take off CYCLE_TO_DO: {CYCLE_TO_DO - found_to_do}"
+
+
+def test_an_import_of_an_alias_is_one_of_the_moved_module() -> None:
+    source = '"""Moved."""\n\nimport sys\n\nfrom zerorename.cli import jobs as _moved\n\n'
+    assert is_alias(source + "sys.modules[__name__] = _moved\n")
+    assert aliases()["zerorename.committers.cli"] == "zerorename.cli.jobs"
+    assert aliases()["zerorename.clijson"] == "zerorename.cli.json"
+    assert "zerorename.cli.jobs" in graph()["zerorename.spark_adapter.stream.jobs"]
+    assert not graph()["zerorename.committers.cli"]
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_no_private_name_of_another_package(module: str) -> None:
+    """(An alias is exempt: what it imports is the moved module's, for its old importers.)"""
+    if module in aliases():
+        return
     bad = []
     for target, name, line in imports(module):
         if top_package(target) == top_package(module):
@@ -215,7 +285,7 @@ MAX_FOLDER_MODULES = 12
 #: To do (issue 21): the folders not reorganised yet, which may still hold more. Each
 #: leaves this list when it is reorganised (the check below fails while one listed here
 #: fits already, so the list cannot go stale).
-NOT_YET_REORGANISED = frozenset({"", "committers", "engine", "perf", "testing"})
+NOT_YET_REORGANISED = frozenset({"committers", "engine", "perf", "testing"})
 #: spark_adapter's parts, each a folder: the streaming sink, and the files a task writes
 SPARK_ADAPTER_FOLDERS = ("stream", "files")
 
@@ -275,3 +345,27 @@ def test_spark_adapter_has_its_folders() -> None:
         assert modules.get(f"spark_adapter/{name}"), f"spark_adapter/{name}/ holds no module"
     flat = [m for m in modules["spark_adapter"] if m.startswith("stream")]
     assert not flat, f"streaming modules outside spark_adapter/stream/: {flat}"
+
+
+#: the ``zerorename`` command's modules, all in cli/ (issue 21): by their names before
+CLI_MOVED = {
+    "zerorename.clijson": "zerorename.cli.json",
+    "zerorename.cliopts": "zerorename.cli.options",
+    "zerorename.cliprogress": "zerorename.cli.progress",
+    "zerorename.clirun": "zerorename.cli.runner",
+    "zerorename.commands": "zerorename.cli.commands",
+    "zerorename.dirupload": "zerorename.cli.dirupload",
+    "zerorename.committers.cli": "zerorename.cli.jobs",
+    "zerorename.committers.cliargs": "zerorename.cli.jobargs",
+    "zerorename.committers.cmdclaim": "zerorename.cli.claims",
+}
+
+
+def test_the_command_has_its_folder() -> None:
+    """The command is cli/: the package root holds only the shared leaves, and what moved
+    there is an alias of the moved module."""
+    modules = folder_modules()
+    assert "" not in NOT_YET_REORGANISED
+    assert set(modules["cli"]) >= {"entry", "options", "jobs", "jobargs", "commands"}
+    assert sorted(modules[""]) == ["__main__", "aio", "errors", "logsafe", "portal", "units"]
+    assert {m: aliases().get(m) for m in CLI_MOVED} == CLI_MOVED

@@ -217,7 +217,8 @@ def test_the_harness_loads_without_the_engine() -> None:
         "main(['perf', 'many', '--json', '/nonexistent/out.json']); "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in "
         "('aiobotocore', 'aiohttp', 'boto3', 'botocore') or m.startswith('zerorename.engine') "
-        "or m.startswith(('zerorename.committers', 'zerorename.commands'))))"
+        "or m.startswith(('zerorename.committers', 'zerorename.commands', "
+        "'zerorename.cli.commands', 'zerorename.cli.jobs'))))"
     )
     proc = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False

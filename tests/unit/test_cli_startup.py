@@ -38,10 +38,9 @@ print("\\n" + json.dumps({"code": code, "modules": sorted(sys.modules)}))
 HTTP_STACK = ("aiobotocore", "botocore", "aiohttp", "boto3")
 EVENT_LOOP = ("asyncio", "anyio", "uvloop")
 #: the argument definitions the parser is built from, in packages whose other modules run
-#: commands (zerorename.committers.cli, perf.harness, spark_adapter.*, ...)
+#: commands (perf.harness, spark_adapter.*, ...)
 ARGUMENT_MODULES = frozenset(
     {
-        "zerorename.committers.cliargs",
         "zerorename.perf.cli",
         "zerorename.spark_adapter.demo",
         "zerorename.spark_adapter.errors",
@@ -70,6 +69,20 @@ def run_cli(*argv: str) -> tuple[int, str, str, set[str]]:
     return got["code"], head, proc.stderr, set(got["modules"])
 
 
+#: the command's modules that run commands (cli/: the engine's, the committers', the
+#: directory upload, the command claims), by their paths and by the old ones
+COMMAND_CODE = frozenset(
+    {
+        "zerorename.cli.commands",
+        "zerorename.cli.dirupload",
+        "zerorename.cli.jobs",
+        "zerorename.cli.claims",
+        "zerorename.commands",
+        "zerorename.dirupload",
+    }
+)
+
+
 def product_code(modules: set[str], package: str) -> set[str]:
     """The modules of ``zerorename.<package>`` loaded, beyond argument definitions."""
     prefix = f"zerorename.{package}."
@@ -87,7 +100,7 @@ def assert_arguments_only(modules: set[str]) -> None:
     for package in ("committers", "perf", "spark_adapter", "testing", "sim"):
         assert not product_code(modules, package), (package, product_code(modules, package))
     loaded = {m for m in modules if m.startswith("zerorename.")}
-    assert not loaded & {"zerorename.commands", "zerorename.dirupload", "zerorename.portal"}
+    assert not loaded & (COMMAND_CODE | {"zerorename.portal"})
     assert not {m for m in loaded if m.startswith("zerorename.engine.")} - {
         "zerorename.engine.config",  # the demo's endpoint rule
         "zerorename.engine.errors",
@@ -131,7 +144,7 @@ def test_perf_help_loads_no_engine_committer_or_other_command() -> None:
     assert not {
         m for m in modules if m.startswith(("zerorename.engine.", "zerorename.committers."))
     }
-    assert "zerorename.commands" not in modules
+    assert not COMMAND_CODE & modules
     assert "zerorename.testing.faultproxy" not in modules  # what a --latency-ms run uses
 
 
@@ -139,12 +152,13 @@ def test_uploads_list_loads_the_listing_and_engine_but_no_jobs_benchmark_spark_o
     # a bucket name S3 refuses: the command runs, its engine refuses before any request
     code, _, err, modules = run_cli("uploads", "list", "s3://b/prefix")
     assert code == 1 and "invalid bucket name 'b'" in err, err
-    assert {"zerorename.committers.cli", "botocore"} <= modules  # it did run
+    assert {"zerorename.cli.jobs", "botocore"} <= modules  # it did run
     jobs_only = {"committer", "commitlock", "jobcommit", "s3ajobs", "s3aread", "tasks"}
     assert not {f"zerorename.committers.{m}" for m in jobs_only} & modules
+    assert "zerorename.cli.claims" not in modules
     for package in ("perf", "spark_adapter", "testing", "sim"):
         assert not product_code(modules, package), (package, product_code(modules, package))
-    assert "zerorename.commands" not in modules and "pyspark" not in modules
+    assert "zerorename.cli.commands" not in modules and "pyspark" not in modules
 
 
 def test_put_of_a_file_loads_the_engine_and_no_committer(tmp_path: Path) -> None:
@@ -152,10 +166,10 @@ def test_put_of_a_file_loads_the_engine_and_no_committer(tmp_path: Path) -> None
     source.write_text("x")
     code, _, err, modules = run_cli("put", str(source), "s3://b/k")
     assert code == 1 and "invalid bucket name 'b'" in err, err
-    assert {"zerorename.commands", "zerorename.engine.core", "aiobotocore"} <= modules
+    assert {"zerorename.cli.commands", "zerorename.engine.core", "aiobotocore"} <= modules
     for package in ("committers", "perf", "spark_adapter", "testing", "sim"):
         assert not product_code(modules, package), (package, product_code(modules, package))
-    assert "zerorename.dirupload" not in modules
+    assert "zerorename.cli.dirupload" not in modules and "zerorename.cli.jobs" not in modules
 
 
 # --- the lazy parser (no subprocess) -----------------------------------------------------

@@ -1,9 +1,15 @@
 """``zerorename perf``: measure zerorename against what users would run instead.
 
-Scenarios: ``upload`` (one large object), ``many`` (many objects), ``commit`` (a job
-commit of N deferred uploads), ``sweep`` (pool x concurrency x part size) and ``spark``
-(DataFrame writes against a rename-based commit), next to boto3, obstore and Hadoop's
-rename, on moto, Ceph RGW, the sink (:mod:`zerorename.testing.sink`) or any S3 endpoint.
-``harness`` runs each measurement in a fresh child process and reports medians, ratios,
-JSON and plots. Needs the ``perf`` extra; ``zerorename perf --help`` lists the options.
+Scenarios: SCENARIO_NAMES (``zerorename perf --help`` says what each
+measures), next to boto3, obstore and Hadoop's rename, on moto, Ceph RGW, the sink
+(:mod:`zerorename.testing.sink`) or any S3 endpoint. ``harness`` runs each measurement in
+a fresh child process and reports medians, ratios, JSON and plots. Needs the ``perf``
+extra; ``zerorename perf --help`` lists the options.
 """
+
+#: the scenarios, in the order they are listed: what ``zerorename --help`` and this
+#: docstring name (without importing a scenario), and what ``harness.SCENARIOS`` holds
+SCENARIO_NAMES = ("upload", "many", "commit", "stream", "sweep", "tune", "spark")
+
+if __doc__:  # the names above, not a copy that can go stale
+    __doc__ = __doc__.replace("SCENARIO_NAMES", ", ".join(f"``{n}``" for n in SCENARIO_NAMES))

@@ -2,21 +2,25 @@
 
 :func:`parser` is the same command standing alone: ``zerorename perf ...`` is parsed by it
 (zerorename.cli), so the harness starts without the engine, the committers or the other
-commands; :func:`add_subcommands` puts it in the full parser (``zerorename --help``), where
-the harness and its scenarios are imported only if ``perf`` is parsed there."""
+commands. In the full parser (``zerorename --help``) the command adds ``perf`` as a lazy
+subcommand filled by :func:`define`, with :data:`HELP` and :data:`FORMAT`, so the harness
+and its scenarios are imported only if ``perf`` is parsed there."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from zerorename.cliopts import lazy_subparser
+from zerorename.perf import SCENARIO_NAMES
 
 PROG = "zerorename perf"
-_FORMAT: dict[str, Any] = {"formatter_class": argparse.RawDescriptionHelpFormatter}
+#: the parser's settings (the harness's description is laid out by hand)
+FORMAT: dict[str, Any] = {"formatter_class": argparse.RawDescriptionHelpFormatter}
+#: ``perf``'s line in ``zerorename --help``: its scenarios, from the one list of them
+HELP = "benchmarks against moto, Ceph RGW, a sink or your S3 endpoint: " + ", ".join(SCENARIO_NAMES)
 
 
-def _define(parser: argparse.ArgumentParser) -> None:
+def define(parser: argparse.ArgumentParser) -> None:
     """The harness's description and arguments on ``parser``."""
     from zerorename.perf import harness
 
@@ -24,19 +28,8 @@ def _define(parser: argparse.ArgumentParser) -> None:
     harness.build_parser(parser)
 
 
-def add_subcommands(sub: Any) -> None:
-    lazy_subparser(
-        sub,
-        "perf",
-        _define,
-        help="benchmarks against moto, Ceph RGW, a sink or your S3 endpoint: upload, many, "
-        "commit, sweep, spark",
-        **_FORMAT,
-    )
-
-
 def parser() -> argparse.ArgumentParser:
     """``zerorename perf`` alone: the parser the subcommand's is (same prog, options, help)."""
-    p = argparse.ArgumentParser(prog=PROG, **_FORMAT)
-    _define(p)
+    p = argparse.ArgumentParser(prog=PROG, **FORMAT)
+    define(p)
     return p

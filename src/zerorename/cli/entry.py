@@ -1,18 +1,17 @@
-"""The ``zerorename`` command: its entry point (``zerorename.cli:main``, ``python -m
-zerorename``, ``python -m zerorename.cli``) and every command's arguments
-(:func:`build_parser`).
+"""The ``zerorename`` command's entry point (:func:`main`, which ``zerorename.cli:main``,
+``python -m zerorename`` and ``python -m zerorename.cli`` run) and every command's
+arguments (:func:`build_parser`).
 
 It imports nothing heavy itself, and a command loads only what it runs: the parser is
-built from light modules (:mod:`zerorename.cliopts`, :mod:`zerorename.committers.cliargs`,
-the demo's, and ``perf``'s only once ``perf`` is parsed), and each command's code
-(:mod:`zerorename.commands` with the engine, botocore and aiohttp behind it; the
-committers; the streaming sink's hooks) is imported by name when the command runs. So
-``--help``, ``--version`` and a usage error load no engine, committer, Spark or benchmark
-code, and a Ctrl-C that lands while a command loads is one line and exit code 130, never
-a traceback. ``zerorename perf`` is parsed by the harness's own parser
-(:func:`zerorename.perf.cli.parser`, the same options and help as the subcommand). Every
-command's errors go through :func:`run_parsed`. Attributes of the commands module
-(``parse_s3_url``, ``engine_config``, ...) are reachable here as before.
+built from light modules (:mod:`.options`, :mod:`.jobargs`, the demo's, and ``perf``'s
+only once ``perf`` is parsed), and each command's code (:mod:`.commands` with the engine,
+botocore and aiohttp behind it; :mod:`.jobs` with the committers; the streaming sink's
+hooks) is imported by name when the command runs. So ``--help``, ``--version`` and a
+usage error load no engine, committer, Spark or benchmark code, and a Ctrl-C that lands
+while a command loads is one line and exit code 130, never a traceback. ``zerorename
+perf`` is parsed by the harness's own parser (:func:`zerorename.perf.cli.parser`, the same
+options and help as the subcommand). Every command's errors go through
+:func:`zerorename.cli.runner.run_parsed`.
 """
 
 from __future__ import annotations
@@ -20,15 +19,13 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from zerorename.clirun import INTERRUPTED as INTERRUPTED
-from zerorename.clirun import missing_extra as missing_extra
-from zerorename.clirun import one_line as one_line
-from zerorename.clirun import run_parsed
+from zerorename.cli.options import add_engine_options
+from zerorename.cli.runner import INTERRUPTED, run_parsed
 
 if TYPE_CHECKING:
-    from zerorename.committers.cliargs import StreamJobReply
+    from zerorename.cli.jobargs import StreamJobReply
     from zerorename.committers.paths import Destination
     from zerorename.engine import UploadEngine
 
@@ -54,22 +51,22 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _put(args: argparse.Namespace) -> int:
-    from zerorename import commands
+    from zerorename.cli import commands
 
     return commands.put(args)
 
 
 def _finish(args: argparse.Namespace) -> int:
-    from zerorename import commands
+    from zerorename.cli import commands
 
     return commands.finish(args)
 
 
 def _committer_command(name: str) -> Callable[[argparse.Namespace], int]:
-    """What runs committer command ``name`` (:data:`committers.cli.COMMANDS`)."""
+    """What runs committer command ``name`` (:data:`zerorename.cli.jobs.COMMANDS`)."""
 
     def run(args: argparse.Namespace) -> int:
-        from zerorename.committers import cli as committer_commands
+        from zerorename.cli import jobs as committer_commands
 
         return committer_commands.COMMANDS[name](args)
 
@@ -79,14 +76,14 @@ def _committer_command(name: str) -> Callable[[argparse.Namespace], int]:
 async def _stream_jobs(
     eng: UploadEngine, dest: Destination, job_id: str, action: str
 ) -> StreamJobReply | None:
-    """The streaming sink's hook of ``jobs show|resume|abort`` (see ``cliargs.StreamJobs``)."""
+    """The streaming sink's hook of ``jobs show|resume|abort`` (see ``jobargs.StreamJobs``)."""
     from zerorename.spark_adapter.stream.jobs import stream_job_action
 
     return await stream_job_action(eng, dest, job_id, action)
 
 
 async def _stream_ids(eng: UploadEngine, dest: Destination) -> frozenset[str]:
-    """The streaming sink's hook of ``jobs list`` (see ``cliargs.StreamJobIds``)."""
+    """The streaming sink's hook of ``jobs list`` (see ``jobargs.StreamJobIds``)."""
     from zerorename.spark_adapter.stream.jobs import stream_job_ids
 
     return await stream_job_ids(eng, dest)
@@ -95,35 +92,23 @@ async def _stream_ids(eng: UploadEngine, dest: Destination) -> frozenset[str]:
 # --- the arguments ------------------------------------------------------------------------
 
 
-def add_engine_options(p: argparse.ArgumentParser) -> None:
-    """Options every command that talks to S3 takes (credentials: the AWS chain)."""
-    p.add_argument("--endpoint-url", help="S3 endpoint (default: AWS, or $AWS_ENDPOINT_URL)")
-    p.add_argument("--region", help="region (default: from the AWS config)")
-    p.add_argument("--profile", help="AWS profile name (default: the default chain)")
-    p.add_argument(
-        "--addressing-style",
-        choices=["auto", "path", "virtual"],
-        default="auto",
-        help="bucket addressing (default: auto)",
-    )
-
-
 def build_parser(*, lazy: bool = False) -> argparse.ArgumentParser:
     """Every command's arguments, defined from light modules; what runs a command is
     imported when it runs. ``lazy``: ``perf``'s arguments (the harness and its scenarios)
     are defined only if ``perf`` is parsed, as :func:`main` does; without it, all at once
     (for a caller that walks every option)."""
     from zerorename import __version__
-    from zerorename.cliopts import (
+    from zerorename.cli import jobargs
+    from zerorename.cli.options import (
         PUT_DIR_DEFAULTS,
         LazyParser,
         add_json_option,
         add_progress_options,
         fill_all,
+        lazy_subparser,
         open_progress,
         part_size_arg,
     )
-    from zerorename.committers import cliargs
     from zerorename.perf import cli as perf_commands
     from zerorename.spark_adapter import demo
     from zerorename.units import MiB
@@ -198,7 +183,7 @@ def build_parser(*, lazy: bool = False) -> argparse.ArgumentParser:
         add_engine_options(p)
         p.set_defaults(func=_finish)
 
-    cliargs.add_subcommands(
+    jobargs.add_subcommands(
         sub,
         run=_committer_command,
         stream_jobs=_stream_jobs,
@@ -207,17 +192,7 @@ def build_parser(*, lazy: bool = False) -> argparse.ArgumentParser:
         options=add_progress_options,
     )
     demo.add_subcommand(sub)
-    perf_commands.add_subcommands(sub)
+    lazy_subparser(
+        sub, "perf", perf_commands.define, help=perf_commands.HELP, **perf_commands.FORMAT
+    )
     return parser if lazy else fill_all(parser)
-
-
-def __getattr__(name: str) -> Any:
-    if name.startswith("__"):  # the import system asks for __path__, __spec__, ...
-        raise AttributeError(name)
-    from zerorename import commands
-
-    return getattr(commands, name)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,7 @@
+"""``python -m zerorename.cli``: the ``zerorename`` command."""
+
+import sys
+
+from zerorename.cli.entry import main
+
+sys.exit(main())

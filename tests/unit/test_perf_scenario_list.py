@@ -1,0 +1,26 @@
+"""The scenarios ``zerorename --help`` and perf's docstring name are the harness's, all of
+them, from one list (``zerorename.perf.SCENARIO_NAMES``): they named five of seven (tune
+and stream were missing) when each was written out by hand."""
+
+from __future__ import annotations
+
+import zerorename.perf
+from zerorename.cli import build_parser
+from zerorename.perf import cli as perf_cli
+from zerorename.perf import harness
+
+
+def test_the_list_is_the_harness_scenarios_in_their_order() -> None:
+    assert list(zerorename.perf.SCENARIO_NAMES) == list(harness.SCENARIOS)
+
+
+def test_zerorename_help_lists_every_scenario() -> None:
+    text = " ".join(build_parser(lazy=True).format_help().split())  # unwrapped
+    assert "endpoint: " + ", ".join(harness.SCENARIOS) in text
+    assert perf_cli.HELP.endswith(": " + ", ".join(harness.SCENARIOS))
+
+
+def test_perfs_docstring_lists_every_scenario() -> None:
+    doc = zerorename.perf.__doc__ or ""
+    assert "Scenarios: " + ", ".join(f"``{n}``" for n in harness.SCENARIOS) in doc
+    assert "SCENARIO_NAMES" not in doc  # filled in
