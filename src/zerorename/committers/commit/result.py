@@ -11,10 +11,10 @@ from types import TracebackType
 import anyio
 
 from zerorename.aio import unwrapped
+from zerorename.committers.codec.pending import SuccessData
+from zerorename.committers.codec.success import success_filename
+from zerorename.committers.commit.journal import Journal
 from zerorename.committers.context import JobContext
-from zerorename.committers.journal import Journal
-from zerorename.committers.records import SuccessData
-from zerorename.committers.successdata import success_filename
 
 __all__ = [
     "CommitHooks",

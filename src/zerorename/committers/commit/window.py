@@ -1,6 +1,6 @@
 """The job commit's completion window: which pendingset's uploads to hand out next and
 when the journal's watermark must be saved. Pure (httpcore's pool style): the async
-driver in ``jobcommit`` asks :meth:`CompletionWindow.poll`, does the I/O it is told to,
+driver in ``run`` asks :meth:`CompletionWindow.poll`, does the I/O it is told to,
 and reports back what finished or failed.
 
 The bound: pendingset ``i`` (its index in the plan) is opened only while

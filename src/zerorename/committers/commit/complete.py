@@ -14,12 +14,12 @@ from dataclasses import dataclass
 import anyio
 
 from zerorename.aio import to_the_end, unwrapped
+from zerorename.committers.commit.spool import PendingSetCache
+from zerorename.committers.commit.window import Action, CompletionWindow
 from zerorename.committers.conflict import ConflictMode
 from zerorename.committers.context import JobContext
 from zerorename.committers.errors import CommitterError, ConflictError, JobCommitError
-from zerorename.committers.spool import PendingSetCache
 from zerorename.committers.store import Check, is_ours
-from zerorename.committers.window import Action, CompletionWindow
 from zerorename.engine.errors import EngineError, PreconditionFailed
 from zerorename.engine.records import PendingUpload
 

@@ -21,7 +21,11 @@ from dataclasses import dataclass
 import anyio
 
 from zerorename.committers import objectstore as caps
-from zerorename.committers.commitlock import (
+from zerorename.committers.codec.pending import PendingRecord
+from zerorename.committers.codec.success import SuccessData, success_filename
+from zerorename.committers.codec.validate import load_json, malformed
+from zerorename.committers.commit.journal import Journal, State, can_abort
+from zerorename.committers.commit.lock import (
     ETAG_REFUSED,
     LockLost,
     LockRecord,
@@ -50,7 +54,6 @@ from zerorename.committers.errors import (
     PathError,
     RecordFormatError,
 )
-from zerorename.committers.journal import Journal, State, can_abort
 from zerorename.committers.paths import (
     PENDINGSET_SUFFIX,
     Destination,
@@ -58,7 +61,6 @@ from zerorename.committers.paths import (
     key_carries_job,
     parse_hive_partition,
 )
-from zerorename.committers.records import PendingRecord
 from zerorename.committers.store import (
     LIST_CONCURRENCY,
     Check,
@@ -76,8 +78,6 @@ from zerorename.committers.store import (
     read_optional,
     scan_pendingset,
 )
-from zerorename.committers.successdata import SuccessData, success_filename
-from zerorename.committers.validate import load_json, malformed
 from zerorename.engine.errors import S3Error
 from zerorename.engine.store import DELETE_BATCH
 
@@ -240,7 +240,7 @@ async def abort_job_storage(
     that died before writing a record count too), then the marker (stragglers stop), its
     uploads again (a straggler's started in between), the objects its pendingsets prove it
     completed (but the ``keep`` keys), its records, journal last (with ``lock``: the
-    destination's commit lock with it, see :mod:`commitlock`; with ``taken``: the lock
+    destination's commit lock with it, see :mod:`.lock`; with ``taken``: the lock
     with it while it is that record, If-Match). Nothing of the job's
     records goes before every upload of it is aborted, so a failed abort leaves the job
     for the next one to find. Nothing that only mentions the job id elsewhere in its key
@@ -556,7 +556,7 @@ async def rollback_job(
     to ``rolling_back`` and stores it. The destination's commit lock goes with the
     journal when it names the job and the journal is not another job's tombstone; one
     with no journal is fenced first; one the job took again after another job fenced it
-    (:func:`.commitlock.taken_after_fence`) goes too, If-Match (:mod:`commitlock`)."""
+    (:func:`.lock.taken_after_fence`) goes too, If-Match (:mod:`.lock`)."""
     j_read, lock_read = await gather(caught(read_journal(ctx)), caught(read_lock(ctx)))
     try:
         j = j_read.get()

@@ -4,7 +4,7 @@ round trips (against a remote store a commit's time is its chain of dependent re
 A fresh commit; each step is one round trip, its requests sent together:
 
 1. read: the job's marker (HEAD), its journal (none yet), every pendingset of the plan
-   (parsed to its end and checked, see :mod:`spool`) and, for conflicts judged over the
+   (parsed to its end and checked, see :mod:`.spool`) and, for conflicts judged over the
    whole destination, the conflict listing (fail: nothing there; replace: the older
    objects, the replace plan). Nothing is written: a bad record or a conflict refuses
    with nothing to undo. (By partition, the listing needs the scan's partitions: one
@@ -13,7 +13,7 @@ A fresh commit; each step is one round trip, its requests sent together:
    touched partitions. Completes start only once all are stored; a crash in between can
    leave a journal without its plan: nothing was completed, resume refuses, abort
    removes it.
-3. complete every upload, at most ``window`` pendingsets in flight (:mod:`jobcomplete`);
+3. complete every upload, at most ``window`` pendingsets in flight (:mod:`.complete`);
    the journal is saved in between only when more sets are left than the window holds.
 4. replace only: the journal's move to ``replacing`` (abort refuses from then on) while
    the older objects are listed again; then the planned ones still unchanged are deleted.
@@ -33,7 +33,7 @@ log): round 1 sent early with the caller's reads (:meth:`PreparedCommit.read_ahe
 write with round 2 (before any complete), a write with the journal's ``succeeded`` (after
 every complete), keys deleted with the journal.
 
-What to do in which state, and what a failure means, is :mod:`jobpolicy`'s (pure, on the
+What to do in which state, and what a failure means, is :mod:`.policy`'s (pure, on the
 journal's state machine); :class:`JobCommitRun` does the I/O of each piece of work it
 names (one method each) and reacts to a failure as it says. A fresh commit
 (:meth:`JobCommitRun.commit`) and a resume (:meth:`JobCommitRun.resume`) differ only in
@@ -49,12 +49,17 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import NoReturn
 
 from zerorename.aio import to_the_end
-from zerorename.committers.commitlock import CommitLock, first_journal, releasable
-from zerorename.committers.conflict import ConflictMode, OldObject, plan_conflicts
-from zerorename.committers.context import JobContext
-from zerorename.committers.errors import ConflictError, JobCommitError, RecordFormatError
-from zerorename.committers.jobcomplete import Completed, complete_sets
-from zerorename.committers.jobpolicy import (
+from zerorename.committers.commit.complete import Completed, complete_sets
+from zerorename.committers.commit.journal import (
+    Event,
+    Journal,
+    State,
+    check_plan,
+    completed_event,
+    resumable_plan,
+)
+from zerorename.committers.commit.lock import CommitLock, first_journal, releasable
+from zerorename.committers.commit.policy import (
     Entry,
     OnFailure,
     Raise,
@@ -64,7 +69,7 @@ from zerorename.committers.jobpolicy import (
     reaction,
     works,
 )
-from zerorename.committers.jobresult import (
+from zerorename.committers.commit.result import (
     CommitHooks,
     CommitProgress,
     JobCommitResult,
@@ -72,7 +77,7 @@ from zerorename.committers.jobresult import (
     ProgressTicker,
     success_record,
 )
-from zerorename.committers.jobscan import (
+from zerorename.committers.commit.scan import (
     CommitScan,
     FirstRound,
     PreparedCommit,
@@ -80,7 +85,7 @@ from zerorename.committers.jobscan import (
     first_round,
     precheck,
 )
-from zerorename.committers.jobstorage import (
+from zerorename.committers.commit.storage import (
     AbortResult,
     cut_short,
     job_is_active,
@@ -92,14 +97,9 @@ from zerorename.committers.jobstorage import (
     run_replacement,
     stored_replace_records,
 )
-from zerorename.committers.journal import (
-    Event,
-    Journal,
-    State,
-    check_plan,
-    completed_event,
-    resumable_plan,
-)
+from zerorename.committers.conflict import ConflictMode, OldObject, plan_conflicts
+from zerorename.committers.context import JobContext
+from zerorename.committers.errors import ConflictError, JobCommitError, RecordFormatError
 from zerorename.committers.store import caught, gather, nothing
 
 __all__ = [
@@ -118,8 +118,8 @@ JSON = "application/json"
 
 class JobCommitRun:
     """One process's work on one job commit: a fresh commit, a resume, or a rollback. It
-    does the work :func:`~.jobpolicy.works` names, one method each, then finishes; on a
-    failure it does what :func:`~.jobpolicy.reaction` says."""
+    does the work :func:`~.policy.works` names, one method each, then finishes; on a
+    failure it does what :func:`~.policy.reaction` says."""
 
     def __init__(
         self,
@@ -317,7 +317,7 @@ class JobCommitRun:
     # ---------------------------------------------------------------- the work
     async def _hold_lock(self) -> None:
         """A resume holds the lock if its job's commit does, else takes it when it
-        completes or deletes (:meth:`~.commitlock.CommitLock.for_resume`)."""
+        completes or deletes (:meth:`~.lock.CommitLock.for_resume`)."""
         await self.lock.for_resume(self.journal)
 
     async def _start(self) -> None:
@@ -340,7 +340,7 @@ class JobCommitRun:
     async def _first_round(self, *, gate: bool) -> tuple[FirstRound, bool]:
         """Round 1, or what was read ahead of it; and whether the lock is taken in it (fail
         and replace take it in round 1 and list after it; append in round 2:
-        :mod:`commitlock`)."""
+        :mod:`.lock`)."""
         lock_now = self.ctx.conflict is not ConflictMode.APPEND and not self.lock.held
         self.phase = "scanning"
         ahead, self._ahead = self._ahead, None
@@ -401,7 +401,7 @@ class JobCommitRun:
         return [nothing(), self._save_journal()]
 
     async def _complete(self) -> None:
-        """Every upload of the plan (:mod:`jobcomplete`)."""
+        """Every upload of the plan (:mod:`.complete`)."""
         await self._complete_from(uncertain_until=self.journal.watermark)
 
     async def _complete_rest(self) -> None:
@@ -554,10 +554,10 @@ class JobCommitRun:
 
     # ---------------------------------------------------------------- failures
     async def _failed(self, exc: BaseException) -> NoReturn:
-        """A failure before any old file was touched (:mod:`jobpolicy`, rule 4): roll back
-        or keep the journal, as :func:`~.jobpolicy.reaction` says. One that stopped
+        """A failure before any old file was touched (:mod:`.policy`, rule 4): roll back
+        or keep the journal, as :func:`~.policy.reaction` says. One that stopped
         before its journal releases the lock first; DestinationLocked is raised there
-        (:meth:`~.commitlock.CommitLock.stopped`)."""
+        (:meth:`~.lock.CommitLock.stopped`)."""
         j = self.journal
         await self.lock.stopped(exc)
         does = reaction(
@@ -602,7 +602,7 @@ class JobCommitRun:
 
     async def _stopped_after_completes(self, exc: BaseException) -> NoReturn:
         """A failure once every file is complete: never rolled back; the journal (with the
-        error) is left for resume (:func:`~.jobpolicy.reaction`)."""
+        error) is left for resume (:func:`~.policy.reaction`)."""
         j = self.journal
         does = reaction(
             OnFailure.ROLL_FORWARD,
@@ -644,7 +644,7 @@ class JobCommitRun:
     async def rollback(
         self, *, keep: Iterable[str] = (), check_success: bool = True
     ) -> AbortResult:
-        """Abort the job: nothing of it left (:func:`~.jobstorage.rollback_job`)."""
+        """Abort the job: nothing of it left (:func:`~.storage.rollback_job`)."""
 
         async def aborting(j: Journal) -> None:
             self.journal = j

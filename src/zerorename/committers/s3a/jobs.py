@@ -2,7 +2,7 @@
 
 S3A's job commit cannot be resumed: when its driver dies mid-commit, the job's records sit
 in ``dest/__magic_job-<uuid>/`` (Hadoop 3.4) or ``dest/__magic/job-<uuid>/`` (Hadoop 3.3,
-in a directory every job on the destination shares; layouts: :mod:`s3alayout`), some of
+in a directory every job on the destination shares; layouts: :mod:`.layout`), some of
 its files are visible and the rest are pending multipart uploads. ``resume`` completes
 every upload of the task pendingsets of the job's attempt, aborts the uploads of task
 attempts that never committed, writes an S3A ``_SUCCESS`` and deletes the job's directory.
@@ -28,12 +28,13 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from zerorename.committers.codec.success import SuccessData, success_filename
+from zerorename.committers.commit.journal import Journal, State, can_abort
+from zerorename.committers.commit.storage import success_names_commit
 from zerorename.committers.errors import CommitterError, NothingToResume, wrap_engine_errors
-from zerorename.committers.jobstorage import success_names_commit
-from zerorename.committers.journal import Journal, State, can_abort
 from zerorename.committers.objectstore import JOURNAL_CAP, SUCCESS_CAP, Store
 from zerorename.committers.paths import Destination, JobLayout
-from zerorename.committers.s3aabort import (
+from zerorename.committers.s3a.abort import (
     S3AAbortResult,
     abort_s3a_job,
     delete_job_directory,
@@ -41,14 +42,14 @@ from zerorename.committers.s3aabort import (
     read_note,
     refuse_if_noted,
 )
-from zerorename.committers.s3alayout import (
+from zerorename.committers.s3a.layout import (
     FLAT,
     S3AJobLayout,
     S3ALayoutKind,
     attempt_label,
     job_id_of_dir,
 )
-from zerorename.committers.s3aread import (
+from zerorename.committers.s3a.read import (
     S3AJobScan,
     UploadState,
     all_completed,
@@ -63,7 +64,6 @@ from zerorename.committers.s3aread import (
     states_of,
 )
 from zerorename.committers.store import Check, read_optional
-from zerorename.committers.successdata import SuccessData, success_filename
 
 #: keys of one state a ``show`` lists (all are counted)
 SHOW_LIMIT = 100
@@ -95,7 +95,7 @@ class S3AJobEntry:
     objects: int
     created: float
     layout: S3ALayoutKind = S3ALayoutKind.HADOOP_34
-    #: ``jobs abort`` began and was cut short (its note is there: :mod:`s3aabort`)
+    #: ``jobs abort`` began and was cut short (its note is there: :mod:`.abort`)
     abort_begun: bool = False
 
     @property

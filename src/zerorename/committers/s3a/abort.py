@@ -29,11 +29,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from zerorename.committers.codec.success import success_filename
 from zerorename.committers.errors import CommitterError, JournalError, wrap_engine_errors
 from zerorename.committers.objectstore import ABORT_NOTE_CAP, Store
 from zerorename.committers.paths import Destination
-from zerorename.committers.s3alayout import S3AJobLayout, check_output_key
-from zerorename.committers.s3aread import (
+from zerorename.committers.s3a.layout import S3AJobLayout, check_output_key
+from zerorename.committers.s3a.read import (
     S3ACommit,
     S3AJobScan,
     UploadState,
@@ -47,7 +48,6 @@ from zerorename.committers.s3aread import (
     states_of,
 )
 from zerorename.committers.store import Check, is_ours, keys_under, read_optional
-from zerorename.committers.successdata import success_filename
 from zerorename.engine.records import ObjectInfo, multipart_etag
 
 Report = Callable[[str], None]

@@ -1,5 +1,5 @@
-"""Reading an S3A magic job's directory and records, for :mod:`s3ajobs`: one listing of
-its directory (classified by :mod:`s3alayout`), every record it holds read and checked
+"""Reading an S3A magic job's directory and records, for :mod:`.jobs`: one listing of
+its directory (classified by :mod:`.layout`), every record it holds read and checked
 (another job's record, a target outside the destination or in a magic directory, a key
 named twice: refused), and where each recorded upload stands (pending, completed,
 missing). Reads only. A job is found in either layout (:class:`S3ALayoutKind`): Hadoop
@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from zerorename.committers import objectstore as caps
+from zerorename.committers.codec.pending import PendingRecord, PendingSetHeader
+from zerorename.committers.codec.success import SuccessData
 from zerorename.committers.errors import CommitterError, JobNotFound, RecordFormatError
 from zerorename.committers.objectstore import Store
 from zerorename.committers.paths import JOB_MARKER, JOURNAL_NAME, Destination
-from zerorename.committers.records import PendingRecord, PendingSetHeader
-from zerorename.committers.s3alayout import (
+from zerorename.committers.s3a.layout import (
     FLAT,
     S3AJobLayout,
     S3AKey,
@@ -36,7 +37,6 @@ from zerorename.committers.store import (
     read_optional,
     scan_pendingset,
 )
-from zerorename.committers.successdata import SuccessData
 from zerorename.engine.records import ObjectInfo
 
 #: requests at once while reading records and looking at objects

@@ -13,7 +13,12 @@ from collections import Counter
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 
-from zerorename.committers.commitlock import LockRecord, fenced_off, lock_lost
+from zerorename.committers.codec.pending import MAX_SUCCESS_FILENAMES, PendingRecord, Unchecked
+from zerorename.committers.codec.validate import UploadSet, check_output_key
+from zerorename.committers.commit.journal import CommitPlan, Journal, check_plan
+from zerorename.committers.commit.lock import LockRecord, fenced_off, lock_lost
+from zerorename.committers.commit.spool import PendingSetCache
+from zerorename.committers.commit.storage import job_is_active, list_replacement, read_journal
 from zerorename.committers.conflict import ConflictMode, OldObject, plan_conflicts
 from zerorename.committers.context import JobContext
 from zerorename.committers.errors import (
@@ -22,13 +27,9 @@ from zerorename.committers.errors import (
     JournalError,
     RecordNotFound,
 )
-from zerorename.committers.jobstorage import job_is_active, list_replacement, read_journal
-from zerorename.committers.journal import CommitPlan, Journal, check_plan
 from zerorename.committers.paths import Destination, partition_of
-from zerorename.committers.records import MAX_SUCCESS_FILENAMES, PendingRecord, Unchecked
-from zerorename.committers.s3alayout import job_id_of_dir, job_id_of_shared_dir, shared_magic_dir
-from zerorename.committers.s3aread import is_s3a_job, shared_job_ids
-from zerorename.committers.spool import PendingSetCache
+from zerorename.committers.s3a.layout import job_id_of_dir, job_id_of_shared_dir, shared_magic_dir
+from zerorename.committers.s3a.read import is_s3a_job, shared_job_ids
 from zerorename.committers.store import (
     Outcome,
     bounded_map,
@@ -38,7 +39,6 @@ from zerorename.committers.store import (
     gather,
     nothing,
 )
-from zerorename.committers.validate import UploadSet, check_output_key
 
 
 @dataclass

@@ -17,14 +17,14 @@ from typing import IO
 
 import anyio.lowlevel
 
-from zerorename.committers.errors import RecordNotFound
-from zerorename.committers.objectstore import Store
-from zerorename.committers.records import (
+from zerorename.committers.codec.pending import (
     PendingRecord,
     PendingSetHeader,
     parse_pendingset,
     read_pendingset,
 )
+from zerorename.committers.errors import RecordNotFound
+from zerorename.committers.objectstore import Store
 from zerorename.committers.store import READ_CHUNK
 from zerorename.engine.errors import ObjectNotFound
 from zerorename.engine.records import PendingUpload

@@ -11,8 +11,8 @@ from array import array
 from collections.abc import Iterable
 from typing import Any, Protocol
 
+from zerorename.committers.codec.jsonstream import DECODE_ERRORS, STRICT_DECODER
 from zerorename.committers.errors import PathError, RecordFormatError
-from zerorename.committers.jsonstream import DECODE_ERRORS, STRICT_DECODER
 from zerorename.committers.paths import Destination, check_relative_path
 from zerorename.engine.records import PendingUpload
 

@@ -309,7 +309,7 @@ def _unique_names(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def iter_line_events(text: str, array_field: str) -> Iterator[Event]:
     """Events of a whole text laid out as ``{members,"<field>":[`` on the first line, one
     array element per line (each but the last ending with ``,``), then ``]}`` and only
-    whitespace: the layout :func:`~zerorename.committers.records.encode_pendingset`
+    whitespace: the layout :func:`~zerorename.committers.codec.pending.encode_pendingset`
     writes, decoded with one ``json.loads`` per line instead of the incremental scanner.
 
     Raises :class:`LayoutMismatch` where the text departs from that layout (which may be

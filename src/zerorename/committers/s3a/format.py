@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
-from zerorename.committers.validate import MAX_INT
+from zerorename.committers.codec.validate import MAX_INT
 
 #: characters java.net.URI keeps as they are in a path (unreserved, punctuation, '/', '@')
 _URI_PATH_SAFE = "/-_.!~*'();:@&=+$,"

@@ -52,16 +52,16 @@ from enum import StrEnum
 import anyio
 
 from zerorename.committers import objectstore as caps
+from zerorename.committers.codec.validate import Fields, load_json
+from zerorename.committers.commit.journal import Journal, State
 from zerorename.committers.context import JobContext
 from zerorename.committers.errors import (
     InvalidJobId,
     JobCommitError,
     RecordFormatError,
 )
-from zerorename.committers.journal import Journal, State
 from zerorename.committers.paths import Destination, JobLayout, check_job_id
 from zerorename.committers.store import read_optional
-from zerorename.committers.validate import Fields, load_json
 from zerorename.engine.errors import ObjectTooLarge, PreconditionFailed, S3Error
 
 log = logging.getLogger("zerorename.committers")

@@ -56,7 +56,7 @@ from zerorename.committers.paths import (
 
 #: the directory of one S3A job's attempts inside its magic directory: ``job-<uuid>``
 JOB_ATTEMPTS_PREFIX = "job-"
-#: the note ``jobs abort`` keeps in a job's directory while it deletes it (:mod:`s3aabort`)
+#: the note ``jobs abort`` keeps in a job's directory while it deletes it (:mod:`.abort`)
 ABORT_NOTE_NAME = "zerorename-abort.json"
 TASKS_DIR = "tasks"
 #: a job UUID, task id or task attempt id as S3A puts it in a path: a UUID from Spark
@@ -218,7 +218,7 @@ class S3AJobLayout:
 
     @property
     def abort_note(self) -> str:
-        """Where ``jobs abort`` notes what it keeps (:mod:`s3aabort`): in ``attempts_dir``,
+        """Where ``jobs abort`` notes what it keeps (:mod:`.abort`): in ``attempts_dir``,
         so the job is still found (in either layout) while the note is all that is left,
         and outside every attempt directory, where S3A looks for pendingsets."""
         return f"{self.attempts_dir}{ABORT_NOTE_NAME}"

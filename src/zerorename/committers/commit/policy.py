@@ -1,6 +1,6 @@
 """The job commit's policy: which work each state of the journal needs, and what a
-failure there means. Pure, on top of the journal's state machine (:mod:`journal`:
-``TRANSITIONS`` and ``process_event``); :mod:`jobcommit` does the I/O it names.
+failure there means. Pure, on top of the journal's state machine (:mod:`.journal`:
+``TRANSITIONS`` and ``process_event``); :mod:`.run` does the I/O it names.
 
 Rules (h11's ``_state.py`` style: the rules here, the work as tables, one step function):
 
@@ -28,10 +28,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from zerorename.committers.commitlock import LockLost
+from zerorename.committers.commit.journal import Event, State, completed_event, process_event
+from zerorename.committers.commit.lock import LockLost
 from zerorename.committers.conflict import ConflictMode
 from zerorename.committers.errors import ConflictError, JobCommitError, RecordFormatError
-from zerorename.committers.journal import Event, State, completed_event, process_event
 
 __all__ = [
     "RULES",

@@ -43,12 +43,12 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from zerorename.committers.codec.pending import MAX_SUCCESS_FILENAMES
+from zerorename.committers.codec.validate import MAX_INT, Fields, load_json, malformed
 from zerorename.committers.conflict import ConflictMode, ConflictScope
 from zerorename.committers.context import DEFAULT_WINDOW, CommitterKind
 from zerorename.committers.errors import InvalidJobId, JournalError, PathError, RecordFormatError
 from zerorename.committers.paths import PENDINGSET_SUFFIX, JobLayout, check_job_id, task_name
-from zerorename.committers.records import MAX_SUCCESS_FILENAMES
-from zerorename.committers.validate import MAX_INT, Fields, load_json, malformed
 
 JOB_VERSION = 1
 PLAN_VERSION = 1
@@ -246,7 +246,7 @@ class Journal:
     retries: int = 0
     throttles: int = 0
     #: the job that fenced this commit off its destination's commit lock (a tombstone
-    #: planted where no journal was: :mod:`commitlock`); None for a commit's own journal
+    #: planted where no journal was: :mod:`.lock`); None for a commit's own journal
     fenced_by: str | None = None
     #: a tombstone's: the ``acquired`` time of the lock record it fenced (the one its
     #: fencer deletes); a lock naming the job with another time was taken after the fence

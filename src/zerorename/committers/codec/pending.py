@@ -1,7 +1,7 @@
 """The committers' persistent records: ``.pending``, ``.pendingset`` and ``_SUCCESS``.
 
 Written in S3A's formats, so Hadoop's own classes read them (``SinglePendingCommit``
-version 2, ``PendingSet`` version 3, ``SuccessData``, see :mod:`successdata`), and read
+version 2, ``PendingSet`` version 3, ``SuccessData``, see :mod:`.success`), and read
 in S3A's formats and in zerorename 0.1's (version 1). UTF-8, ``ensure_ascii=False`` so
 keys with spaces, unicode, '%', '+' and '#' round-trip exactly. Hadoop ignores members it
 does not know, so ours stay: ``parts`` (number, etag, size, checksum per part),
@@ -11,7 +11,7 @@ names the checks that needed the sizes.
 
 A pendingset is written with its header members first and the ``commits`` array last,
 one commit per line; it is plain JSON, and :class:`PendingSetParser` reads it
-incrementally (see :mod:`jsonstream`), wherever ``commits`` is and however it is laid
+incrementally (see :mod:`.jsonstream`), wherever ``commits`` is and however it is laid
 out (S3A writes it pretty-printed or compact). A small pendingset held in memory is read
 a line at a time (:func:`read_pendingset`), the same records and errors, faster.
 """
@@ -25,8 +25,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from zerorename.committers.errors import RecordFormatError
-from zerorename.committers.jsonstream import (
+from zerorename.committers.codec.jsonstream import (
     ArrayEnd,
     ArrayStart,
     End,
@@ -38,7 +37,15 @@ from zerorename.committers.jsonstream import (
     iter_line_events,
     iter_object_stream,
 )
-from zerorename.committers.s3aformat import (
+from zerorename.committers.codec.success import (
+    LEGACY_SUCCESS_NAME,
+    MAX_SUCCESS_FILENAMES,
+    SUCCESS_NAME,
+    SuccessData,
+)
+from zerorename.committers.codec.validate import MAX_INT, MAX_TIME, Fields, Fingerprints, load_json
+from zerorename.committers.errors import RecordFormatError
+from zerorename.committers.s3a.format import (
     add_counters,
     check_iostatistics,
     counters_of,
@@ -47,13 +54,6 @@ from zerorename.committers.s3aformat import (
     snapshot,
     uri_names,
 )
-from zerorename.committers.successdata import (
-    LEGACY_SUCCESS_NAME,
-    MAX_SUCCESS_FILENAMES,
-    SUCCESS_NAME,
-    SuccessData,
-)
-from zerorename.committers.validate import MAX_INT, MAX_TIME, Fields, Fingerprints, load_json
 from zerorename.engine.errors import RecordError
 from zerorename.engine.planning import MAX_PARTS
 from zerorename.engine.records import PartInfo, PendingUpload
