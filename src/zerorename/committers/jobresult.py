@@ -1,0 +1,11 @@
+"""Moved to :mod:`zerorename.committers.commit.result` (issue 21).
+
+This old path is that module itself (the same module object), for code that still imports
+it from here."""
+
+import sys
+
+from zerorename.committers.commit import result as _moved
+from zerorename.committers.commit.result import *  # noqa: F403 (its names, for mypy)
+
+sys.modules[__name__] = _moved

@@ -1,0 +1,11 @@
+"""Moved to :mod:`zerorename.committers.codec.validate` (issue 21).
+
+This old path is that module itself (the same module object), for code that still imports
+it from here."""
+
+import sys
+
+from zerorename.committers.codec import validate as _moved
+from zerorename.committers.codec.validate import *  # noqa: F403 (its names, for mypy)
+
+sys.modules[__name__] = _moved
