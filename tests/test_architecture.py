@@ -295,3 +295,18 @@ def test_committers_has_its_folders() -> None:
     assert not codecs, f"record codecs outside committers/codec/: {codecs}"
     assert all(m.startswith(f"{ROOT}.committers.commit.") for m in JOB_COMMIT)
     assert len(JOB_COMMIT) == len(modules["committers/commit"])
+
+
+def test_the_record_codecs_import_no_other_committers_folder() -> None:
+    """``committers/codec`` is the committers' leaf: the job commit and S3A interop read and
+    write records through it; it imports neither of them (only errors and paths)."""
+    codec = f"{ROOT}.committers.codec."
+    others = tuple(f"{ROOT}.committers.{name}." for name in COMMITTERS_FOLDERS if name != "codec")
+    bad = sorted(
+        f"{m} -> {d}"
+        for m, deps in graph().items()
+        if m.startswith(codec)
+        for d in deps
+        if d.startswith(others)
+    )
+    assert not bad, f"codec imports another committers folder: {bad}"

@@ -1,11 +1,11 @@
-"""Moved to :mod:`zerorename.committers.s3a.format` (issue 21).
+"""Moved to :mod:`zerorename.committers.codec.hadoop` (issue 21).
 
 This old path is that module itself (the same module object), for code that still imports
 it from here."""
 
 import sys
 
-from zerorename.committers.s3a import format as _moved
-from zerorename.committers.s3a.format import *  # noqa: F403 (its names, for mypy)
+from zerorename.committers.codec import hadoop as _moved
+from zerorename.committers.codec.hadoop import *  # noqa: F403 (its names, for mypy)
 
 sys.modules[__name__] = _moved

@@ -34,7 +34,7 @@ MOVED = {
     "validate": "codec.validate",
     "jsonstream": "codec.jsonstream",
     "s3alayout": "s3a.layout",
-    "s3aformat": "s3a.format",
+    "s3aformat": "codec.hadoop",
     "s3aread": "s3a.read",
     "s3ajobs": "s3a.jobs",
     "s3aabort": "s3a.abort",

@@ -25,6 +25,15 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from zerorename.committers.codec.hadoop import (
+    add_counters,
+    check_iostatistics,
+    counters_of,
+    iso_date,
+    s3a_uri,
+    snapshot,
+    uri_names,
+)
 from zerorename.committers.codec.jsonstream import (
     ArrayEnd,
     ArrayStart,
@@ -45,15 +54,6 @@ from zerorename.committers.codec.success import (
 )
 from zerorename.committers.codec.validate import MAX_INT, MAX_TIME, Fields, Fingerprints, load_json
 from zerorename.committers.errors import RecordFormatError
-from zerorename.committers.s3a.format import (
-    add_counters,
-    check_iostatistics,
-    counters_of,
-    iso_date,
-    s3a_uri,
-    snapshot,
-    uri_names,
-)
 from zerorename.engine.errors import RecordError
 from zerorename.engine.planning import MAX_PARTS
 from zerorename.engine.records import PartInfo, PendingUpload

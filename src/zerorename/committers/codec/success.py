@@ -17,15 +17,15 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from zerorename.committers.codec.validate import MAX_INT, MAX_TIME, Fields, load_json
-from zerorename.committers.errors import RecordFormatError
-from zerorename.committers.s3a.format import (
+from zerorename.committers.codec.hadoop import (
     MIN_LONG,
     check_iostatistics,
     is_long,
     iso_date,
     snapshot,
 )
+from zerorename.committers.codec.validate import MAX_INT, MAX_TIME, Fields, load_json
+from zerorename.committers.errors import RecordFormatError
 
 #: the name Hadoop requires (``SuccessData.NAME``)
 SUCCESS_NAME = "org.apache.hadoop.fs.s3a.commit.files.SuccessData/1"
