@@ -59,42 +59,42 @@ MUTANTS: tuple[Mutant, ...] = (
     # the completion window: when to open, save and wait
     Mutant(
         "window-open-le",
-        "committers/window.py",
+        "committers/commit/window.py",
         "if self._next < self.persisted + self.window:",
         "if self._next <= self.persisted + self.window:",
         WINDOW_TESTS,
     ),
     Mutant(
         "window-stop-gt",
-        "committers/window.py",
+        "committers/commit/window.py",
         "if self._next >= self.total:",
         "if self._next > self.total:",
         WINDOW_TESTS,
     ),
     Mutant(
         "window-save-gt",
-        "committers/window.py",
+        "committers/commit/window.py",
         "if self.low - self.persisted >= max(1, self.window // 2):",
         "if self.low - self.persisted > max(1, self.window // 2):",
         WINDOW_TESTS,
     ),
     Mutant(
         "window-no-failure-stop",
-        "committers/window.py",
+        "committers/commit/window.py",
         "if self.failures:",
         "if False:",
         WINDOW_TESTS,
     ),
     Mutant(
         "window-must-check-le",
-        "committers/window.py",
+        "committers/commit/window.py",
         "return index < self.uncertain_until",
         "return index <= self.uncertain_until",
         WINDOW_TESTS,
     ),
     Mutant(
         "window-saved-any-mark",
-        "committers/window.py",
+        "committers/commit/window.py",
         "if not self.persisted <= mark <= self.low:",
         "if False:",
         WINDOW_TESTS,
@@ -102,21 +102,21 @@ MUTANTS: tuple[Mutant, ...] = (
     # the journal's table
     Mutant(
         "journal-started-abort-completes",
-        "committers/journal.py",
+        "committers/commit/journal.py",
         "State.STARTED: {Event.SCANNED: State.COMPLETING, Event.ABORT: State.ROLLING_BACK},",
         "State.STARTED: {Event.SCANNED: State.COMPLETING, Event.ABORT: State.SUCCEEDED},",
         JOURNAL_TESTS,
     ),
     Mutant(
         "journal-replacing-abortable",
-        "committers/journal.py",
+        "committers/commit/journal.py",
         "State.REPLACING: {Event.REPLACED: State.SUCCEEDED},",
         "State.REPLACING: {Event.REPLACED: State.SUCCEEDED, Event.ABORT: State.ROLLING_BACK},",
         JOURNAL_TESTS,
     ),
     Mutant(
         "journal-replace-skips-deletes",
-        "committers/journal.py",
+        "committers/commit/journal.py",
         "return Event.COMPLETED_REPLACING if mode is ConflictMode.REPLACE else Event.COMPLETED",
         "return Event.COMPLETED",
         JOURNAL_TESTS,
@@ -240,7 +240,7 @@ MUTANTS: tuple[Mutant, ...] = (
     # S3A's layout
     Mutant(
         "s3a-job-dir-any-depth",
-        "committers/s3alayout.py",
+        "committers/s3a/layout.py",
         'if rel is None or not rel.endswith("/") or "/" in rel[:-1]:',
         'if rel is None or not rel.endswith("/"):',
         S3A_TESTS,

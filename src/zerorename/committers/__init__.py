@@ -16,7 +16,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from zerorename.committers.commitlock import DestinationLocked, LockLost
+    from zerorename.committers.codec.pending import PendingRecord, PendingSetHeader, SuccessData
+    from zerorename.committers.commit.lock import DestinationLocked, LockLost
+    from zerorename.committers.commit.run import CommitProgress, JobCommitResult
+    from zerorename.committers.commit.storage import AbortResult
     from zerorename.committers.committer import (
         Committer,
         Job,
@@ -41,10 +44,7 @@ if TYPE_CHECKING:
         RecordFormatError,
         TaskAttemptError,
     )
-    from zerorename.committers.jobcommit import CommitProgress, JobCommitResult
-    from zerorename.committers.jobstorage import AbortResult
     from zerorename.committers.paths import Destination, new_job_id, output_name
-    from zerorename.committers.records import PendingRecord, PendingSetHeader, SuccessData
     from zerorename.committers.sync import SyncCommitter
     from zerorename.committers.tasks import (
         MagicTaskAttempt,
@@ -55,36 +55,36 @@ if TYPE_CHECKING:
 
 #: each public name -> the module that defines it
 _LAZY = {
-    "AbortResult": "jobstorage",
+    "AbortResult": "commit.storage",
     "CommitOptions": "context",
-    "CommitProgress": "jobcommit",
+    "CommitProgress": "commit.run",
     "Committer": "committer",
     "CommitterError": "errors",
     "ConflictError": "errors",
     "ConflictMode": "conflict",
     "ConflictScope": "conflict",
     "Destination": "paths",
-    "DestinationLocked": "commitlock",
+    "DestinationLocked": "commit.lock",
     "InvalidJobId": "errors",
     "Job": "committer",
     "JobCommitError": "errors",
-    "JobCommitResult": "jobcommit",
+    "JobCommitResult": "commit.run",
     "JobNotActive": "errors",
     "JobNotFound": "errors",
     "JobStatus": "committer",
     "JournalError": "errors",
-    "LockLost": "commitlock",
+    "LockLost": "commit.lock",
     "MagicCommitter": "committer",
     "MagicTaskAttempt": "tasks",
     "NothingToResume": "errors",
     "PartitionedCommitter": "committer",
     "PathError": "errors",
-    "PendingRecord": "records",
-    "PendingSetHeader": "records",
+    "PendingRecord": "codec.pending",
+    "PendingSetHeader": "codec.pending",
     "RecordFormatError": "errors",
     "StagingCommitter": "committer",
     "StagingTaskAttempt": "tasks",
-    "SuccessData": "records",
+    "SuccessData": "codec.pending",
     "SyncCommitter": "sync",
     "TaskAttempt": "tasks",
     "TaskAttemptError": "errors",

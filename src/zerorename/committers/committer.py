@@ -21,7 +21,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zerorename.committers import objectstore as caps
-from zerorename.committers.commitlock import held_by_job
+from zerorename.committers.commit.journal import CommitPlan, JobMarker, Journal, PlannedSet, State
+from zerorename.committers.commit.lock import held_by_job
+from zerorename.committers.commit.run import (
+    CommitHooks,
+    JobCommitResult,
+    JobCommitRun,
+    PreparedCommit,
+    ProgressFn,
+)
+from zerorename.committers.commit.storage import (
+    AbortResult,
+    abort_job_storage,
+    job_is_active,
+    read_journal,
+    release_job_storage,
+)
 from zerorename.committers.conflict import ConflictMode, ConflictScope
 from zerorename.committers.context import CommitOptions, CommitterKind, JobContext
 from zerorename.committers.errors import (
@@ -32,21 +47,6 @@ from zerorename.committers.errors import (
     RecordFormatError,
     wrap_engine_errors,
 )
-from zerorename.committers.jobcommit import (
-    CommitHooks,
-    JobCommitResult,
-    JobCommitRun,
-    PreparedCommit,
-    ProgressFn,
-)
-from zerorename.committers.jobstorage import (
-    AbortResult,
-    abort_job_storage,
-    job_is_active,
-    read_journal,
-    release_job_storage,
-)
-from zerorename.committers.journal import CommitPlan, JobMarker, Journal, PlannedSet, State
 from zerorename.committers.maintenance import uploads_older_than
 from zerorename.committers.objectstore import UploadStore
 from zerorename.committers.paths import (
@@ -382,7 +382,7 @@ class Job:
 
     async def release(self) -> int:
         """Delete the job's records and abort its leftover uploads (after _SUCCESS), and the
-        destination's commit lock when the job holds it (:func:`.commitlock.held_by_job`)."""
+        destination's commit lock when the job holds it (:func:`.commit.lock.held_by_job`)."""
         lock = await held_by_job(self.context)
         return await release_job_storage(self.context, lock=lock)
 

@@ -1,6 +1,6 @@
 """Conflict resolution: what a job commit does about objects already in the destination.
 
-Pure decisions only; ``jobcommit`` runs them. Modes (as in S3A's staging committers):
+Pure decisions only; ``commit.run`` runs them. Modes (as in S3A's staging committers):
 
 - ``fail``: refuse, before completing anything, when the destination (scope
   ``destination``) or any partition the job writes to (scope ``partitions``) holds an

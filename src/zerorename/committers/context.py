@@ -2,7 +2,7 @@
 
 A frozen :class:`JobContext` (job id, store, destination, layout, options, and the
 committer kind, conflict mode and scope as enums) is built when a ``Job`` handle is made;
-``jobcommit``, ``jobscan``, ``jobstorage`` and ``tasks`` take it instead of calling back
+``commit.run``, ``commit.scan``, ``commit.storage`` and ``tasks`` take it instead of calling back
 into ``Job``, so no module of the protocol imports the one above it. A leaf module.
 """
 

@@ -8,8 +8,9 @@ from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from zerorename.committers.codec.pending import PendingRecord, SuccessData
+from zerorename.committers.commit.journal import CommitPlan, JobMarker, Journal
 from zerorename.committers.errors import PathError, RecordFormatError
-from zerorename.committers.journal import CommitPlan, JobMarker, Journal
 from zerorename.committers.objectstore import INSPECT_CAP, JOURNAL_CAP, MARKER_CAP, Store
 from zerorename.committers.paths import (
     JOB_MARKER,
@@ -23,7 +24,6 @@ from zerorename.committers.paths import (
     JobLayout,
     job_id_of_dir,
 )
-from zerorename.committers.records import PendingRecord, SuccessData
 from zerorename.committers.store import read_optional, scan_pendingset
 from zerorename.engine.records import UploadInfo
 

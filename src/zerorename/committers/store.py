@@ -22,17 +22,17 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from zerorename.aio import aiter_any, unwrapped
-from zerorename.committers.conflict import is_foreign
-from zerorename.committers.errors import CommitterError, RecordFormatError
-from zerorename.committers.jsonstream import JsonStreamError, aiter_object_stream
-from zerorename.committers.objectstore import Store
-from zerorename.committers.paths import Destination, check_partitioned_path, key_carries_job
-from zerorename.committers.records import (
+from zerorename.committers.codec.jsonstream import JsonStreamError, aiter_object_stream
+from zerorename.committers.codec.pending import (
     PendingRecord,
     PendingSetHeader,
     PendingSetParser,
     stream_error,
 )
+from zerorename.committers.conflict import is_foreign
+from zerorename.committers.errors import CommitterError, RecordFormatError
+from zerorename.committers.objectstore import Store
+from zerorename.committers.paths import Destination, check_partitioned_path, key_carries_job
 from zerorename.engine.errors import ObjectNotFound
 from zerorename.engine.records import ObjectInfo, PendingUpload, UploadInfo, is_completed_object
 from zerorename.units import KiB

@@ -21,6 +21,8 @@ import os
 from collections.abc import Coroutine, Iterable
 from typing import Any, TypeVar
 
+from zerorename.committers.commit.run import JobCommitResult, ProgressFn
+from zerorename.committers.commit.storage import AbortResult
 from zerorename.committers.committer import (
     CommitOptions,
     Committer,
@@ -30,8 +32,6 @@ from zerorename.committers.committer import (
 )
 from zerorename.committers.conflict import ConflictMode
 from zerorename.committers.errors import CommitterError
-from zerorename.committers.jobcommit import JobCommitResult, ProgressFn
-from zerorename.committers.jobstorage import AbortResult
 from zerorename.committers.tasks import TaskAttempt, TaskCommitSummary
 from zerorename.engine import EngineConfig, UploadEngine
 from zerorename.portal import process_portal

@@ -27,6 +27,9 @@ import anyio
 
 from zerorename.aio import to_the_end
 from zerorename.committers import objectstore as caps
+from zerorename.committers.codec.pending import PendingRecord, PendingSetHeader, pendingset_bytes
+from zerorename.committers.codec.validate import Fields, load_json
+from zerorename.committers.commit.storage import job_is_active
 from zerorename.committers.context import JobContext
 from zerorename.committers.errors import (
     CommitterError,
@@ -36,7 +39,6 @@ from zerorename.committers.errors import (
     TaskAttemptError,
     wrap_engine_errors,
 )
-from zerorename.committers.jobstorage import job_is_active
 from zerorename.committers.objectstore import OutputWriter, SyncOutputWriter, UploadStore
 from zerorename.committers.paths import (
     PENDING_SUFFIX,
@@ -47,9 +49,7 @@ from zerorename.committers.paths import (
     task_name,
     with_job_id,
 )
-from zerorename.committers.records import PendingRecord, PendingSetHeader, pendingset_bytes
 from zerorename.committers.store import bounded_map
-from zerorename.committers.validate import Fields, load_json
 from zerorename.engine.errors import EngineError
 from zerorename.engine.records import PendingUpload, UploadResult
 

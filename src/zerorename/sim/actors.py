@@ -17,9 +17,9 @@ from zerorename.committers import (
     PartitionedCommitter,
     StagingCommitter,
 )
+from zerorename.committers.codec.success import SuccessData
 from zerorename.committers.paths import Destination
-from zerorename.committers.s3alayout import S3AJobLayout
-from zerorename.committers.successdata import SuccessData
+from zerorename.committers.s3a.layout import S3AJobLayout
 from zerorename.sim.model import BUCKET, DEST, ActorSpec, JobTold, Outcome
 from zerorename.sim.world import URI, DeadJob, World, crashed, new_uuid, one_line
 from zerorename.testing.s3acrash import TASK, s3a_commit, s3a_pendingset

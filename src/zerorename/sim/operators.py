@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from zerorename.committers import MagicCommitter, cli
-from zerorename.committers.s3ajobs import NOTHING_ROLLED_BACK, UNRECORDED
+from zerorename.committers.s3a.jobs import NOTHING_ROLLED_BACK, UNRECORDED
 from zerorename.sim.model import BUCKET, DEST, SIBLING, ActorSpec, Outcome
 from zerorename.sim.world import URI, DeadJob, World, crashed, one_line
 from zerorename.spark_adapter.streamjobs import stream_job_action, stream_job_ids

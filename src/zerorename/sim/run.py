@@ -39,7 +39,7 @@ from zerorename.sim.world import URI, World, crashed, one_line
 from zerorename.testing.memstate import MemoryState
 from zerorename.testing.memstore import MemoryStore
 
-#: the destination's commit lock (zerorename.committers.commitlock.lock_key)
+#: the destination's commit lock (zerorename.committers.commit.lock.lock_key)
 LOCK = f"{DEST}/__magic_commit/lock.json"
 
 Actor = Callable[[World, int, ActorSpec], Awaitable[None]]

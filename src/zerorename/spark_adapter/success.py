@@ -12,8 +12,8 @@ from typing import Any
 
 from zerorename.committers import Destination, SuccessData
 from zerorename.committers import objectstore as caps
-from zerorename.committers.s3aformat import counters_of
-from zerorename.committers.successdata import key_of_filename
+from zerorename.committers.codec.hadoop import counters_of
+from zerorename.committers.codec.success import key_of_filename
 from zerorename.engine import EngineConfig
 from zerorename.spark_adapter.bridge import get_bridge
 

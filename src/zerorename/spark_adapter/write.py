@@ -37,8 +37,8 @@ from zerorename.committers import (
     TaskCommitSummary,
     committer_class,
 )
-from zerorename.committers.jobresult import CommitHooks
-from zerorename.committers.journal import JobMarker
+from zerorename.committers.commit.journal import JobMarker
+from zerorename.committers.commit.result import CommitHooks
 from zerorename.engine import UploadEngine
 from zerorename.spark_adapter.bridge import get_bridge
 from zerorename.spark_adapter.errors import CommitMessageError

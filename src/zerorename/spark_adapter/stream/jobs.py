@@ -25,8 +25,8 @@ from typing import Any
 
 from zerorename.committers import Destination, MagicCommitter
 from zerorename.committers.cli import StreamJobReply
+from zerorename.committers.commit.result import CommitHooks
 from zerorename.committers.errors import CommitterError
-from zerorename.committers.jobresult import CommitHooks
 from zerorename.committers.objectstore import MARKER_CAP
 from zerorename.committers.objectstore import UploadStore as Store
 from zerorename.committers.store import gather, read_optional

@@ -5,7 +5,8 @@ protocol runs on the in-memory store in unit tests).
 The commit of batch B by job J (:mod:`.log` decides, this module does the I/O):
 
 1. read the query's log, list the query's job notes and, beside them, J's commit's first
-   round (its marker, journal and pendingsets: read only, see :mod:`jobcommit`);
+   round (its marker, journal and pendingsets: read only, see
+   :mod:`zerorename.committers.commit.run`);
 2. B committed already (Spark re-runs a batch whose commit it did not record): abort J,
    success, nothing twice;
 3. another run's intent of B (a driver died in its commit): resume that job (its journal
@@ -45,7 +46,7 @@ from zerorename.committers import (
     TaskCommitSummary,
     committer_class,
 )
-from zerorename.committers.jobresult import CommitHooks, CommitProgress, JobCommitResult
+from zerorename.committers.commit.result import CommitHooks, CommitProgress, JobCommitResult
 from zerorename.committers.store import gather
 from zerorename.spark_adapter.bridge import get_bridge
 from zerorename.spark_adapter.errors import StreamLogError
