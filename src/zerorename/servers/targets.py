@@ -1,0 +1,197 @@
+"""S3Target: one S3 endpoint + bucket + per-test prefix, as handed to tests by the fixtures."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import threading
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from zerorename.engine.config import EngineConfig
+
+AddressingStyle = Literal["auto", "path", "virtual"]
+
+_BUCKET_BAD = re.compile(r"[^a-z0-9-]+")
+
+#: S3Target.boto3_client's clients by their settings, least recently used first
+_CLIENTS: dict[tuple[Any, ...], Any] = {}
+_CLIENTS_LOCK = threading.Lock()
+_CLIENTS_KEPT = 16
+
+
+def unique_bucket_name(hint: str = "", *, prefix: str = "zr") -> str:
+    """A fresh, valid S3 bucket name: lowercase letters, digits and '-', 3..63 chars."""
+    stem = _BUCKET_BAD.sub("-", hint.lower()).strip("-")[:30].strip("-")
+    parts = [prefix, stem, uuid.uuid4().hex[:12]] if stem else [prefix, uuid.uuid4().hex[:12]]
+    return "-".join(parts)[:63]
+
+
+def unique_prefix(hint: str = "") -> str:
+    """A fresh key prefix ending with '/' (unique per test)."""
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", hint).strip("-")[:40]
+    return f"{stem or 'test'}-{uuid.uuid4().hex[:8]}/"
+
+
+class _Endpoint(Protocol):
+    @property
+    def endpoint_url(self) -> str | None: ...
+    @property
+    def region(self) -> str: ...
+    @property
+    def addressing_style(self) -> str: ...
+    @property
+    def access_key(self) -> str | None: ...
+    @property
+    def secret_key(self) -> str | None: ...
+
+
+def endpoint_engine_config(target: _Endpoint, **overrides: Any) -> EngineConfig:
+    """An EngineConfig that talks to ``target``'s endpoint (its credentials when it has
+    both keys, else the AWS chain; its CA bundle when it has one); keyword arguments
+    override any field."""
+    kwargs: dict[str, Any] = {
+        "endpoint_url": target.endpoint_url,
+        "region": target.region,
+        "addressing_style": target.addressing_style,
+    }
+    ca_bundle = getattr(target, "ca_bundle", None)
+    if ca_bundle is not None:
+        kwargs["ca_bundle"] = ca_bundle
+    if target.access_key is not None and target.secret_key is not None:
+        kwargs["aws_access_key_id"] = target.access_key
+        kwargs["aws_secret_access_key"] = target.secret_key
+    kwargs.update(overrides)
+    return EngineConfig(**kwargs)
+
+
+@dataclass(frozen=True)
+class S3Target:
+    """Where a test writes: endpoint, region, credentials (None = AWS chain), bucket, prefix,
+    and for an HTTPS endpoint with a private CA the CA bundle (PEM path) that verifies it.
+
+    ``name`` is the server kind ("moto", "rgw", "external"), the same over HTTP and HTTPS.
+    """
+
+    name: str
+    endpoint_url: str | None
+    region: str
+    access_key: str | None = field(repr=False)
+    secret_key: str | None = field(repr=False)
+    bucket: str
+    prefix: str
+    addressing_style: AddressingStyle = "path"
+    ca_bundle: str | None = None
+
+    @property
+    def tls(self) -> bool:
+        """True when the endpoint is HTTPS."""
+        return (self.endpoint_url or "https:").startswith("https:")
+
+    def env(self) -> dict[str, str]:
+        """Environment variables a subprocess (a CLI, boto3) needs to reach this target the
+        way this process does: the endpoint, and ``AWS_CA_BUNDLE`` when there is one."""
+        out = {"AWS_ENDPOINT_URL": self.endpoint_url} if self.endpoint_url else {}
+        if self.ca_bundle is not None:
+            out["AWS_CA_BUNDLE"] = self.ca_bundle
+        return out
+
+    def key(self, name: str) -> str:
+        """``prefix + name``: a key inside this test's prefix."""
+        return self.prefix + name
+
+    def engine_config(self, **overrides: Any) -> EngineConfig:
+        """An EngineConfig for this target; keyword arguments override any field."""
+        return endpoint_engine_config(self, **overrides)
+
+    def boto3_client(self, **config: Any) -> Any:
+        """A plain boto3 S3 client for checking state in tests (never used by the library).
+
+        Keyword arguments go to ``botocore.config.Config`` (e.g. ``retries=...``). Over
+        HTTPS the client verifies with the target's CA bundle and adds checksums only where
+        S3 requires them: boto3 >= 1.36 would otherwise send trailing checksums
+        (``aws-chunked``) over TLS, which Ceph RGW pacific refuses (MissingContentLength).
+        Without keyword arguments the client is shared by every call with the same target
+        settings in this process: use it, do not close it or hook its events.
+        """
+        import boto3
+        from botocore.config import Config
+
+        cfg: dict[str, Any] = {
+            "s3": {"addressing_style": self.addressing_style},
+            "retries": {"max_attempts": 3, "mode": "standard"},
+            "connect_timeout": 10,
+            "read_timeout": 60,
+        }
+        if self.tls:
+            cfg["request_checksum_calculation"] = "when_required"
+        cfg.update(config)
+        if config:  # a client made to measure: a fresh one
+            return self._new_boto3_client(Config(**cfg))
+        # without arguments, the same client for the same target settings (making one
+        # costs more CPU than a request): keyed by every input boto3 reads, the AWS_*
+        # environment included
+        key = (
+            self.endpoint_url,
+            self.region,
+            self.access_key,
+            self.secret_key,
+            self.ca_bundle,
+            repr(sorted(cfg.items())),
+            tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("AWS_"))),
+            id(boto3.DEFAULT_SESSION),
+        )
+        with _CLIENTS_LOCK:
+            client = _CLIENTS.pop(key, None)
+            if client is not None:
+                _CLIENTS[key] = client  # most recently used last
+                return client
+        client = self._new_boto3_client(Config(**cfg))
+        with _CLIENTS_LOCK:
+            _CLIENTS[key] = client
+            while len(_CLIENTS) > _CLIENTS_KEPT:
+                del _CLIENTS[next(iter(_CLIENTS))]
+        return client
+
+    def _new_boto3_client(self, config: Any) -> Any:
+        import boto3
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint_url,
+            region_name=self.region,
+            aws_access_key_id=self.access_key,
+            aws_secret_access_key=self.secret_key,
+            verify=self.ca_bundle,
+            config=config,
+        )
+
+    def with_endpoint(self, url: str) -> S3Target:
+        """The same target (credentials, bucket, prefix, CA bundle) reached through another
+        endpoint, e.g. a :class:`~zerorename.servers.faultproxy.FaultProxy` in front of the
+        server."""
+        return dataclasses.replace(self, endpoint_url=url)
+
+    def with_prefix(self, prefix: str) -> S3Target:
+        """The same target with another key prefix."""
+        return dataclasses.replace(self, prefix=prefix)
+
+
+def purge(target: S3Target, *, delete_bucket: bool, client: Any = None) -> None:
+    """Abort the pending uploads and delete the objects under ``target.prefix`` (the whole
+    bucket when the prefix is empty), then optionally delete the bucket. Best effort is the
+    caller's business: errors propagate."""
+    c = client if client is not None else target.boto3_client()
+    prefix = "" if delete_bucket else target.prefix
+    paginator = c.get_paginator("list_multipart_uploads")
+    for page in paginator.paginate(Bucket=target.bucket, Prefix=prefix):
+        for up in page.get("Uploads", []):
+            c.abort_multipart_upload(Bucket=target.bucket, Key=up["Key"], UploadId=up["UploadId"])
+    for page in c.get_paginator("list_objects_v2").paginate(Bucket=target.bucket, Prefix=prefix):
+        keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+        if keys:
+            c.delete_objects(Bucket=target.bucket, Delete={"Objects": keys, "Quiet": True})
+    if delete_bucket:
+        c.delete_bucket(Bucket=target.bucket)
