@@ -1,4 +1,4 @@
-"""Errors of the test infrastructure (one root: :class:`TestingError`, a
+"""Errors of the S3 servers and the test infrastructure (one root: :class:`TestingError`, a
 :class:`zerorename.errors.ZeroRenameError`)."""
 
 from __future__ import annotations

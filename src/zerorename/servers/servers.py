@@ -1,4 +1,5 @@
-"""Local S3 servers for tests: moto (in-process) and a throwaway Ceph RADOS Gateway.
+"""Local S3 servers for the benchmarks, the demo and the tests: moto (in this process, or
+in a child process of its own: :func:`moto_process`) and a throwaway Ceph RADOS Gateway.
 
 Both bind 127.0.0.1 on free ports, so several test runs can share a machine. Both accept
 :data:`TEST_ACCESS_KEY` / :data:`TEST_SECRET_KEY` (moto accepts any credentials; the RGW
@@ -20,10 +21,11 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Self
 
@@ -157,6 +159,51 @@ class MotoServer(Service):
 
     def __repr__(self) -> str:
         return f"MotoServer(endpoint_url={self._endpoint_url!r})"
+
+
+@contextlib.contextmanager
+def moto_process(*, timeout: float = 60.0) -> Iterator[str]:
+    """A :class:`MotoServer` in a child process of its own on a free loopback port (so its
+    CPU never counts as this process's: the perf harness's moto); yields its endpoint URL
+    once it accepts connections, and stops it on exit. Raises ServerStartError (with the
+    child's stderr) when it does not start within ``timeout`` seconds."""
+    port = free_ports(1)[0]
+    code = (
+        "import sys\n"
+        "from zerorename.servers.servers import MotoServer\n"
+        f"s = MotoServer(port={port}).start()\n"
+        "sys.stdin.read()\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                socket.create_connection((_HOST, port), timeout=0.5).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+                    raise ServerStartError(
+                        f"moto server did not start (is moto[server] installed?): "
+                        f"{err.strip()[-500:]}"
+                    ) from None
+                time.sleep(0.05)
+        yield f"http://{_HOST}:{port}"
+    finally:
+        if proc.stdin:
+            proc.stdin.close()
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 class RgwServer(Service):

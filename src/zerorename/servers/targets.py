@@ -1,4 +1,5 @@
-"""S3Target: one S3 endpoint + bucket + per-test prefix, as handed to tests by the fixtures."""
+"""Target: one S3 endpoint, bucket and key prefix, where a benchmark, the demo or a test
+writes (the perf harness's targets and the tests' fixtures hand out the same class)."""
 
 from __future__ import annotations
 
@@ -8,15 +9,19 @@ import re
 import threading
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from zerorename.engine.config import EngineConfig
+from zerorename.logsafe import redact_url
+
+if TYPE_CHECKING:  # the engine (aiobotocore, aiohttp) is imported by the clients that use it:
+    # a benchmark baseline's child never loads it
+    from zerorename.engine.config import EngineConfig
 
 AddressingStyle = Literal["auto", "path", "virtual"]
 
 _BUCKET_BAD = re.compile(r"[^a-z0-9-]+")
 
-#: S3Target.boto3_client's clients by their settings, least recently used first
+#: Target.boto3_client's clients by their settings, least recently used first
 _CLIENTS: dict[tuple[Any, ...], Any] = {}
 _CLIENTS_LOCK = threading.Lock()
 _CLIENTS_KEPT = 16
@@ -52,6 +57,8 @@ def endpoint_engine_config(target: _Endpoint, **overrides: Any) -> EngineConfig:
     """An EngineConfig that talks to ``target``'s endpoint (its credentials when it has
     both keys, else the AWS chain; its CA bundle when it has one); keyword arguments
     override any field."""
+    from zerorename.engine.config import EngineConfig
+
     kwargs: dict[str, Any] = {
         "endpoint_url": target.endpoint_url,
         "region": target.region,
@@ -67,28 +74,51 @@ def endpoint_engine_config(target: _Endpoint, **overrides: Any) -> EngineConfig:
     return EngineConfig(**kwargs)
 
 
-@dataclass(frozen=True)
-class S3Target:
-    """Where a test writes: endpoint, region, credentials (None = AWS chain), bucket, prefix,
-    and for an HTTPS endpoint with a private CA the CA bundle (PEM path) that verifies it.
+#: the prefix a Target writes under when none is given (the perf harness's runs: each
+#: benchmark run gives its own prefix below it)
+DEFAULT_PREFIX = "zerorename-perf"
 
-    ``name`` is the server kind ("moto", "rgw", "external"), the same over HTTP and HTTPS.
+
+@dataclass(frozen=True)
+class Target:
+    """Where a client writes: an S3 endpoint (None: AWS's), a bucket, a region, the
+    addressing style, credentials (None: the AWS chain: env, profile, instance role), a key
+    prefix, and for an HTTPS endpoint with a private CA the CA bundle (PEM path) that
+    verifies it. The one target of the benchmarks, the demo and the tests.
+
+    ``name`` is the server kind ("moto", "rgw", "sink", "external"; the perf harness's
+    "aws" or "url"), the same over HTTP and HTTPS. Secrets never leave here:
+    :meth:`describe` and ``repr`` leave them out. A test's prefix ends with '/' (one per
+    test, :func:`unique_prefix`); a benchmark's is a run's directory with no '/' at its end.
     """
 
     name: str
     endpoint_url: str | None
-    region: str
-    access_key: str | None = field(repr=False)
-    secret_key: str | None = field(repr=False)
     bucket: str
-    prefix: str
+    region: str = "us-east-1"
     addressing_style: AddressingStyle = "path"
+    access_key: str | None = field(default=None, repr=False)
+    secret_key: str | None = field(default=None, repr=False)
+    #: prefix under which every key is (a test's or a benchmark run's: runs never collide)
+    prefix: str = DEFAULT_PREFIX
     ca_bundle: str | None = None
 
     @property
     def tls(self) -> bool:
-        """True when the endpoint is HTTPS."""
+        """True when the endpoint is HTTPS (AWS's default endpoint is)."""
         return (self.endpoint_url or "https:").startswith("https:")
+
+    def describe(self) -> dict[str, Any]:
+        """What a report shows of the target: no credentials, the endpoint redacted."""
+        return {
+            "name": self.name,
+            "endpoint_url": redact_url(self.endpoint_url) if self.endpoint_url else "(AWS default)",
+            "bucket": self.bucket,
+            "region": self.region,
+            "addressing_style": self.addressing_style,
+            "tls": self.tls,
+            "ca_bundle": self.ca_bundle,
+        }
 
     def env(self) -> dict[str, str]:
         """Environment variables a subprocess (a CLI, boto3) needs to reach this target the
@@ -98,16 +128,27 @@ class S3Target:
             out["AWS_CA_BUNDLE"] = self.ca_bundle
         return out
 
-    def key(self, name: str) -> str:
-        """``prefix + name``: a key inside this test's prefix."""
-        return self.prefix + name
+    def key(self, *parts: str) -> str:
+        """A key inside the prefix: ``prefix + name`` when the prefix is empty or ends with
+        '/' (a test's), else the prefix and the parts joined by '/' (a benchmark run's)."""
+        if not self.prefix or self.prefix.endswith("/"):
+            return self.prefix + "/".join(parts)
+        return "/".join([self.prefix, *parts])
+
+    def destination(self, *parts: str) -> tuple[str, str]:
+        """A run's destination under the prefix: its ``s3://`` URI and the prefix that
+        lists exactly it (ending in '/'), as the committers' Destination names them (a
+        test checks), without importing them: a baseline's child never loads the engine."""
+        key = self.key(*parts)
+        return f"s3://{self.bucket}/{key}", key + "/"
 
     def engine_config(self, **overrides: Any) -> EngineConfig:
         """An EngineConfig for this target; keyword arguments override any field."""
         return endpoint_engine_config(self, **overrides)
 
     def boto3_client(self, **config: Any) -> Any:
-        """A plain boto3 S3 client for checking state in tests (never used by the library).
+        """A boto3 S3 client for checking state in tests and scripts (never used by the
+        library): standard retries (3 attempts), a 10 s connect and 60 s read timeout.
 
         Keyword arguments go to ``botocore.config.Config`` (e.g. ``retries=...``). Over
         HTTPS the client verifies with the target's CA bundle and adds checksums only where
@@ -129,7 +170,7 @@ class S3Target:
             cfg["request_checksum_calculation"] = "when_required"
         cfg.update(config)
         if config:  # a client made to measure: a fresh one
-            return self._new_boto3_client(Config(**cfg))
+            return self._new_boto3_client(boto3.client, Config(**cfg))
         # without arguments, the same client for the same target settings (making one
         # costs more CPU than a request): keyed by every input boto3 reads, the AWS_*
         # environment included
@@ -148,17 +189,27 @@ class S3Target:
             if client is not None:
                 _CLIENTS[key] = client  # most recently used last
                 return client
-        client = self._new_boto3_client(Config(**cfg))
+        client = self._new_boto3_client(boto3.client, Config(**cfg))
         with _CLIENTS_LOCK:
             _CLIENTS[key] = client
             while len(_CLIENTS) > _CLIENTS_KEPT:
                 del _CLIENTS[next(iter(_CLIENTS))]
         return client
 
-    def _new_boto3_client(self, config: Any) -> Any:
+    def plain_boto3_client(self, **config: Any) -> Any:
+        """A new boto3 S3 client, as a user's program makes one: its own session, botocore's
+        defaults (retries, timeouts, checksums) but for ``config`` (botocore's Config; its
+        ``s3`` addressing style is filled in unless given), verifying with the CA bundle.
+        The perf harness's clients: its baselines measure exactly this."""
         import boto3
+        from botocore.config import Config
 
-        return boto3.client(
+        s3 = dict(config.pop("s3", {}))
+        s3.setdefault("addressing_style", self.addressing_style)
+        return self._new_boto3_client(boto3.session.Session().client, Config(s3=s3, **config))
+
+    def _new_boto3_client(self, make: Any, config: Any) -> Any:
+        return make(
             "s3",
             endpoint_url=self.endpoint_url,
             region_name=self.region,
@@ -168,15 +219,27 @@ class S3Target:
             config=config,
         )
 
-    def with_endpoint(self, url: str) -> S3Target:
+    def with_endpoint(self, url: str) -> Target:
         """The same target (credentials, bucket, prefix, CA bundle) reached through another
         endpoint, e.g. a :class:`~zerorename.servers.faultproxy.FaultProxy` in front of the
         server."""
         return dataclasses.replace(self, endpoint_url=url)
 
-    def with_prefix(self, prefix: str) -> S3Target:
+    def with_prefix(self, prefix: str) -> Target:
         """The same target with another key prefix."""
         return dataclasses.replace(self, prefix=prefix)
+
+    def to_json(self) -> dict[str, Any]:
+        """Everything a child needs (including credentials: pass it on stdin, never argv)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Target:
+        return cls(**data)
+
+
+#: the tests' name for :class:`Target` (the same class)
+S3Target = Target
 
 
 def purge(target: S3Target, *, delete_bucket: bool, client: Any = None) -> None:
