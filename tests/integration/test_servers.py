@@ -167,6 +167,7 @@ def test_boto3_client_is_shared_per_target_settings(monkeypatch: pytest.MonkeyPa
     """Making a boto3 client costs more CPU than a request: ``boto3_client()`` hands out one
     per target settings (a new prefix or bucket is the same client); another endpoint, an
     AWS_* variable or keyword arguments make another."""
+
     def target(bucket: str) -> S3Target:
         return S3Target(
             name="moto",

@@ -84,7 +84,7 @@ def assert_arguments_only(modules: set[str]) -> None:
     assert not third_party(modules, HTTP_STACK + EVENT_LOOP), third_party(
         modules, HTTP_STACK + EVENT_LOOP
     )
-    for package in ("committers", "perf", "spark_adapter", "testing", "sim"):
+    for package in ("committers", "perf", "spark_adapter", "servers", "testing", "sim"):
         assert not product_code(modules, package), (package, product_code(modules, package))
     loaded = {m for m in modules if m.startswith("zerorename.")}
     assert not loaded & {"zerorename.commands", "zerorename.dirupload", "zerorename.portal"}
@@ -132,7 +132,7 @@ def test_perf_help_loads_no_engine_committer_or_other_command() -> None:
         m for m in modules if m.startswith(("zerorename.engine.", "zerorename.committers."))
     }
     assert "zerorename.commands" not in modules
-    assert "zerorename.testing.faultproxy" not in modules  # what a --latency-ms run uses
+    assert "zerorename.servers.faultproxy" not in modules  # what a --latency-ms run uses
 
 
 def test_uploads_list_loads_the_listing_and_engine_but_no_jobs_benchmark_spark_or_testing() -> None:
@@ -142,7 +142,7 @@ def test_uploads_list_loads_the_listing_and_engine_but_no_jobs_benchmark_spark_o
     assert {"zerorename.committers.cli", "botocore"} <= modules  # it did run
     jobs_only = {"committer", "commitlock", "jobcommit", "s3ajobs", "s3aread", "tasks"}
     assert not {f"zerorename.committers.{m}" for m in jobs_only} & modules
-    for package in ("perf", "spark_adapter", "testing", "sim"):
+    for package in ("perf", "spark_adapter", "servers", "testing", "sim"):
         assert not product_code(modules, package), (package, product_code(modules, package))
     assert "zerorename.commands" not in modules and "pyspark" not in modules
 
@@ -153,7 +153,7 @@ def test_put_of_a_file_loads_the_engine_and_no_committer(tmp_path: Path) -> None
     code, _, err, modules = run_cli("put", str(source), "s3://b/k")
     assert code == 1 and "invalid bucket name 'b'" in err, err
     assert {"zerorename.commands", "zerorename.engine.core", "aiobotocore"} <= modules
-    for package in ("committers", "perf", "spark_adapter", "testing", "sim"):
+    for package in ("committers", "perf", "spark_adapter", "servers", "testing", "sim"):
         assert not product_code(modules, package), (package, product_code(modules, package))
     assert "zerorename.dirupload" not in modules
 
