@@ -9,7 +9,7 @@ import re
 import threading
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal
 
 from zerorename.logsafe import redact_url
 
@@ -38,40 +38,6 @@ def unique_prefix(hint: str = "") -> str:
     """A fresh key prefix ending with '/' (unique per test)."""
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", hint).strip("-")[:40]
     return f"{stem or 'test'}-{uuid.uuid4().hex[:8]}/"
-
-
-class _Endpoint(Protocol):
-    @property
-    def endpoint_url(self) -> str | None: ...
-    @property
-    def region(self) -> str: ...
-    @property
-    def addressing_style(self) -> str: ...
-    @property
-    def access_key(self) -> str | None: ...
-    @property
-    def secret_key(self) -> str | None: ...
-
-
-def endpoint_engine_config(target: _Endpoint, **overrides: Any) -> EngineConfig:
-    """An EngineConfig that talks to ``target``'s endpoint (its credentials when it has
-    both keys, else the AWS chain; its CA bundle when it has one); keyword arguments
-    override any field."""
-    from zerorename.engine.config import EngineConfig
-
-    kwargs: dict[str, Any] = {
-        "endpoint_url": target.endpoint_url,
-        "region": target.region,
-        "addressing_style": target.addressing_style,
-    }
-    ca_bundle = getattr(target, "ca_bundle", None)
-    if ca_bundle is not None:
-        kwargs["ca_bundle"] = ca_bundle
-    if target.access_key is not None and target.secret_key is not None:
-        kwargs["aws_access_key_id"] = target.access_key
-        kwargs["aws_secret_access_key"] = target.secret_key
-    kwargs.update(overrides)
-    return EngineConfig(**kwargs)
 
 
 #: the prefix a Target writes under when none is given (the perf harness's runs: each
@@ -143,8 +109,23 @@ class Target:
         return f"s3://{self.bucket}/{key}", key + "/"
 
     def engine_config(self, **overrides: Any) -> EngineConfig:
-        """An EngineConfig for this target; keyword arguments override any field."""
-        return endpoint_engine_config(self, **overrides)
+        """An EngineConfig that talks to this target's endpoint (its credentials when it has
+        both keys, else the AWS chain; its CA bundle when it has one); keyword arguments
+        override any field."""
+        from zerorename.engine.config import EngineConfig
+
+        kwargs: dict[str, Any] = {
+            "endpoint_url": self.endpoint_url,
+            "region": self.region,
+            "addressing_style": self.addressing_style,
+        }
+        if self.ca_bundle is not None:
+            kwargs["ca_bundle"] = self.ca_bundle
+        if self.access_key is not None and self.secret_key is not None:
+            kwargs["aws_access_key_id"] = self.access_key
+            kwargs["aws_secret_access_key"] = self.secret_key
+        kwargs.update(overrides)
+        return EngineConfig(**kwargs)
 
     def boto3_client(self, **config: Any) -> Any:
         """A boto3 S3 client for checking state in tests and scripts (never used by the

@@ -278,8 +278,3 @@ def session_tls() -> TlsFiles:
 def _remove(directory: Path, owner: int) -> None:
     if os.getpid() == owner:  # not in a forked child: the parent still uses the files
         shutil.rmtree(directory, ignore_errors=True)
-
-
-def ca_bundle_path() -> str:
-    """The CA bundle (PEM) that verifies every test server of this process."""
-    return str(session_tls().ca_bundle)
