@@ -60,7 +60,7 @@ fi
 
 if [ "${ZR_SKIP_RGW:-0}" != 1 ]; then
     # installs ceph-mon ceph-osd radosgw ceph-common when missing (apt-get update once; root)
-    "$PY" -c 'from zerorename.testing.servers import ensure_rgw_installed; ensure_rgw_installed()' ||
+    "$PY" -c 'from zerorename.servers.servers import ensure_rgw_installed; ensure_rgw_installed()' ||
         { say "could not install the Ceph RGW packages (set ZR_SKIP_RGW=1 to skip those tests)"; exit 1; }
 fi
 

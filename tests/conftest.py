@@ -8,16 +8,16 @@ Fixtures (names fixed by the project's test contract):
   fault_proxy  factory: fault_proxy(upstream_url) -> running FaultProxy (stopped at teardown);
              given an HTTPS endpoint of these servers it speaks TLS to its clients
   moto_server / rgw_server  the session-scoped servers themselves
-  tls_files  the session's CA and certificates (zerorename.testing.tls)
+  tls_files  the session's CA and certificates (zerorename.servers.tls)
 
 Parallel runs (pytest-xdist, ``-n N``; scripts/test.sh sets N from ZR_TEST_WORKERS): each
 worker has its own moto server (and its own Spark session), while one Ceph RGW serves every
-worker of a run: the first worker that needs it starts it (zerorename.testing.servers.
+worker of a run: the first worker that needs it starts it (zerorename.servers.servers.
 shared_rgw, a file lock and a state file in the run's directory $ZR_TEST_RUN_DIR, made by the
 controller), and the controller stops it when the run ends (the launcher's watchdog does if
 the controller dies). Every test uses a fresh bucket and prefix, so none sees another's data.
 
-HTTPS: one CA per run, shared by all workers (zerorename.testing.tls.session_tls, in
+HTTPS: one CA per run, shared by all workers (zerorename.servers.tls.session_tls, in
 $ZR_TEST_TLS_DIR under the run's directory). RGW serves HTTPS natively
 (beast ssl_endpoint, same gateway as HTTP); moto is reached through a FaultProxy in TLS mode
 with no rules. An HTTPS target's ``ca_bundle`` is also in AWS_CA_BUNDLE while its test runs
@@ -62,8 +62,8 @@ from typing import Any
 import pytest
 
 import jvm_archive
-from zerorename.testing.faultproxy import FaultProxy
-from zerorename.testing.servers import (
+from zerorename.servers.faultproxy import FaultProxy
+from zerorename.servers.servers import (
     RGW_PACKAGES,
     MotoServer,
     RgwServer,
@@ -71,8 +71,8 @@ from zerorename.testing.servers import (
     shared_rgw_state,
     stop_shared_rgw,
 )
-from zerorename.testing.targets import S3Target, purge, unique_bucket_name, unique_prefix
-from zerorename.testing.tls import TLS_DIR_ENV, TlsFiles, session_tls
+from zerorename.servers.targets import S3Target, purge, unique_bucket_name, unique_prefix
+from zerorename.servers.tls import TLS_DIR_ENV, TlsFiles, session_tls
 
 TEST_JVM_OPTIONS = jvm_archive.TEST_JVM_OPTIONS
 for _var in ("SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS"):

@@ -286,11 +286,18 @@ MAX_FOLDER_MODULES = 12
 #: To do (issue 21): the folders not reorganised yet, which may still hold more. Each
 #: leaves this list when it is reorganised (the check below fails while one listed here
 #: fits already, so the list cannot go stale).
-NOT_YET_REORGANISED = frozenset({"engine", "perf", "testing"})
+NOT_YET_REORGANISED = frozenset({"engine", "perf"})
 #: spark_adapter's parts, each a folder: the streaming sink, and the files a task writes
 SPARK_ADAPTER_FOLDERS = ("stream", "files")
 #: committers' parts, each a folder: the job commit, the record codecs, Hadoop S3A interop
 COMMITTERS_FOLDERS = ("commit", "codec", "s3a")
+#: servers' parts, each a folder: the do-nothing S3 server of the benchmarks
+SERVERS_FOLDERS = ("sink",)
+#: testing/ is test support only: the in-memory store, its state, faults and writers, the
+#: virtual rounds of its requests, and a Hadoop S3A job laid out as a crashed one
+TESTING_MODULES = frozenset(
+    {"memfaults", "memstate", "memstore", "memwriters", "rounds", "s3acrash"}
+)
 
 
 def is_alias(source: str) -> bool:
@@ -402,3 +409,86 @@ def test_the_record_codecs_import_no_other_committers_folder() -> None:
         if d.startswith(others)
     )
     assert not bad, f"codec imports another committers folder: {bad}"
+
+
+def test_servers_and_testing_have_their_modules() -> None:
+    """The S3 servers (moto, RGW, the sink, TLS material, the fault proxy, the one Target)
+    are a folder of their own; testing/ holds the in-memory store and its helpers alone."""
+    modules = folder_modules()
+    assert "testing" not in NOT_YET_REORGANISED
+    for name in SERVERS_FOLDERS:
+        assert modules.get(f"servers/{name}"), f"servers/{name}/ holds no module"
+    assert {"servers", "targets", "tls", "faultproxy"} <= set(modules["servers"])
+    assert set(modules["testing"]) == TESTING_MODULES
+    inside = [f for f, found in modules.items() if f.startswith("testing/") and found]
+    assert not inside, f"modules in a folder inside testing/: {inside}"
+
+
+# --- boundaries between the product and its test support (issue 21) ---------------------
+
+#: the product's write path: it imports neither the S3 servers nor the benchmark harness
+WRITE_PATH = ("engine", "committers", "spark_adapter")
+#: the write path's modules that may start a server: the demo (moto when the user gives no
+#: endpoint), whose place is with the CLI
+STARTS_A_SERVER = frozenset({f"{ROOT}.spark_adapter.demo"})
+#: test support: the in-memory store and its helpers (testing), and the simulator that runs
+#: the protocol on it (sim: ``python -m zerorename.sim``, itself a test of the protocol).
+#: Only tests and these two import testing; nothing of the product imports either.
+TEST_SUPPORT = ("testing", "sim")
+
+
+def crossings(
+    edges: dict[str, set[str]], sources: tuple[str, ...], targets: tuple[str, ...]
+) -> list[str]:
+    """``module -> imported`` for every import (an edge of :func:`graph`) from a module of
+    the packages ``sources`` into one of the packages ``targets`` (names under ROOT)."""
+
+    def within(module: str, packages: tuple[str, ...]) -> bool:
+        return any(top_package(module) == f"{ROOT}.{p}" for p in packages)
+
+    return sorted(
+        f"{module} -> {dep}"
+        for module, deps in edges.items()
+        if within(module, sources)
+        for dep in deps
+        if within(dep, targets)
+    )
+
+
+def test_the_crossing_check_finds_the_imports_from_some_packages_into_others() -> None:
+    edges = {
+        f"{ROOT}.engine.core": {f"{ROOT}.servers.targets", f"{ROOT}.engine.store"},
+        f"{ROOT}.perf.model": {f"{ROOT}.servers.targets"},
+        f"{ROOT}.servers": {f"{ROOT}.servers.errors"},
+    }
+    found = crossings(edges, ("engine", "committers"), ("servers", "perf"))
+    assert found == [f"{ROOT}.engine.core -> {ROOT}.servers.targets"]
+    assert crossings(edges, ("servers",), ("servers",)) == [
+        f"{ROOT}.servers -> {ROOT}.servers.errors"
+    ]
+    assert crossings(edges, ("perf",), ("testing",)) == []
+
+
+def test_the_write_path_imports_neither_servers_nor_perf() -> None:
+    edges = graph()
+    exempt = {
+        m: crossings({m: edges.get(m, set())}, WRITE_PATH, ("servers",)) for m in STARTS_A_SERVER
+    }
+    assert all(exempt.values()), f"they start no server: take them off STARTS_A_SERVER: {exempt}"
+    edges = {m: deps for m, deps in edges.items() if m not in STARTS_A_SERVER}
+    found = crossings(edges, WRITE_PATH, ("servers", "perf"))
+    assert not found, f"the write path imports the servers or the harness: {found}"
+
+
+def test_only_test_support_imports_testing() -> None:
+    """testing/ (and sim/) is test support: product code (perf, the demo, the servers, the
+    CLI) imports the servers it needs from servers/, never testing/ or sim/."""
+    support = {f"{ROOT}.{p}" for p in TEST_SUPPORT}
+    found = sorted(
+        f"{module} -> {dep}"
+        for module, deps in graph().items()
+        if top_package(module) not in support
+        for dep in deps
+        if top_package(dep) in support
+    )
+    assert not found, f"product code imports test support: {found}"

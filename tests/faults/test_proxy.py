@@ -461,7 +461,15 @@ def test_proxy_start_stop_and_upstream_down(fault_proxy: ProxyFactory) -> None:
     (dead,) = free_ports(1)
     with FaultProxy(f"http://127.0.0.1:{dead}") as proxy:
         url = proxy.url
-        target = S3Target("x", url, "us-east-1", "a" * 20, "b" * 40, "bkt", "p/")
+        target = S3Target(
+            name="x",
+            endpoint_url=url,
+            region="us-east-1",
+            access_key="a" * 20,
+            secret_key="b" * 40,
+            bucket="bkt",
+            prefix="p/",
+        )
         with pytest.raises(ClientError) as err:
             client(target).head_bucket(Bucket="bkt")
         assert err.value.response["ResponseMetadata"]["HTTPStatusCode"] == 502

@@ -167,13 +167,22 @@ def test_boto3_client_is_shared_per_target_settings(monkeypatch: pytest.MonkeyPa
     """Making a boto3 client costs more CPU than a request: ``boto3_client()`` hands out one
     per target settings (a new prefix or bucket is the same client); another endpoint, an
     AWS_* variable or keyword arguments make another."""
-    t = S3Target("moto", "http://127.0.0.1:9", "us-east-1", "AK", "SK", "b", "p/")
+
+    def target(bucket: str) -> S3Target:
+        return S3Target(
+            name="moto",
+            endpoint_url="http://127.0.0.1:9",
+            bucket=bucket,
+            region="us-east-1",
+            access_key="AK",
+            secret_key="SK",
+            prefix="p/",
+        )
+
+    t = target("b")
     c = t.boto3_client()
     assert t.with_prefix("q/").boto3_client() is c
-    assert (
-        S3Target("moto", "http://127.0.0.1:9", "us-east-1", "AK", "SK", "b2", "p/").boto3_client()
-        is c
-    )
+    assert target("b2").boto3_client() is c
     assert t.with_endpoint("http://127.0.0.1:10").boto3_client() is not c
     assert t.boto3_client(retries={"max_attempts": 1}) is not c
     monkeypatch.setenv("AWS_REQUEST_CHECKSUM_CALCULATION", "when_required")

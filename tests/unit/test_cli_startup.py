@@ -97,7 +97,7 @@ def assert_arguments_only(modules: set[str]) -> None:
     assert not third_party(modules, HTTP_STACK + EVENT_LOOP), third_party(
         modules, HTTP_STACK + EVENT_LOOP
     )
-    for package in ("committers", "perf", "spark_adapter", "testing", "sim"):
+    for package in ("committers", "perf", "spark_adapter", "servers", "testing", "sim"):
         assert not product_code(modules, package), (package, product_code(modules, package))
     loaded = {m for m in modules if m.startswith("zerorename.")}
     assert not loaded & (COMMAND_CODE | {"zerorename.portal"})
@@ -145,7 +145,7 @@ def test_perf_help_loads_no_engine_committer_or_other_command() -> None:
         m for m in modules if m.startswith(("zerorename.engine.", "zerorename.committers."))
     }
     assert not COMMAND_CODE & modules
-    assert "zerorename.testing.faultproxy" not in modules  # what a --latency-ms run uses
+    assert "zerorename.servers.faultproxy" not in modules  # what a --latency-ms run uses
 
 
 def test_uploads_list_loads_the_listing_and_engine_but_no_jobs_benchmark_spark_or_testing() -> None:
@@ -153,10 +153,10 @@ def test_uploads_list_loads_the_listing_and_engine_but_no_jobs_benchmark_spark_o
     code, _, err, modules = run_cli("uploads", "list", "s3://b/prefix")
     assert code == 1 and "invalid bucket name 'b'" in err, err
     assert {"zerorename.cli.jobs", "botocore"} <= modules  # it did run
-    jobs_only = {"committer", "commitlock", "jobcommit", "s3ajobs", "s3aread", "tasks"}
+    jobs_only = {"committer", "commit.lock", "commit.run", "s3a.jobs", "s3a.read", "tasks"}
     assert not {f"zerorename.committers.{m}" for m in jobs_only} & modules
     assert "zerorename.cli.claims" not in modules
-    for package in ("perf", "spark_adapter", "testing", "sim"):
+    for package in ("perf", "spark_adapter", "servers", "testing", "sim"):
         assert not product_code(modules, package), (package, product_code(modules, package))
     assert "zerorename.cli.commands" not in modules and "pyspark" not in modules
 
@@ -167,7 +167,7 @@ def test_put_of_a_file_loads_the_engine_and_no_committer(tmp_path: Path) -> None
     code, _, err, modules = run_cli("put", str(source), "s3://b/k")
     assert code == 1 and "invalid bucket name 'b'" in err, err
     assert {"zerorename.cli.commands", "zerorename.engine.core", "aiobotocore"} <= modules
-    for package in ("committers", "perf", "spark_adapter", "testing", "sim"):
+    for package in ("committers", "perf", "spark_adapter", "servers", "testing", "sim"):
         assert not product_code(modules, package), (package, product_code(modules, package))
     assert "zerorename.cli.dirupload" not in modules and "zerorename.cli.jobs" not in modules
 

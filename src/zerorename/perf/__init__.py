@@ -2,7 +2,7 @@
 
 Scenarios: SCENARIO_NAMES (``zerorename perf --help`` says what each
 measures), next to boto3, obstore and Hadoop's rename, on moto, Ceph RGW, the sink
-(:mod:`zerorename.testing.sink`) or any S3 endpoint. ``harness`` runs each measurement in
+(:mod:`zerorename.servers.sink`) or any S3 endpoint. ``harness`` runs each measurement in
 a fresh child process and reports medians, ratios, JSON and plots. Needs the ``perf``
 extra; ``zerorename perf --help`` lists the options.
 """

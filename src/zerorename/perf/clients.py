@@ -180,13 +180,13 @@ def _boto3(
     ``matched``: False (default), True (matched) or "when_required"."""
     pool = int(params.get("pool") or params["concurrency"])
     if matched == "when_required":
-        client = target.boto3_client(
+        client = target.plain_boto3_client(
             max_pool_connections=pool, request_checksum_calculation="when_required"
         )
         return client, {}
     if not matched:
-        return target.boto3_client(max_pool_connections=pool), {}
-    client = target.boto3_client(
+        return target.plain_boto3_client(max_pool_connections=pool), {}
+    client = target.plain_boto3_client(
         max_pool_connections=pool,
         s3={"payload_signing_enabled": False},
         request_checksum_calculation="when_required",

@@ -2,10 +2,10 @@
 
 Against a remote store a small job's commit time is its chain of dependent requests times
 the round trip. With ``--latency-ms`` each measured run sends its requests through the
-fault proxy (:mod:`zerorename.testing.faultproxy`, a thread of the measured process) with
+fault proxy (:mod:`zerorename.servers.faultproxy`, a thread of the measured process) with
 that latency added to every request; the proxy's timed log of the measured phase gives
 the run's ``requests`` and ``sequential_requests`` (the longest chain of requests each sent
-after the previous one was answered, :mod:`zerorename.testing.requestlog`). The chain's
+after the previous one was answered, :mod:`zerorename.servers.requestlog`). The chain's
 operations, which a metric (a number) cannot carry, go to a file the notes read.
 """
 
@@ -25,7 +25,7 @@ from typing import Any
 
 from zerorename.perf.model import Meter, Sample, Target
 from zerorename.perf.targets import TargetError
-from zerorename.testing.requestlog import Request, describe, sequential_requests
+from zerorename.servers.requestlog import Request, describe, sequential_requests
 
 #: the measured phase of a run: a Meter, with or without the proxy's window around it
 Measure = Callable[[], AbstractContextManager[Meter]]
@@ -56,7 +56,7 @@ class Wire:
 
     def __init__(self, target: Target, latency_ms: float) -> None:
         # here, not at import: the harness's parser (`zerorename perf ... -h`) imports this
-        from zerorename.testing.faultproxy import FaultProxy, FaultRule
+        from zerorename.servers.faultproxy import FaultProxy, FaultRule
 
         self._upstream = target
         self.proxy = FaultProxy(str(target.endpoint_url))

@@ -349,7 +349,7 @@ def _measure(target: Target, params: dict[str, Any], label: str, commit: Any) ->
             **extra,
         }
         verify(
-            target.boto3_client(),
+            target.plain_boto3_client(),
             target.bucket,
             list_prefix,
             expected=n,
@@ -361,12 +361,12 @@ def _measure(target: Target, params: dict[str, Any], label: str, commit: Any) ->
     except BaseException:
         if not params.get("keep"):
             try:  # best effort: the run's own error is the one to report
-                cleanup(target.boto3_client(), target.bucket, list_prefix)
+                cleanup(target.plain_boto3_client(), target.bucket, list_prefix)
             except Exception as exc:
                 sys.stderr.write(f"cleanup of s3://{target.bucket}/{list_prefix}: {exc}\n")
         raise
     if not params.get("keep"):
-        cleanup(target.boto3_client(), target.bucket, list_prefix)
+        cleanup(target.plain_boto3_client(), target.bucket, list_prefix)
     return metrics
 
 
@@ -443,7 +443,7 @@ def _commit_boto3(
     measure: Measure,
 ) -> Measured:
     threads = int(params["threads"])
-    client = target.boto3_client(max_pool_connections=threads)
+    client = target.plain_boto3_client(max_pool_connections=threads)
     uploads = load_uploads(client, lines, threads)
     if len(uploads) != int(params["uploads"]):
         raise VerificationError(f"pendingsets hold {len(uploads)} uploads, not {params['uploads']}")

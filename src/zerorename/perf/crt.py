@@ -163,7 +163,7 @@ def upload_awscrt(target: Target, params: dict[str, Any]) -> dict[str, float]:
 
 
 def _check_and_delete(target: Target, key: str, size: int, part: int) -> None:
-    client = target.boto3_client()
+    client = target.plain_boto3_client()
     head = client.head_object(Bucket=target.bucket, Key=key)
     etag = str(head.get("ETag", "")).strip('"')
     parts = -(-size // part) if size > part else 0
@@ -206,5 +206,5 @@ def many_awscrt(target: Target, params: dict[str, Any]) -> dict[str, float]:
             request.finished_future.result()
     if errors:
         raise errors[0]
-    clients._check_and_delete_boto3(target.boto3_client(), target.bucket, base, keys, size)
+    clients._check_and_delete_boto3(target.plain_boto3_client(), target.bucket, base, keys, size)
     return {**clients._many_metrics(m, count, size), "trailer": trailer}

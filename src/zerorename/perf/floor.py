@@ -341,10 +341,10 @@ def upload_floor(target: Target, params: dict[str, Any]) -> dict[str, float]:
             conn.close()
     finally:
         os.close(fd)
-    head = target.boto3_client().head_object(Bucket=target.bucket, Key=key)
+    head = target.plain_boto3_client().head_object(Bucket=target.bucket, Key=key)
     if head["ContentLength"] != size or not str(head["ETag"]).endswith(f'-{len(ranges)}"'):
         raise FloorError(f"the floor's object is {head['ContentLength']} bytes, {head['ETag']}")
-    target.boto3_client().delete_object(Bucket=target.bucket, Key=key)
+    target.plain_boto3_client().delete_object(Bucket=target.bucket, Key=key)
     extra = {}
     if ctx is not None:  # over HTTPS: parts sent with a trailer (as the engine reports them)
         trailers = algo != "none" and mode[0] == "trailer"

@@ -34,7 +34,7 @@ def build_requests(target: Target, uploads: list[tuple[str, str, Any]]) -> list[
     """One ready request per upload: a pre-signed POST and its one-part XML body."""
     from zerorename.engine.fastpath import complete_body
 
-    client = target.boto3_client()
+    client = target.plain_boto3_client()
     out = []
     for key, upload_id, parts in uploads:
         url = client.generate_presigned_url(
@@ -134,7 +134,7 @@ def _commit_floor(
     lines: list[str],
     measure: Measure,
 ) -> tuple[Any, dict[str, float]]:
-    uploads = commit_scenario.load_uploads(target.boto3_client(), lines, 16)
+    uploads = commit_scenario.load_uploads(target.plain_boto3_client(), lines, 16)
     if len(uploads) != int(params["uploads"]):
         raise FloorError(f"pendingsets hold {len(uploads)} uploads, not {params['uploads']}")
     requests = build_requests(target, uploads)

@@ -18,97 +18,20 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from zerorename.logsafe import redact_url
 from zerorename.perf.errors import ChildFailed as ChildFailed  # re-exported
+from zerorename.servers.targets import Target as Target  # re-exported: the one Target
 from zerorename.units import parse_size
 
 if TYPE_CHECKING:  # the engine (aiobotocore, aiohttp) is imported by the runs that use it:
     # a baseline's child never pays its ~0.5-0.8 s of imports nor carries it in its RSS
-    from zerorename.engine import EngineConfig
+    pass
 
 #: the bucket the harness creates on embedded targets
 DEFAULT_BUCKET = "zerorename-bench"
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where a benchmark sends its requests. Credentials: given for embedded servers,
-    else None (the AWS chain: env, profile, instance role). Secrets never leave here:
-    ``describe()`` and ``repr`` leave them out. ``ca_bundle``: the PEM file that verifies an
-    HTTPS endpoint with a private CA (every client is given it), else None (the defaults)."""
-
-    name: str  # moto | rgw | sink | url
-    endpoint_url: str | None
-    bucket: str
-    region: str = "us-east-1"
-    addressing_style: str = "path"
-    access_key: str | None = field(default=None, repr=False)
-    secret_key: str | None = field(default=None, repr=False)
-    #: prefix under which every benchmark writes (a run id: runs never collide)
-    prefix: str = "zerorename-perf"
-    ca_bundle: str | None = None
-
-    @property
-    def tls(self) -> bool:
-        """True when the endpoint is HTTPS (AWS's default endpoint is)."""
-        return (self.endpoint_url or "https:").startswith("https:")
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "endpoint_url": redact_url(self.endpoint_url) if self.endpoint_url else "(AWS default)",
-            "bucket": self.bucket,
-            "region": self.region,
-            "addressing_style": self.addressing_style,
-            "tls": self.tls,
-            "ca_bundle": self.ca_bundle,
-        }
-
-    def key(self, *parts: str) -> str:
-        return "/".join([self.prefix, *parts])
-
-    def destination(self, *parts: str) -> tuple[str, str]:
-        """A run's destination under the prefix: its ``s3://`` URI and the prefix that
-        lists exactly it (ending in '/'), as the committers' Destination names them (a
-        test checks), without importing them: a baseline's child never loads the engine."""
-        key = self.key(*parts)
-        return f"s3://{self.bucket}/{key}", key + "/"
-
-    def engine_config(self, **overrides: Any) -> EngineConfig:
-        """An EngineConfig for this target; keyword arguments override any field."""
-        from zerorename.testing.targets import endpoint_engine_config
-
-        return endpoint_engine_config(self, **overrides)
-
-    def boto3_client(self, **config: Any) -> Any:
-        """A boto3 S3 client for this target, verifying with its CA bundle; ``config`` goes
-        to botocore's Config (its ``s3`` addressing style is filled in unless given)."""
-        import boto3
-        from botocore.config import Config
-
-        s3 = dict(config.pop("s3", {}))
-        s3.setdefault("addressing_style", self.addressing_style)
-        return boto3.session.Session().client(
-            "s3",
-            endpoint_url=self.endpoint_url,
-            region_name=self.region,
-            aws_access_key_id=self.access_key,
-            aws_secret_access_key=self.secret_key,
-            verify=self.ca_bundle,
-            config=Config(s3=s3, **config),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        """Everything a child needs (including credentials: passed on stdin, never argv)."""
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Target:
-        return cls(**data)
 
 
 @dataclass

@@ -306,7 +306,7 @@ def measure(target: Target, params: dict[str, Any]) -> dict[str, float]:
     # moto gives a copy of a multipart object the source's composite checksum as if it
     # were a whole-object one, which botocore's response validation rejects; the bytes are
     # checked by reading the rows back instead
-    s3 = target.boto3_client(response_checksum_validation="when_required")
+    s3 = target.plain_boto3_client(response_checksum_validation="when_required")
     try:
         with tempfile.TemporaryDirectory(prefix="zr-perf-spark-") as tmp:
             timing_file = os.path.join(tmp, "commit.json")

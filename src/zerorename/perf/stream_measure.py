@@ -37,7 +37,7 @@ from zerorename.perf.stream_check import (
     destination_problems,
     figures,
 )
-from zerorename.testing.requestlog import Request, describe, sequential_requests
+from zerorename.servers.requestlog import Request, describe, sequential_requests
 
 NAME = "stream"
 #: a task attempt id per (batch, task): unique in the run, as Spark's are
@@ -113,7 +113,7 @@ def _run(
     finally:
         if not params.get("keep"):
             try:  # best effort on failure: the run's own error is the one to report
-                cleanup(target.boto3_client(), target.bucket, list_prefix)
+                cleanup(target.plain_boto3_client(), target.bucket, list_prefix)
             except Exception as exc:
                 sys.stderr.write(f"cleanup of {uri}/: {exc}\n")
     return metrics
@@ -242,7 +242,7 @@ def verify_stream(target: Target, dest: str, want: Expected) -> None:
 
     log = run(read_log())
     d = Destination.parse(dest)
-    objects, uploads = _listing(target.boto3_client(), d.bucket, d.list_prefix)
+    objects, uploads = _listing(target.plain_boto3_client(), d.bucket, d.list_prefix)
     check(destination_problems(d.list_prefix, objects, uploads, log, want), d.uri)
 
 
@@ -255,7 +255,7 @@ def inject(target: Target, dest: str, fault: str | None) -> None:
     from zerorename.committers.paths import Destination
 
     d = Destination.parse(dest)
-    client = target.boto3_client()
+    client = target.plain_boto3_client()
     if fault == "upload":
         client.create_multipart_upload(Bucket=d.bucket, Key=f"{d.list_prefix}leftover.bin")
     elif fault == "missing":
@@ -282,8 +282,8 @@ def _baseline_batches(
     files, size = int(params["files"]), int(params["file_size"])
     threads = int(params["concurrency"])
     payload = b"z" * size
-    prep = direct.boto3_client(max_pool_connections=16)
-    timed = timed_on.boto3_client(max_pool_connections=threads)
+    prep = direct.plain_boto3_client(max_pool_connections=16)
+    timed = timed_on.plain_boto3_client(max_pool_connections=threads)
     record = f"{list_prefix}_baseline/log.json"
     figs: list[BatchFigure] = []
 
@@ -314,7 +314,7 @@ def _baseline_batches(
             body = json.dumps({"batch": b, "files": files}).encode()
             timed.put_object(Bucket=bucket, Key=record, Body=body)
             figs.append(counter.figure(time.perf_counter() - t0))
-    objects, uploads = _listing(direct.boto3_client(), bucket, list_prefix)
+    objects, uploads = _listing(direct.plain_boto3_client(), bucket, list_prefix)
     data = [s for k, s in objects if k != record]
     problems = []
     if len(data) != total * files or any(s != size for s in data):

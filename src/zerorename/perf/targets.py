@@ -18,9 +18,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -32,9 +29,10 @@ from typing import TYPE_CHECKING
 from zerorename.logsafe import redact_url
 from zerorename.perf.errors import TargetError as TargetError  # re-exported
 from zerorename.perf.model import DEFAULT_BUCKET, Target
+from zerorename.servers.targets import AddressingStyle
 
 if TYPE_CHECKING:
-    from zerorename.testing.tls import TlsFiles
+    from zerorename.servers.tls import TlsFiles
 
 log = logging.getLogger(__name__)
 
@@ -43,61 +41,25 @@ EMBEDDED = ("moto", "rgw", "sink")
 _BENCH_KEY, _BENCH_SECRET = "zerorenamebench", "zerorenamebenchsecret"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @contextmanager
 def _moto_process() -> Iterator[str]:
-    """moto's server in a child process on a free loopback port, served by the tests' own
-    keep-alive WSGI server (:class:`zerorename.testing.servers.MotoServer`): moto's
-    werkzeug server (``ThreadedMotoServer``) takes a TCP connection and a thread per
-    request, a cost no real store has, which the moto figures then carried."""
-    port = _free_port()
-    code = (
-        "import sys\n"
-        "from zerorename.testing.servers import MotoServer\n"
-        f"s = MotoServer(port={port}).start()\n"
-        "sys.stdin.read()\n"
-    )
-    proc = subprocess.Popen(
-        [sys.executable, "-c", code],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-                    raise TargetError(
-                        f"moto server did not start (is moto[server] installed? "
-                        f"pip install 'zerorename[perf]'): {err.strip()[-500:]}"
-                    ) from None
-                time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        if proc.stdin:
-            proc.stdin.close()
-        proc.terminate()
+    """moto's server in a child process (:func:`zerorename.servers.servers.moto_process`:
+    the tests' keep-alive :class:`~zerorename.servers.servers.MotoServer`, whose figures do
+    not carry the TCP connection and thread per request of moto's werkzeug server)."""
+    from zerorename.servers.errors import ServerStartError
+    from zerorename.servers.servers import moto_process
+
+    with ExitStack() as stack:
         try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            url = stack.enter_context(moto_process())
+        except ServerStartError as exc:
+            raise TargetError(f"{exc} (pip install 'zerorename[perf]')") from None
+        yield url
 
 
 def _tls_files(stack: ExitStack) -> TlsFiles:
     """A fresh CA and server certificate for this run, removed when the target closes."""
-    from zerorename.testing.tls import make_tls_files
+    from zerorename.servers.tls import make_tls_files
 
     directory = stack.enter_context(tempfile.TemporaryDirectory(prefix="zr-perf-tls-"))
     return make_tls_files(directory)
@@ -152,7 +114,7 @@ def target_problem(spec: str, environ: Mapping[str, str]) -> str | None:
 
 
 def _create_bucket(target: Target) -> None:
-    client = target.boto3_client()
+    client = target.plain_boto3_client()
     with suppress(client.exceptions.BucketAlreadyOwnedByYou):
         client.create_bucket(Bucket=target.bucket)
 
@@ -163,7 +125,7 @@ def open_target(
     *,
     bucket: str | None = None,
     region: str | None = None,
-    addressing_style: str | None = None,
+    addressing_style: AddressingStyle | None = None,
     create_bucket: bool = False,
     rgw_store: str = "bluestore",
     tls: bool = False,
@@ -192,7 +154,7 @@ def open_target(
         if spec == "moto":
             url = stack.enter_context(_moto_process())
             if files is not None:
-                from zerorename.testing.faultproxy import FaultProxy
+                from zerorename.servers.faultproxy import FaultProxy
 
                 front = FaultProxy(url, tls=files.server.server_context())
                 url = stack.enter_context(front).url
@@ -209,7 +171,7 @@ def open_target(
             )
             _create_bucket(target)
         elif spec == "sink":
-            from zerorename.testing.sink import SinkServer
+            from zerorename.servers.sink import SinkServer
 
             b = bucket or DEFAULT_BUCKET
             cert = files.server if files is not None else None
@@ -226,7 +188,7 @@ def open_target(
                 bundle,
             )
         elif spec == "rgw":
-            from zerorename.testing.servers import RgwServer
+            from zerorename.servers.servers import RgwServer
 
             if not RgwServer.available():
                 raise TargetError(

@@ -113,7 +113,7 @@ def seal_cost(total: int = _ROUND_BYTES) -> dict[str, Any]:
     """CPU seconds per GiB Python's ssl module spends turning 16 KiB writes into TLS records
     (a TLS 1.3 session over memory BIOs with a throwaway CA: no socket, no peer's work), and
     the cipher that session used."""
-    from zerorename.testing.tls import make_tls_files
+    from zerorename.servers.tls import make_tls_files
 
     with tempfile.TemporaryDirectory(prefix="zr-perf-seal-") as tmp:
         files = make_tls_files(tmp)

@@ -136,7 +136,7 @@ def _s3(args: argparse.Namespace) -> Iterator[tuple[str, str | None]]:
         yield args.endpoint_url, args.region
         return
     try:
-        from zerorename.testing.servers import MotoServer
+        from zerorename.servers.servers import MotoServer
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise DemoError(
             f"the embedded S3 server needs moto: pip install 'zerorename[demo]' ({exc})"

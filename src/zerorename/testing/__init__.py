@@ -1,8 +1,11 @@
-"""Test infrastructure shipped with zerorename: local S3 servers, test targets, a fault proxy.
+"""Test support shipped with zerorename: the in-memory store (:mod:`.memstore`, its state,
+faults and writers), virtual rounds of requests (:mod:`.rounds`) and a Hadoop S3A job laid
+out as a crashed one (:mod:`.s3acrash`). The S3 servers, the fault proxy and the test
+targets moved to :mod:`zerorename.servers` (their old paths here are aliases).
 
-Importing this package is cheap; the servers import moto or start Ceph only when used.
+Importing this package is cheap.
 """
 
-from zerorename.testing.errors import RgwNotInstalled, ServerStartError, TestingError
+from zerorename.servers.errors import RgwNotInstalled, ServerStartError, TestingError
 
 __all__ = ["RgwNotInstalled", "ServerStartError", "TestingError"]

@@ -1,20 +1,9 @@
-"""Errors of the test infrastructure (one root: :class:`TestingError`, a
-:class:`zerorename.errors.ZeroRenameError`)."""
+"""Moved to :mod:`zerorename.servers.errors` (issue 21: the S3 servers are a product feature,
+only the in-memory store is test support); this old path is that module itself."""
 
-from __future__ import annotations
+import sys
 
-from zerorename.errors import ZeroRenameError
+from zerorename.servers import errors as _moved
+from zerorename.servers.errors import *  # noqa: F403 (its names, for mypy)
 
-
-class TestingError(ZeroRenameError):
-    """Root of the errors raised by zerorename.testing."""
-
-    __test__ = False  # not a pytest test class
-
-
-class ServerStartError(TestingError):
-    """A local S3 server (moto or Ceph RGW) could not be started; the message names the log."""
-
-
-class RgwNotInstalled(TestingError):
-    """The Ceph RGW binaries are missing and cannot be installed here (not root, no apt-get)."""
+sys.modules[__name__] = _moved

@@ -5,7 +5,7 @@ commit protocol is tested in milliseconds with no server.
 copied to branch a test. :class:`MemoryStore` is one process's handle on it, implementing
 :class:`~zerorename.committers.objectstore.UploadStore` with the engine's signatures,
 records and errors, plus what a test needs: a log of every request
-(:mod:`~zerorename.testing.requestlog`), a latency per request, and faults counted in
+(:mod:`~zerorename.servers.requestlog`), a latency per request, and faults counted in
 requests: :meth:`MemoryStore.fail_at` (a request raises what the engine raises after its
 retries) and :meth:`MemoryStore.crash_at` (the process dies at a request: that handle
 refuses every later request; a test opens :meth:`MemoryStore.reopen` on the same state).
@@ -56,6 +56,7 @@ from zerorename.engine.records import (
 )
 from zerorename.engine.retry import EngineStats
 from zerorename.engine.store import DELETE_BATCH, GET_CAP, check_cap, too_large
+from zerorename.servers.requestlog import Request
 from zerorename.testing.memfaults import AnswerLost, Fault, Faults, ProcessCrashed
 from zerorename.testing.memstate import (
     MemoryState,
@@ -66,7 +67,6 @@ from zerorename.testing.memstate import (
     quoted_md5,
 )
 from zerorename.testing.memwriters import UploadSide
-from zerorename.testing.requestlog import Request
 from zerorename.units import MiB
 
 if TYPE_CHECKING:

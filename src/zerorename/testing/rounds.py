@@ -1,7 +1,7 @@
 """A protocol's round trips counted without a clock.
 
 Against a remote store a commit costs its chain of dependent requests times the round trip
-(:mod:`~zerorename.testing.requestlog`). Measuring that chain with a real latency per
+(:mod:`~zerorename.servers.requestlog`). Measuring that chain with a real latency per
 request needs requests sent together to overlap far beyond the event loop's jitter, and a
 loaded machine's jitter has no bound: a test that reads the clock can chain two requests
 that were sent together. :func:`rounds` makes the latency virtual instead.
@@ -16,7 +16,7 @@ Rules (every request of a :class:`~zerorename.testing.memstore.MemoryStore` hand
    chains after it; requests sent together start and end together and never chain.
 
 The request log then holds start and end in rounds, and
-:func:`~zerorename.testing.requestlog.sequential_requests` is the number of rounds: the
+:func:`~zerorename.servers.requestlog.sequential_requests` is the number of rounds: the
 same count on a quiet machine and on a loaded one.
 """
 

@@ -1,27 +1,9 @@
-"""A context-manager base for test services that have start() and stop()."""
+"""Moved to :mod:`zerorename.servers.service` (issue 21: the S3 servers are a product feature,
+only the in-memory store is test support); this old path is that module itself."""
 
-from __future__ import annotations
+import sys
 
-from types import TracebackType
-from typing import Self
+from zerorename.servers import service as _moved
+from zerorename.servers.service import *  # noqa: F403 (its names, for mypy)
 
-
-class Service:
-    """``with Svc(...) as s:`` runs ``s.start()`` and, on the way out, ``s.stop()``."""
-
-    def start(self) -> Self:
-        raise NotImplementedError
-
-    def stop(self) -> None:
-        raise NotImplementedError
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+sys.modules[__name__] = _moved

@@ -1,13 +1,12 @@
-"""A do-nothing S3 server for benchmarks: valid S3 answers for almost no work per request.
+"""Moved to :mod:`zerorename.servers.sink` (issue 21: the S3 servers are a product feature,
+only the in-memory store is test support); this old path is that package itself, so
+``python -m zerorename.testing.sink`` still runs the sink. A submodule imported by its old
+path (``zerorename.testing.sink.server``) would load a second copy: import those from
+:mod:`zerorename.servers.sink`."""
 
-An S3 test server next to moto and RGW. Run it as its own process (``python -m
-zerorename.testing.sink``, or :class:`SinkServer`) so its CPU is not counted against the
-client under test. Raw ``asyncio`` protocol on uvloop, path-style addressing, no signature
-checks, state in memory. PutObject bodies up to 8 MiB (JSON: 256 MiB) are kept, so the
-committers' records round-trip exactly; larger bodies and all part data are counted and
-dropped, and GetObject of such an object streams zeros with ``x-zerorename-sink: discarded``.
-"""
+import sys
 
-from zerorename.testing.sink.server import SinkServer, main, serve
+from zerorename.servers import sink as _moved
+from zerorename.servers.sink import *  # noqa: F403 (its names, for mypy)
 
-__all__ = ["SinkServer", "main", "serve"]
+sys.modules[__name__] = _moved

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import IO, Any, NoReturn, Self, cast
 from urllib.parse import unquote, unquote_plus
 
-from zerorename.testing.service import Service
-from zerorename.testing.sink.model import (
+from zerorename.servers.service import Service
+from zerorename.servers.sink.model import (
     _BAD,
     _CONTINUE,
     _MAX_HEAD,
@@ -38,8 +38,8 @@ from zerorename.testing.sink.model import (
     _Headers,
     _Req,
 )
-from zerorename.testing.sink.ops import _Sink
-from zerorename.testing.tls import CertPair
+from zerorename.servers.sink.ops import _Sink
+from zerorename.servers.tls import CertPair
 from zerorename.units import MiB
 
 # connection states
@@ -288,8 +288,8 @@ async def serve(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m zerorename.testing.sink",
-        description="A do-nothing S3 server for benchmarks (see zerorename.testing.sink).",
+        prog="python -m zerorename.servers.sink",
+        description="A do-nothing S3 server for benchmarks (see zerorename.servers.sink).",
     )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
@@ -345,7 +345,7 @@ class SinkServer(Service):
         """Spawn the child and wait for its READY line (RuntimeError with its stderr if not)."""
         if self._proc is not None:
             return self
-        cmd = [sys.executable, "-m", "zerorename.testing.sink", "--host", self.host, "--port", "0"]
+        cmd = [sys.executable, "-m", "zerorename.servers.sink", "--host", self.host, "--port", "0"]
         for b in self.buckets:
             cmd += ["--bucket", b]
         if self.tls is not None:

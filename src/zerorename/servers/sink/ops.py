@@ -17,7 +17,7 @@ from email.utils import formatdate
 from urllib.parse import quote, unquote
 from xml.etree import ElementTree
 
-from zerorename.testing.sink.model import (
+from zerorename.servers.sink.model import (
     _CHECKSUMS,
     _COMPLETED_TTL,
     _MD5_MAX,

@@ -1,0 +1,3 @@
+from zerorename.servers.sink.server import main
+
+raise SystemExit(main())

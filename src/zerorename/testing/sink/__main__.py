@@ -1,3 +1,0 @@
-from zerorename.testing.sink.server import main
-
-raise SystemExit(main())
