@@ -4,7 +4,7 @@
 Every error zerorename raises on purpose derives from :class:`ZeroRenameError`; each
 package has one family under it (``engine.errors.EngineError``,
 ``committers.errors.CommitterError``, ``spark_adapter.errors.SparkAdapterError``,
-``testing.errors.TestingError``). A bad setting or argument, in any layer, is also a
+``servers.errors.TestingError``). A bad setting or argument, in any layer, is also a
 :class:`ConfigError`. A package's boundary maps the errors of the layer below into its own
 family with the original as ``__cause__`` (httpcore's ``map_exceptions`` is the model).
 """
