@@ -25,9 +25,9 @@ from zerorename.cli.options import add_engine_options
 from zerorename.cli.runner import INTERRUPTED, run_parsed
 
 if TYPE_CHECKING:
-    from zerorename.cli.jobargs import StreamJobReply
     from zerorename.committers.paths import Destination
     from zerorename.engine import UploadEngine
+    from zerorename.spark_adapter.stream.jobs import StreamJobReply
 
 
 def main(argv: Sequence[str] | None = None) -> int:

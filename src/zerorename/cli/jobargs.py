@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from zerorename.cli.options import add_engine_options
@@ -18,20 +17,12 @@ from zerorename.cli.options import add_engine_options
 if TYPE_CHECKING:
     from zerorename.committers.paths import Destination
     from zerorename.engine import UploadEngine
+    from zerorename.spark_adapter.stream.jobs import StreamJobReply
 
 #: the commands :func:`add_subcommands` defines, by the name ``run`` is given
 COMMAND_NAMES = ("uploads list", "uploads abort", "jobs", "inspect")
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-@dataclass(frozen=True)
-class StreamJobReply:
-    """What a stream-aware hook did with a streaming query's batch job: for ``show``, what
-    goes into its ``stream`` field; for ``resume``/``abort``, the lines to print."""
-
-    lines: tuple[str, ...] = ()
-    show: dict[str, Any] | None = None
 
 
 #: ``(engine, destination, job id, action) -> reply``, or None when the job is no stream's:

@@ -44,7 +44,6 @@ from zerorename.cli.jobargs import (
     StreamJobIds,
     StreamJobs,
 )
-from zerorename.cli.jobargs import StreamJobReply as StreamJobReply  # re-exported
 from zerorename.cli.jobargs import parse_age as parse_age  # re-exported
 from zerorename.cli.options import engine_config
 from zerorename.committers.errors import CommitterError, RecordFormatError

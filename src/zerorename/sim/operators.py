@@ -14,11 +14,12 @@ import io
 import sys
 from typing import Any
 
-from zerorename.committers import MagicCommitter, cli
+from zerorename.cli import jobs as cli
+from zerorename.committers import MagicCommitter
 from zerorename.committers.s3a.jobs import NOTHING_ROLLED_BACK, UNRECORDED
 from zerorename.sim.model import BUCKET, DEST, SIBLING, ActorSpec, Outcome
 from zerorename.sim.world import URI, DeadJob, World, crashed, one_line
-from zerorename.spark_adapter.streamjobs import stream_job_action, stream_job_ids
+from zerorename.spark_adapter.stream.jobs import stream_job_action, stream_job_ids
 
 #: pauses an operator waits for a dead job to appear before it gives up
 PATIENCE = 40

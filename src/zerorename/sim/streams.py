@@ -18,10 +18,10 @@ from zerorename.sim.world import (
     new_uuid,
     one_line,
 )
-from zerorename.spark_adapter.jobs import TaskResult, task_id_for
 from zerorename.spark_adapter.options import WriteOptions
-from zerorename.spark_adapter.streamlog import stream_job_id
-from zerorename.spark_adapter.streamsink import STREAM_COMMIT, StreamSink, ensure_job
+from zerorename.spark_adapter.stream.log import stream_job_id
+from zerorename.spark_adapter.stream.sink import STREAM_COMMIT, StreamSink, ensure_job
+from zerorename.spark_adapter.write import TaskResult, task_id_for
 from zerorename.testing.memstore import MemoryStore
 
 #: restarts of a query after a crash or a failed commit before its driver gives up

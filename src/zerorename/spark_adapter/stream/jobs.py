@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from zerorename.committers import Destination, MagicCommitter
-from zerorename.committers.cli import StreamJobReply
 from zerorename.committers.commit.result import CommitHooks
 from zerorename.committers.errors import CommitterError
 from zerorename.committers.objectstore import MARKER_CAP
@@ -42,6 +41,16 @@ from zerorename.spark_adapter.stream.log import (
 )
 from zerorename.spark_adapter.stream.read import read_log, stream_queries
 from zerorename.spark_adapter.stream.sink import STREAM_COMMIT
+
+
+@dataclass(frozen=True)
+class StreamJobReply:
+    """What this hook of ``zerorename jobs show|resume|abort`` did with a streaming query's
+    batch job: for ``show``, what goes into its ``stream`` field; for ``resume``/``abort``,
+    the lines to print (the command's ``jobargs.StreamJobs`` names this type)."""
+
+    lines: tuple[str, ...] = ()
+    show: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
