@@ -153,6 +153,17 @@ class Committer:
             if data is not None:
                 m = JobMarker.from_json(data, location=self.dest.uri_of(layout.marker))
                 return Job(self, job_id, m.committer, m.conflict, m.scope)
+            # Hadoop 3.4's magic committer keeps a job's attempts in the same directory,
+            # under job-<id>/: its uploads carry no job id, so this committer's rules would
+            # misread that job
+            s3a_attempts = f"{layout.root}job-{job_id}/"
+            async for _ in self.engine.list_objects(self.dest.bucket, s3a_attempts):
+                raise CommitterError(
+                    f"{self.dest.uri_of(layout.root)} holds a Hadoop S3A magic job's records "
+                    f"(job-{job_id}/), not a zerorename job's: not opening it; `zerorename "
+                    f"jobs show|resume|abort {self.dest.uri} {job_id}` handles it as the "
+                    "S3A job it is"
+                )
             async for _ in self.engine.list_objects(self.dest.bucket, layout.root):
                 return self._unrecorded(job_id)
             async for _ in job_uploads(self.engine, self.dest, job_id):

@@ -308,3 +308,50 @@ async def test_an_s3a_job_stored_under_an_upper_case_uuid_is_resumed_by_that_tex
     assert exc is None, exc
     assert "out/_SUCCESS" in state.objects("bkt")
     assert not [k for k in state.objects("bkt") if "__magic" in k]
+
+
+async def test_open_job_refuses_an_s3a_jobs_directory() -> None:
+    """The second guard behind the id spelling (attack3): a library caller (or a mis-routed
+    command) that opens a Hadoop 3.4 S3A job's directory as a zerorename job is refused, and
+    nothing of the S3A job is touched (the plain path would abort and delete by its own
+    rules)."""
+    from zerorename.committers import CommitterError, MagicCommitter
+    from zerorename.testing.memstate import MemoryState
+    from zerorename.testing.memstore import MemoryStore
+
+    job = "0b7e4c1d-2f3a-4b5c-8d6e-7f8091a2b3c4"
+    state = MemoryState("bkt")
+    store = MemoryStore(state)
+    record = f"out/__magic_job-{job}/job-{job}/00/task_00.pendingset"
+    await store.put_object("bkt", record, b"{}")
+    before = dict(state.objects("bkt"))
+    with pytest.raises(CommitterError, match="Hadoop S3A magic job's records"):
+        await MagicCommitter(store, "s3://bkt/out").open_job(job)
+    assert state.objects("bkt") == before
+    # a zerorename job's directory without its marker still opens (to resume or abort)
+    other = "1b7e4c1d-2f3a-4b5c-8d6e-7f8091a2b3c4"
+    await store.put_object("bkt", f"out/__magic_job-{other}/journal.json", b"{}")
+    opened = await MagicCommitter(store, "s3://bkt/out").open_job(other)
+    assert not opened.kind_recorded
+
+
+@pytest.mark.parametrize("spell", [str.upper, lambda s: s.replace("-", "")])
+async def test_a_stream_batch_job_is_found_by_any_spelling_of_its_id(spell: Any) -> None:
+    """The second guard behind the id spelling: the stream lookup compares canonical ids,
+    so a batch's job typed in another spelling is still the stream's (never the plain
+    zerorename path, which would publish the batch outside its log)."""
+    from zerorename.committers import MagicCommitter
+    from zerorename.spark_adapter.stream.jobs import find_stream_job
+    from zerorename.spark_adapter.stream.log import stream_job_id
+    from zerorename.spark_adapter.stream.sink import STREAM_COMMIT, ensure_job
+    from zerorename.testing.memstate import MemoryState
+    from zerorename.testing.memstore import MemoryStore
+
+    store = MemoryStore(MemoryState("bkt"))
+    query = "11111111-2222-4333-8444-555555555555"
+    committer = MagicCommitter(store, "s3://bkt/out", options=STREAM_COMMIT)
+    job = stream_job_id(query, "token", 0)
+    await ensure_job(committer, job, query, 0)
+    found = await find_stream_job(store, committer.dest, spell(job))
+    assert found is not None and (found.query_id, found.job_id) == (query, job)
+    assert await find_stream_job(store, committer.dest, "not-a-uuid") is None

@@ -25,9 +25,10 @@ from typing import Any
 
 from zerorename.committers import Destination, MagicCommitter
 from zerorename.committers.commit.result import CommitHooks
-from zerorename.committers.errors import CommitterError
+from zerorename.committers.errors import CommitterError, InvalidJobId
 from zerorename.committers.objectstore import MARKER_CAP
 from zerorename.committers.objectstore import UploadStore as Store
+from zerorename.committers.paths import check_job_id
 from zerorename.committers.store import gather, read_optional
 from zerorename.spark_adapter.stream.log import (
     BatchEntry,
@@ -75,7 +76,13 @@ def _note_batch(data: bytes | None) -> int | None:
 
 
 async def find_stream_job(store: Store, dest: Destination, job_id: str) -> StreamJob | None:
-    """The query whose note or log names ``job_id`` (None: no stream's job)."""
+    """The query whose note or log names ``job_id`` (None: no stream's job). The id is
+    compared in its canonical spelling, as the sink writes it (a batch's job id is a UUID:
+    upper case or without hyphens names the same job; anything else is no stream's)."""
+    try:
+        job_id = check_job_id(job_id)
+    except InvalidJobId:
+        return None
     for query in await stream_queries(store, dest):
         note, found = await gather(
             read_optional(
