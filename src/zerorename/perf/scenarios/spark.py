@@ -7,7 +7,7 @@ prefix through one client:
 
 - ``magic`` / ``directory``: the ``zerorename`` data source with that committer (through
   ``zerorename_timed``: the same writer, with its commits timed);
-- ``rename``: :mod:`zerorename.perf.rename_baseline`, Hadoop FileOutputCommitter v1 on S3
+- ``rename``: :mod:`zerorename.perf.scenarios.rename_baseline`, Hadoop FileOutputCommitter v1 on S3
   (copy + delete renames at task and job commit), writing the same files;
 - ``spark``: Spark's own Parquet writer to the local disk (``partitionBy``, no S3), the
   reference for how many files a partitioned write makes (it sorts each task's rows by
@@ -52,7 +52,7 @@ CLIENTS = ("magic", "directory", "rename", "spark")
 #: the clients run unless --clients says otherwise
 DEFAULT_CLIENTS = ("magic", "directory", "rename")
 ORDERS = ("sorted", "random")
-FUNC = "zerorename.perf.spark_scenario:measure"
+FUNC = "zerorename.perf.scenarios.spark:measure"
 #: Parquet bytes per generated row (snappy), to size the output
 PARQUET_ROW_BYTES = 77
 #: commit time may grow this much from the smallest to the largest size and still be "flat"
@@ -287,7 +287,7 @@ def measure_spark_local(params: dict[str, Any]) -> dict[str, float]:
 
 def measure(target: Target, params: dict[str, Any]) -> dict[str, float]:
     """One write of ``params["size_mb"]`` MB through ``params["client"]``; metrics."""
-    from zerorename.perf import rename_baseline
+    from zerorename.perf.scenarios import rename_baseline
 
     client = str(params["client"])
     if client not in CLIENTS:
@@ -405,7 +405,7 @@ def verify(
 
 def delete_prefix(s3: Any, bucket: str, prefix: str) -> None:
     """Abort pending uploads and delete every object under ``prefix`` (ends with '/')."""
-    from zerorename.perf.rename_baseline import delete_keys
+    from zerorename.perf.scenarios.rename_baseline import delete_keys
 
     try:
         for up in s3.list_multipart_uploads(Bucket=bucket, Prefix=prefix).get("Uploads", []):

@@ -2,7 +2,7 @@
 
 Against a remote store an upload's throughput is bounded by the bytes in flight over the
 round trip; on loopback every store answers at once. With ``--latency-ms`` each measured run
-starts the fault proxy (:class:`~zerorename.perf.commit_latency.Wire`, a thread of the
+starts the fault proxy (:class:`~zerorename.perf.scenarios.commit.latency.Wire`, a thread of the
 measured child) with that latency added to every request and runs its client against it.
 The proxy's CPU over the run is taken out of the run's CPU figure; its memory is in peak RSS.
 """
@@ -12,13 +12,13 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from zerorename.perf.commit_latency import Wire
 from zerorename.perf.model import MeasureFn, Target
+from zerorename.perf.scenarios.commit.latency import Wire
 from zerorename.perf.targets import TargetError
 from zerorename.units import GiB
 
 #: the measured function that runs another one (params["inner"]) behind the proxy
-FUNC = "zerorename.perf.upload_latency:through_proxy"
+FUNC = "zerorename.perf.scenarios.upload_latency:through_proxy"
 
 
 def check_target(latency_ms: float | None, target: Target) -> None:

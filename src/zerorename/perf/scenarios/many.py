@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import argparse
 
-from zerorename.perf import upload_scenario
 from zerorename.perf.model import Run, Sample, Target, positive_int
+from zerorename.perf.scenarios import upload as upload_scenario
 from zerorename.units import format_size, parse_size
 
 NAME = "many"

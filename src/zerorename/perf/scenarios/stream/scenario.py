@@ -1,6 +1,6 @@
 """The ``stream`` scenario: what the commit of one micro-batch costs the streaming sink.
 
-A stream without Spark (:mod:`zerorename.perf.stream_measure`): per batch, tasks write
+A stream without Spark (:mod:`zerorename.perf.scenarios.stream.measure`): per batch, tasks write
 ``--files`` files as deferred uploads the way the streaming writer's tasks do, then
 ``StreamSink.commit`` of the batch is timed on an engine kept warm across batches. The
 baseline is the least any commit of those files must do: the same uploads completed by a
@@ -17,7 +17,6 @@ import statistics
 from collections.abc import Iterable
 from typing import Any
 
-from zerorename.perf import commit_latency
 from zerorename.perf.model import (
     Run,
     Sample,
@@ -28,6 +27,7 @@ from zerorename.perf.model import (
     positive_int,
     size_arg,
 )
+from zerorename.perf.scenarios.commit import latency as commit_latency
 from zerorename.units import MiB, format_size
 
 NAME = "stream"
@@ -41,8 +41,8 @@ RATIO_METRICS = ("commit_p50_ms", "commit_p99_ms", "commit_max_ms", "sequential_
 #: the commit's concurrency (EngineConfig.batch_concurrency's default) for the baseline pool
 COMMIT_CONCURRENCY = 64
 _FUNCS = {
-    "zerorename": "zerorename.perf.stream_measure:measure_stream",
-    "baseline": "zerorename.perf.stream_measure:measure_baseline",
+    "zerorename": "zerorename.perf.scenarios.stream.measure:measure_stream",
+    "baseline": "zerorename.perf.scenarios.stream.measure:measure_baseline",
 }
 
 

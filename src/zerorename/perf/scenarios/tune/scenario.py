@@ -4,8 +4,8 @@ Planning, per ``--latency-ms`` (a list: one tuning each), probes the endpoint in
 process (the round trip of small requests, one part sent on one connection, then a burst
 of parts in flight for the client's CPU per GiB and the server's ceiling; through the
 fault proxy with a latency), proposes concurrency and part size
-(:mod:`zerorename.perf.tunemodel`) and measures the grid's edge until the grid brackets
-the knee (:mod:`zerorename.perf.tunegrid`); the harness then runs every grid with
+(:mod:`zerorename.perf.scenarios.tune.model`) and measures the grid's edge until the grid brackets
+the knee (:mod:`zerorename.perf.scenarios.tune.grid`); the harness then runs every grid with
 interleaved repetitions. The notes pick, per latency, the cheapest setting
 indistinguishable from the best that reaches ``--share`` of it, say how sure and why, and
 give the answer in each user's terms; ``--advice FILE`` writes it as JSON and ``--plot``
@@ -29,8 +29,6 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from zerorename.perf import upload_latency, upload_scenario
-from zerorename.perf.commit_latency import Wire
 from zerorename.perf.model import (
     ChildFailed,
     Meter,
@@ -42,8 +40,11 @@ from zerorename.perf.model import (
     run_in_child,
     size_arg,
 )
-from zerorename.perf.tunegrid import Measure, bracket, extension
-from zerorename.perf.tunemodel import (
+from zerorename.perf.scenarios import upload as upload_scenario
+from zerorename.perf.scenarios import upload_latency
+from zerorename.perf.scenarios.commit.latency import Wire
+from zerorename.perf.scenarios.tune.grid import Measure, bracket, extension
+from zerorename.perf.scenarios.tune.model import (
     Advice,
     Pick,
     Probe,
@@ -65,7 +66,7 @@ HELP = (
 )
 OURS: tuple[str, ...] = ()
 _FUNC = "zerorename.perf.clients:upload_zerorename"
-_PROBE = "zerorename.perf.tune_scenario:measure_probe"
+_PROBE = "zerorename.perf.scenarios.tune.scenario:measure_probe"
 #: small requests timed for the round trip (their median); single-part uploads timed for
 #: one connection's rate (the fastest: on a shared machine the noise only slows)
 RTT_REQUESTS, PART_REQUESTS = 9, 5

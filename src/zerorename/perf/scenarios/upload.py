@@ -16,7 +16,7 @@ import atexit
 import os
 import tempfile
 
-from zerorename.perf import crt, floor, upload_latency
+from zerorename.perf import crt, floor
 from zerorename.perf.clients import botocore_checksums, make_data
 from zerorename.perf.model import (
     Run,
@@ -27,6 +27,7 @@ from zerorename.perf.model import (
     positive_int,
     size_arg,
 )
+from zerorename.perf.scenarios import upload_latency
 from zerorename.units import format_size, parse_size
 
 NAME = "upload"

@@ -14,7 +14,6 @@ import itertools
 import statistics
 from collections import defaultdict
 
-from zerorename.perf import upload_latency, upload_scenario
 from zerorename.perf.model import (
     Run,
     Sample,
@@ -23,6 +22,8 @@ from zerorename.perf.model import (
     size_arg,
     size_list_arg,
 )
+from zerorename.perf.scenarios import upload as upload_scenario
+from zerorename.perf.scenarios import upload_latency
 from zerorename.units import format_size, parse_size
 
 NAME = "sweep"

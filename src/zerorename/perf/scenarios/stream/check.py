@@ -1,7 +1,7 @@
 """The ``stream`` scenario's pure parts: a run's per-batch figures, and what the
 destination must hold after a run (checked before any figure is reported).
 
-No I/O here: :mod:`zerorename.perf.stream_measure` lists the destination and reads the
+No I/O here: :mod:`zerorename.perf.scenarios.stream.measure` lists the destination and reads the
 query's log, these functions judge what it found.
 """
 
@@ -13,8 +13,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from zerorename.perf.commit_verify import MAGIC_JOB_PREFIX
 from zerorename.perf.errors import StreamVerificationError as StreamVerificationError  # re-exported
+from zerorename.perf.scenarios.commit.verify import MAGIC_JOB_PREFIX
 from zerorename.spark_adapter.streamlog import KEEP, LOG_NAME, STREAMS_DIR, StreamLog
 
 

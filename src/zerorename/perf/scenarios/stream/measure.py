@@ -26,11 +26,11 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from typing import Any
 
-from zerorename.perf import commit_latency
-from zerorename.perf.commit_latency import Wire
-from zerorename.perf.commit_verify import cleanup
 from zerorename.perf.model import Target
-from zerorename.perf.stream_check import (
+from zerorename.perf.scenarios.commit import latency as commit_latency
+from zerorename.perf.scenarios.commit.latency import Wire
+from zerorename.perf.scenarios.commit.verify import cleanup
+from zerorename.perf.scenarios.stream.check import (
     BatchFigure,
     Expected,
     check,

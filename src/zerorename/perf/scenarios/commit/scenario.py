@@ -12,10 +12,11 @@ Clients, on the same target with the same prepared state (N one-part deferred up
 
 Each measured run (a child of the harness, see :func:`zerorename.perf.model.run_in_child`)
 prepares its own job under a fresh prefix in a separate process (``python -m
-zerorename.perf.commit_scenario prepare``, untimed), so the child's CPU and peak RSS are the
-commit's alone; then it measures, verifies by listing (untimed) and deletes what it wrote.
-With ``--latency-ms`` the measured phase goes through the fault proxy and each run also
-reports its requests and sequential requests (:mod:`zerorename.perf.commit_latency`).
+zerorename.perf.scenarios.commit.scenario prepare``, untimed), so the child's CPU and peak
+RSS are the commit's alone; then it measures, verifies by listing (untimed) and deletes
+what it wrote. With ``--latency-ms`` the measured phase goes through the fault proxy and
+each run also reports its requests and sequential requests
+(:mod:`zerorename.perf.scenarios.commit.latency`).
 """
 
 from __future__ import annotations
@@ -36,9 +37,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from zerorename.perf import commit_latency
-from zerorename.perf.commit_latency import Measure
-from zerorename.perf.commit_verify import VerificationError, cleanup, verify
 from zerorename.perf.errors import PrepareFailed as PrepareFailed  # re-exported
 from zerorename.perf.model import (
     ChildFailed,
@@ -49,18 +47,21 @@ from zerorename.perf.model import (
     positive_float,
     run_json_module,
 )
+from zerorename.perf.scenarios.commit import latency as commit_latency
+from zerorename.perf.scenarios.commit.latency import Measure
+from zerorename.perf.scenarios.commit.verify import VerificationError, cleanup, verify
 from zerorename.units import MiB
 
 NAME = "commit"
 HELP = "job commit rate: complete N deferred uploads (zerorename Job.commit vs boto3 threads)"
 
-CLIENTS = ("zerorename", "boto3-15", "boto3-64", "floor")  # floor: perf/floor_commit.py
+CLIENTS = ("zerorename", "boto3-15", "boto3-64", "floor")  # floor: commit/floor.py
 #: the harness rates these (prepare_s and base_rss_mib describe the setup, not the commit)
 RATIO_METRICS = ("completes_s", "commit_s", "cpu_ms_per_complete", "peak_rss_mib")
 FLOOR_METRIC = "cpu_ms_per_complete"  # the "x floor" column
 _THREADS = {"boto3-15": 15, "boto3-64": 64}
-_FUNC = "zerorename.perf.commit_scenario:"
-_FLOOR = "zerorename.perf.floor_commit:measure_floor"
+_FUNC = "zerorename.perf.scenarios.commit.scenario:"
+_FLOOR = "zerorename.perf.scenarios.commit.floor:measure_floor"
 #: the request parameter carrying each checksum algorithm's part checksum (as the engine's)
 _CHECKSUM_PARAM = {"CRC32": "ChecksumCRC32", "CRC32C": "ChecksumCRC32C", "SHA256": "ChecksumSHA256"}
 #: one part: the engine's smallest part size (5 MiB) bounds a one-part object
@@ -249,7 +250,7 @@ def prepare_in_child(
 ) -> dict[str, Any]:
     """Run :func:`_prepare` in another process (its memory and CPU are not the measured
     child's); returns ``{"job_id", "prepare_s"}``. By default a fresh ``python -m
-    zerorename.perf.commit_scenario prepare`` (credentials on stdin, never argv): a boto3
+    zerorename.perf.scenarios.commit.scenario prepare`` (credentials on stdin, never argv): a boto3
     run's child never imports the engine. With ``fork`` (zerorename's run, whose child
     imports the engine and the committers anyway) a fork of this process prepares, with
     those imports already made (a fresh interpreter would spend ~1.4 s of CPU on them)."""
@@ -258,7 +259,7 @@ def prepare_in_child(
     payload = {"target": target.to_json(), "params": params, "dest": dest, "out": str(out)}
     try:
         result: dict[str, Any] = run_json_module(
-            "zerorename.perf.commit_scenario", payload, timeout, "prepare"
+            "zerorename.perf.scenarios.commit.scenario", payload, timeout, "prepare"
         )
     except ChildFailed as exc:
         raise PrepareFailed(f"preparing {dest} {exc}") from None
@@ -593,7 +594,7 @@ def plot(samples: list[Sample], args: argparse.Namespace, path: str) -> None:
 def _main(argv: list[str]) -> int:
     if argv != ["prepare"]:
         sys.stderr.write(
-            "usage: python -m zerorename.perf.commit_scenario prepare < request.json\n"
+            "usage: python -m zerorename.perf.scenarios.commit.scenario prepare < request.json\n"
             "(used by the commit scenario's measured runs; see `zerorename perf commit`)\n"
         )
         return 2

@@ -14,7 +14,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from zerorename.errors import ConfigError
-from zerorename.perf.tunemodel import (
+from zerorename.perf.scenarios.tune.model import (
     MAX_CONCURRENCY,
     SHARE,
     Setting,

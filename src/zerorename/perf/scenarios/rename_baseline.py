@@ -74,7 +74,7 @@ from zerorename.spark_adapter import (
 )
 from zerorename.units import GiB, MiB, parse_size
 
-log = logging.getLogger("zerorename.perf.rename_baseline")
+log = logging.getLogger("zerorename.perf.scenarios.rename_baseline")
 
 NAME = "zerorename_rename_baseline"
 TIMED_NAME = "zerorename_timed"

@@ -17,10 +17,10 @@ import ssl
 from typing import Any
 from urllib.parse import urlsplit
 
-from zerorename.perf import commit_scenario
-from zerorename.perf.commit_latency import Measure
 from zerorename.perf.floor import Connection, FloorError, client_context, split_answer
 from zerorename.perf.model import Target
+from zerorename.perf.scenarios.commit import scenario as commit_scenario
+from zerorename.perf.scenarios.commit.latency import Measure
 
 _WOULD_BLOCK = (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
 
