@@ -1,0 +1,11 @@
+"""Moved to :mod:`zerorename.perf.scenarios.stream.measure` (issue 21).
+
+This old path is that module itself (the same module object), for code that still imports
+it from here."""
+
+import sys
+
+from zerorename.perf.scenarios.stream import measure as _moved
+from zerorename.perf.scenarios.stream.measure import *  # noqa: F403 (its names, for mypy)
+
+sys.modules[__name__] = _moved

@@ -1,0 +1,11 @@
+"""Moved to :mod:`zerorename.perf.scenarios.tune.model` (issue 21).
+
+This old path is that module itself (the same module object), for code that still imports
+it from here."""
+
+import sys
+
+from zerorename.perf.scenarios.tune import model as _moved
+from zerorename.perf.scenarios.tune.model import *  # noqa: F403 (its names, for mypy)
+
+sys.modules[__name__] = _moved

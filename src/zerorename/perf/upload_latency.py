@@ -1,0 +1,11 @@
+"""Moved to :mod:`zerorename.perf.scenarios.upload_latency` (issue 21).
+
+This old path is that module itself (the same module object), for code that still imports
+it from here."""
+
+import sys
+
+from zerorename.perf.scenarios import upload_latency as _moved
+from zerorename.perf.scenarios.upload_latency import *  # noqa: F403 (its names, for mypy)
+
+sys.modules[__name__] = _moved
