@@ -278,11 +278,14 @@ MAX_FOLDER_MODULES = 12
 #: To do (issue 21): the folders not reorganised yet, which may still hold more. Each
 #: leaves this list when it is reorganised (the check below fails while one listed here
 #: fits already, so the list cannot go stale).
-NOT_YET_REORGANISED = frozenset({"engine", "perf"})
+NOT_YET_REORGANISED = frozenset({"engine"})
 #: spark_adapter's parts, each a folder: the streaming sink, and the files a task writes
 SPARK_ADAPTER_FOLDERS = ("stream", "files")
 #: committers' parts, each a folder: the job commit, the record codecs, Hadoop S3A interop
 COMMITTERS_FOLDERS = ("commit", "codec", "s3a")
+#: perf's scenarios with parts of their own, each a folder of ``perf/scenarios/`` (the
+#: scenario itself in its ``scenario.py``): the job commit, the streaming sink, the tuner
+PERF_SCENARIO_FOLDERS = ("commit", "stream", "tune")
 #: servers' parts, each a folder: the do-nothing S3 server of the benchmarks
 SERVERS_FOLDERS = ("sink",)
 #: testing/ is test support only: the in-memory store, its state, faults and writers, the
@@ -414,6 +417,42 @@ def test_servers_and_testing_have_their_modules() -> None:
     assert set(modules["testing"]) == TESTING_MODULES
     inside = [f for f, found in modules.items() if f.startswith("testing/") and found]
     assert not inside, f"modules in a folder inside testing/: {inside}"
+
+
+def perf_scenario_names() -> tuple[str, ...]:
+    """``zerorename.perf.SCENARIO_NAMES``, read from perf/__init__.py (nothing imported)."""
+    tree = ast.parse((SRC / ROOT / "perf" / "__init__.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "SCENARIO_NAMES":
+            names: tuple[str, ...] = ast.literal_eval(node.value)
+            return names
+    raise AssertionError("perf/__init__.py defines no SCENARIO_NAMES")
+
+
+def test_perf_has_its_scenarios_folder() -> None:
+    """perf/ holds the harness's shared parts; each scenario is ``perf/scenarios/NAME.py``
+    or, with parts of its own, ``perf/scenarios/NAME/scenario.py`` (where the harness finds
+    it by its name); a scenario imports neither the harness nor the command."""
+    modules = folder_modules()
+    assert "perf" not in NOT_YET_REORGANISED
+    for name in PERF_SCENARIO_FOLDERS:
+        assert "scenario" in modules.get(f"perf/scenarios/{name}", []), f"no {name}/scenario.py"
+    for name in perf_scenario_names():
+        flat = name in modules["perf/scenarios"]
+        folder = "scenario" in modules.get(f"perf/scenarios/{name}", [])
+        assert flat != folder, f"scenario {name}: not one perf/scenarios/{name}(.py|/scenario.py)"
+    flat = [m for m in modules["perf"] if "scenario" in m or m.startswith(("stream", "tune"))]
+    assert not flat, f"scenario modules outside perf/scenarios/: {flat}"
+    scenarios = f"{ROOT}.perf.scenarios."
+    harness = {f"{ROOT}.perf.harness", f"{ROOT}.perf.cli", f"{ROOT}.perf.__main__"}
+    bad = sorted(
+        f"{m} -> {d}"
+        for m, deps in graph().items()
+        if m.startswith(scenarios)
+        for d in deps
+        if d in harness
+    )
+    assert not bad, f"a scenario imports the harness: {bad}"
 
 
 # --- boundaries between the product and its test support (issue 21) ---------------------

@@ -112,7 +112,9 @@ def _interrupt_when(
     return proc, err
 
 
-@pytest.mark.parametrize("module", ["zerorename.perf.harness", "zerorename.perf.commit_latency"])
+@pytest.mark.parametrize(
+    "module", ["zerorename.perf.harness", "zerorename.perf.scenarios.commit.latency"]
+)
 def test_ctrl_c_while_perf_loads_is_one_line(moto_s3: S3Target, module: str) -> None:
     argv = ["upload", "--target", "sink", "--reps", "1", "--quiet"]
     script = _WRAPPER.format(module=module, run=_PERF.format(argv=argv))

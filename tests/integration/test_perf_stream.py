@@ -14,8 +14,8 @@ import pytest
 
 from perf_helpers import perf, perf_target, run_observed
 from zerorename.perf import stream_scenario as ss
-from zerorename.perf.commit_verify import cleanup
 from zerorename.perf.model import ChildFailed, run_in_child
+from zerorename.perf.scenarios.commit.verify import cleanup
 from zerorename.testing.targets import S3Target
 
 FIGURES = ("commit_p50_ms", "commit_p99_ms", "commit_max_ms", "batches", "files", "verified")

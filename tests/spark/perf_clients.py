@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from zerorename.perf.model import Target
-from zerorename.perf.spark_scenario import measure
+from zerorename.perf.scenarios.spark import measure
 
 
 def measure_each(target: Target, params: dict[str, Any]) -> dict[str, float]:

@@ -20,7 +20,7 @@ import pytest
 from needs import missing, need_module
 from perf_helpers import perf_target
 from zerorename.perf.model import Run, Sample, Target, run_in_child
-from zerorename.perf.spark_scenario import (
+from zerorename.perf.scenarios.spark import (
     FUNC,
     add_arguments,
     notes,

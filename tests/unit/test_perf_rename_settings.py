@@ -16,7 +16,7 @@ from needs import need_module  # skipped, or failed under CI=true
 need_module("pyspark")
 need_module("pyarrow")
 
-from zerorename.perf.rename_baseline import RenameSettings
+from zerorename.perf.scenarios.rename_baseline import RenameSettings
 from zerorename.spark_adapter import OptionError
 from zerorename.units import MiB
 

@@ -1,6 +1,7 @@
 """The scenarios ``zerorename --help`` and perf's docstring name are the harness's, all of
 them, from one list (``zerorename.perf.SCENARIO_NAMES``): they named five of seven (tune
-and stream were missing) when each was written out by hand."""
+and stream were missing) when each was written out by hand. The harness's registry is built
+from that list too."""
 
 from __future__ import annotations
 
@@ -12,6 +13,17 @@ from zerorename.perf import harness
 
 def test_the_list_is_the_harness_scenarios_in_their_order() -> None:
     assert list(zerorename.perf.SCENARIO_NAMES) == list(harness.SCENARIOS)
+
+
+def test_the_harness_finds_each_scenario_by_its_name() -> None:
+    """The registry is built from the list (issue 21): each name is the module at
+    perf/scenarios/NAME.py or perf/scenarios/NAME/scenario.py, whose NAME it is."""
+    for name, module in harness.SCENARIOS.items():
+        assert name == module.NAME
+        assert module.__name__ in (
+            f"zerorename.perf.scenarios.{name}",
+            f"zerorename.perf.scenarios.{name}.scenario",
+        )
 
 
 def test_zerorename_help_lists_every_scenario() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from zerorename.perf.model import Sample, Target
-from zerorename.perf.spark_scenario import add_arguments, notes, plan
+from zerorename.perf.scenarios.spark import add_arguments, notes, plan
 
 
 def _args(*argv: str) -> argparse.Namespace:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from zerorename.committers.paths import output_name
 from zerorename.perf import stream_scenario as ss
 from zerorename.perf.model import Sample, Target
-from zerorename.perf.stream_check import (
+from zerorename.perf.scenarios.stream.check import (
     BatchFigure,
     Expected,
     StreamVerificationError,

@@ -1,4 +1,4 @@
-"""perf/tunegrid.py and the ceilings of perf/tunemodel.py: bracketing the knee and which
+"""perf/scenarios/tune/grid.py and the ceilings of tune/model.py: bracketing the knee and which
 bound decides (pure: made-up figures, no I/O)."""
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from zerorename.errors import ConfigError
-from zerorename.perf.tune_scenario import latency_list_arg
-from zerorename.perf.tunegrid import (
+from zerorename.perf.scenarios.tune.grid import (
     MAX_EXTENSIONS,
     MAX_MEMORY,
     best_of,
@@ -22,7 +21,7 @@ from zerorename.perf.tunegrid import (
     edge,
     extension,
 )
-from zerorename.perf.tunemodel import (
+from zerorename.perf.scenarios.tune.model import (
     MAX_CONCURRENCY,
     Probe,
     Setting,
@@ -33,6 +32,7 @@ from zerorename.perf.tunemodel import (
     propose,
     server_ceiling,
 )
+from zerorename.perf.scenarios.tune.scenario import latency_list_arg
 from zerorename.units import GiB, MiB
 
 P8, P16 = 8 * MiB, 16 * MiB

@@ -1,4 +1,5 @@
-"""perf/tunemodel.py: the tuner's proposal from a probe and its noise-aware pick (pure)."""
+"""perf/scenarios/tune/model.py: the tuner's proposal from a probe and its noise-aware pick
+(pure)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from zerorename.errors import ConfigError
-from zerorename.perf.tunemodel import (
+from zerorename.perf.scenarios.tune.model import (
     COMMIT_MAX,
     COMMIT_MIN,
     MAX_CONCURRENCY,
@@ -225,7 +226,7 @@ def test_the_grid_never_has_more_requests_in_flight_than_parts(
 
 
 def test_a_small_object_trims_the_concurrencies_its_parts_cannot_fill() -> None:
-    from zerorename.perf.tunemodel import Proposal
+    from zerorename.perf.scenarios.tune.model import Proposal
 
     prop = Proposal(Setting(4, 16 * MiB), 64 * MiB, 1e9, 8, "")
     # 128 MiB: 8 parts of 16 MiB, 4 of 32 MiB: 8 x 32 MiB would be 4 x 32 MiB again
@@ -242,14 +243,14 @@ def test_a_small_object_trims_the_concurrencies_its_parts_cannot_fill() -> None:
 
 
 def test_a_small_objects_grid_tries_smaller_parts() -> None:
-    from zerorename.perf.tunemodel import Proposal
+    from zerorename.perf.scenarios.tune.model import Proposal
 
     prop = Proposal(Setting(1, 16 * MiB), 16 * MiB, 1e9, 8, "")
     assert grid(prop, 16 * MiB) == [Setting(1, 8 * MiB), Setting(1, 16 * MiB), Setting(2, 8 * MiB)]
 
 
 def test_a_grid_around_one_request_looks_up_to_four() -> None:
-    from zerorename.perf.tunemodel import Proposal
+    from zerorename.perf.scenarios.tune.model import Proposal
 
     prop = Proposal(Setting(1, 8 * MiB), 8 * MiB, 1e9, 8, "")
     assert sorted({s.concurrency for s in grid(prop, GiB)}) == [1, 2, 4]

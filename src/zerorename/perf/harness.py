@@ -13,6 +13,7 @@ this CPU next to the clients' CPU per GiB (perf/tlsinfo.py).
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import subprocess
@@ -24,17 +25,7 @@ from types import ModuleType
 from typing import Any, Protocol, cast
 
 from zerorename.logsafe import redact_url
-from zerorename.perf import (
-    commit_scenario,
-    many_scenario,
-    report,
-    spark_scenario,
-    stream_scenario,
-    sweep_scenario,
-    tlsinfo,
-    tune_scenario,
-    upload_scenario,
-)
+from zerorename.perf import SCENARIO_NAMES, report, scenarios, tlsinfo
 from zerorename.perf.model import (
     ChildFailed,
     Run,
@@ -46,19 +37,19 @@ from zerorename.perf.model import (
 )
 from zerorename.perf.targets import TargetError, open_target
 
-#: scenario name -> module (each imports its optional dependencies only when it runs)
-SCENARIOS: dict[str, ModuleType] = {
-    m.NAME: m
-    for m in (
-        upload_scenario,
-        many_scenario,
-        commit_scenario,
-        stream_scenario,
-        sweep_scenario,
-        tune_scenario,
-        spark_scenario,
-    )
-}
+
+def scenario_module(name: str) -> ModuleType:
+    """The module of scenario ``name``: ``perf/scenarios/NAME.py``, or
+    ``perf/scenarios/NAME/scenario.py`` for a scenario with parts of its own (a folder)."""
+    module = importlib.import_module(f"{scenarios.__name__}.{name}")
+    if hasattr(module, "__path__"):  # a package: the scenario's folder
+        module = importlib.import_module(f"{module.__name__}.scenario")
+    return module
+
+
+#: scenario name -> module, from the one list of them (:data:`SCENARIO_NAMES`); each
+#: imports its optional dependencies only when it runs
+SCENARIOS: dict[str, ModuleType] = {name: scenario_module(name) for name in SCENARIO_NAMES}
 
 _SECRET_WORDS = ("secret", "password", "token", "credential", "access_key")
 
