@@ -7,7 +7,7 @@ followed by a delete:
 - job setup (``writer()``, planning time): creates the ``dest/_temporary/0/`` directory
   marker, as S3A's mkdirs does;
 - each task attempt routes its batches into exactly the files the ``zerorename`` writer
-  produces (the same :class:`~zerorename.spark_adapter.router.BatchRouter`: same Parquet
+  produces (the same :class:`~zerorename.spark_adapter.files.router.BatchRouter`: same Parquet
   writer, compression, row groups, Hive partition directories and file names), buffers
   each file on local disk (S3A's default ``fast.upload.buffer=disk``) and uploads it
   when it closes to ``dest/_temporary/0/_temporary/attempt_<id>/<file>`` with boto3's

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from zerorename.perf.errors import StreamVerificationError as StreamVerificationError  # re-exported
 from zerorename.perf.scenarios.commit.verify import MAGIC_JOB_PREFIX
-from zerorename.spark_adapter.streamlog import KEEP, LOG_NAME, STREAMS_DIR, StreamLog
+from zerorename.spark_adapter.stream.log import KEEP, LOG_NAME, STREAMS_DIR, StreamLog
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -157,8 +157,8 @@ async def stream_batches(
     from zerorename.committers import MagicCommitter
     from zerorename.engine import UploadEngine
     from zerorename.spark_adapter.options import WriteOptions
-    from zerorename.spark_adapter.streamlog import stream_job_id
-    from zerorename.spark_adapter.streamsink import STREAM_COMMIT, StreamSink
+    from zerorename.spark_adapter.stream.log import stream_job_id
+    from zerorename.spark_adapter.stream.sink import STREAM_COMMIT, StreamSink
 
     files, size = int(params["files"]), int(params["file_size"])
     per_task = _tasks(files, int(params["files_per_task"]))
@@ -210,8 +210,8 @@ async def _task(
     """Task ``t`` of ``batch``: what the stream writer's task does (the batch's job set up
     unless another task did, a magic task attempt, ``n`` deferred uploads, its commit)."""
     from zerorename.committers.paths import output_name
-    from zerorename.spark_adapter.jobs import TaskResult, task_id_for
-    from zerorename.spark_adapter.streamsink import ensure_job
+    from zerorename.spark_adapter.stream.sink import ensure_job
+    from zerorename.spark_adapter.write import TaskResult, task_id_for
 
     tid = batch * _ATTEMPT_IDS + t
     await ensure_job(committer, job_id, query, batch)
@@ -233,7 +233,7 @@ def verify_stream(target: Target, dest: str, want: Expected) -> None:
     from zerorename.engine import UploadEngine
     from zerorename.engine.runner import run
     from zerorename.spark_adapter.options import WriteOptions
-    from zerorename.spark_adapter.streamsink import STREAM_COMMIT, StreamSink
+    from zerorename.spark_adapter.stream.sink import STREAM_COMMIT, StreamSink
 
     async def read_log() -> Any:
         async with UploadEngine(target.engine_config()) as engine:
