@@ -161,6 +161,10 @@ class AsyncUploadWriter:
         try:
             await self._send.send(block)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            # the upload ended: its error is set once its task has finished (the part
+            # stream closes first), so wait for that and raise the upload's own error
+            if self._error is None and self._task is not None:
+                await asyncio.wait([self._task])
             raise self._failure() from None
 
     def _failure(self) -> BaseException:
@@ -300,6 +304,11 @@ class SyncUploadWriter(io.RawIOBase):
             else:
                 await self._send.send(block)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            # the upload ended: its error is set once it has finished (the part stream
+            # closes first), so wait for that and raise the upload's own error
+            if self._error is None and self._future is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wrap_future(self._future)
             raise (self._error or EngineError("the upload is no longer running")) from None
 
     def writable(self) -> bool:
