@@ -37,6 +37,8 @@ PROFILES: dict[str, dict[Kind, int]] = {
     # as s3a, but the operator comes late (after other jobs committed)
     "s3a-late": {Kind.S3A: 30, Kind.ABORT: 25, Kind.RESUME: 10, Kind.JOB: 35},
     "jobs": {Kind.JOB: 80, Kind.FOREIGN: 10, Kind.ABORT: 5, Kind.RESUME: 5},
+    # speculative copies of stream tasks beside their batches' commits (stop 38's CI find)
+    "stragglers": {Kind.STREAM: 35, Kind.STRAGGLER: 45, Kind.ABORT: 10, Kind.JOB: 10},
     "ops": {
         Kind.JOB: 40,
         Kind.STREAM: 10,
@@ -82,6 +84,8 @@ def generate(
         delay = 0 if rng.random() < 0.5 else rng.randint(1, 40)
         if profile == "s3a-late" and kind in (Kind.ABORT, Kind.RESUME):
             delay = rng.randint(40, 150)
+        if kind is Kind.STRAGGLER:  # as often after its batch's commit as before it
+            delay = rng.randint(0, 200)
         actors.append(
             ActorSpec(
                 kind,

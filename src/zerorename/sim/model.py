@@ -24,6 +24,7 @@ class Kind(Enum):
     UPLOADS = "uploads"  # the operator: `zerorename uploads abort` of the destination
     LIFECYCLE = "lifecycle"  # the bucket's rule aborting old pending uploads
     FOREIGN = "foreign"  # another writer: PUTs and a multipart upload of its own keys
+    STRAGGLER = "straggler"  # a copy of a stream task Spark did not accept, run any time
 
 
 class FaultKind(Enum):

@@ -34,7 +34,7 @@ from zerorename.sim.operators import (
     uploads_actor,
 )
 from zerorename.sim.scheduler import Hung, Scheduler
-from zerorename.sim.streams import stream_actor
+from zerorename.sim.streams import straggler_actor, stream_actor
 from zerorename.sim.world import URI, World, crashed, one_line
 from zerorename.testing.memstate import MemoryState
 from zerorename.testing.memstore import MemoryStore
@@ -53,6 +53,7 @@ ACTORS: dict[Kind, Actor] = {
     Kind.UPLOADS: uploads_actor,
     Kind.LIFECYCLE: lifecycle_actor,
     Kind.FOREIGN: foreign_actor,
+    Kind.STRAGGLER: straggler_actor,
 }
 
 
@@ -200,7 +201,9 @@ async def run_async(schedule: Schedule, tmp: Path, limit: float = LIMIT) -> RunR
     state = MemoryState(BUCKET)
     state.create_bucket(BUCKET)
     sched = Scheduler(schedule.seed, schedule.faults, schedule.picks)
-    w = World(schedule.seed, state, sched, tmp, avoid=schedule.avoid)
+    w = World(
+        schedule.seed, state, sched, tmp, avoid=schedule.avoid, schedule_actors=schedule.actors
+    )
     sched.live = len(schedule.actors)
     sched.cpu_limit = limit
     sched.cpu_start = time.process_time()

@@ -9,7 +9,8 @@ from __future__ import annotations
 import dataclasses
 
 from zerorename.committers import MagicCommitter
-from zerorename.sim.model import ActorSpec, StreamTold
+from zerorename.errors import ZeroRenameError
+from zerorename.sim.model import ActorSpec, Kind, StreamTold
 from zerorename.sim.world import (
     STREAM_URI,
     DeadJob,
@@ -100,3 +101,42 @@ async def stream_actor(w: World, i: int, spec: ActorSpec, *, final: bool = False
                 except BaseException as again:
                     if not crashed(again):
                         raise
+
+
+def straggler_data(query: str, batch: int) -> bytes:
+    """What a straggler writes: never part of any batch (the checker would see it)."""
+    return f"{query} batch {batch} STRAGGLER\n".encode()
+
+
+async def straggler_actor(w: World, i: int, spec: ActorSpec) -> None:
+    """A copy of task 0 of a stream query's batch that Spark did not accept (speculation),
+    running at any point beside that query's first run: it sets the batch's job up (or
+    finds it), writes the same file as the accepted task with other bytes, and commits its
+    attempt. Nothing of it may become visible or be left behind."""
+    streams = [j for j, a in enumerate(w.schedule_actors) if a.kind is Kind.STREAM]
+    if not streams:
+        return
+    j = streams[w.rng(i, "target").randrange(len(streams))]
+    target = w.schedule_actors[j]
+    batch = w.rng(i, "batch").randrange(target.batches)
+    await w.sched.pause(i, "start", not_before=spec.delay)
+    query = new_uuid(w.rng(j, "query"))
+    told = w.history.streams.get(query)
+    if told is None or told.runs != 1:
+        # not started, or its first run died: a copy lives only as long as its driver
+        # (Spark's executors go with the application), so it never runs
+        w.history.notes.append(f"straggler {i}: no live first run of query {query}")
+        return
+    store = w.store(i)
+    committer = MagicCommitter(store, STREAM_URI, conflict="append", options=SIM_STREAM_COMMIT)
+    job_id = stream_job_id(query, "run1", batch)
+    try:
+        await ensure_job(committer, job_id, query, batch)
+        ta = committer.job(job_id).task_attempt(task_id_for(0, 999), 1)
+        await ta.setup()
+        async with ta.open("part-00000.csv") as out:
+            await out.write(straggler_data(query, batch))
+        await ta.commit()
+        w.history.notes.append(f"straggler {i} of {job_id}: committed its attempt (not accepted)")
+    except ZeroRenameError as exc:  # refused, or its upload aborted under it: discarded
+        w.history.notes.append(f"straggler {i} of {job_id}: {one_line(exc)}")

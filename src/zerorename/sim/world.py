@@ -8,7 +8,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from zerorename.sim.model import BUCKET, DEST, History
+from zerorename.sim.model import BUCKET, DEST, ActorSpec, History
 from zerorename.sim.scheduler import Scheduler
 from zerorename.testing.memfaults import ProcessCrashed
 from zerorename.testing.memstate import MemoryState
@@ -40,6 +40,8 @@ class World:
     dead: list[DeadJob] = field(default_factory=list)
     avoid: frozenset[int] = frozenset()
     claimed: set[str] = field(default_factory=set)  # jobs an operator command took on
+    #: the schedule's actors (an actor that acts on another's work finds it here)
+    schedule_actors: tuple[ActorSpec, ...] = ()
 
     def store(self, actor: int) -> MemoryStore:
         """A new process's handle for ``actor``, its requests gated by the scheduler."""

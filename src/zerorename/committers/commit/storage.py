@@ -253,6 +253,10 @@ async def abort_job_storage(
     res.objects_deleted = await delete_recorded_objects(ctx, keep)
     records = keys_under(engine, dest.bucket, lay.root, lambda k: True, skip=[lay.journal])
     await engine.delete_objects(dest.bucket, records)
+    # once more, now that the records (a marker a stream straggler wrote again among them)
+    # are gone: an upload made before that delete is listed here, a later one finds no
+    # marker and aborts itself (TaskAttempt._still_active); the journal stays until then
+    res.uploads_aborted += await abort_job_uploads(ctx)
     held = await read_lock(ctx) if lock and taken is None else None
     if held is not None and held.job_id == ctx.job_id:
         taken = held  # If-Match: a resend after a lost answer keeps a lock taken meanwhile

@@ -47,6 +47,7 @@ from zerorename.committers import (
     committer_class,
 )
 from zerorename.committers.commit.result import CommitHooks, CommitProgress, JobCommitResult
+from zerorename.committers.commit.storage import abort_job_uploads
 from zerorename.committers.store import gather
 from zerorename.spark_adapter.bridge import get_bridge
 from zerorename.spark_adapter.errors import StreamLogError
@@ -343,20 +344,32 @@ class StreamSink:
         """Delete the query's note of ``job_id``."""
         await self.store.delete_objects(self.dest.bucket, [self.note_key(job_id)])
 
+    async def drop(self, job_id: str) -> None:
+        """The last of a job this query gives up (discarded or swept): its note and its
+        marker in one request, then its uploads once more. A straggler task may have set
+        the job up again meanwhile (ensure_job writes the note, the marker, the note
+        again): the marker never outlives the note, an upload made before that delete is
+        listed here, and a later one finds no marker and aborts itself."""
+        job = self.committer.job(job_id)
+        await self.store.delete_objects(
+            self.dest.bucket, [self.note_key(job_id), job.context.layout.marker]
+        )
+        await abort_job_uploads(job.context)
+
     async def discard(self, job_id: str) -> None:
-        """Abort a run's job that completed nothing (its uploads, its records), then its
-        note."""
+        """Abort a run's job that completed nothing (its uploads, its records), then drop
+        it (its note)."""
         await self.committer.job(job_id).abort()
-        await self.forget(job_id)
+        await self.drop(job_id)
 
     async def sweep(self, jobs: Sequence[str]) -> None:
         """Jobs of runs that died before their commit (or stragglers that set a finished
         job up again): not the log's, so nothing of theirs counts. Their pending uploads
-        and records go (release never deletes data), then their notes."""
+        and records go (release never deletes data), then they are dropped (their notes)."""
         for job_id in jobs:
             log.warning("zerorename stream %s: cleaning up job %s", self.query_id, job_id)
             await self.committer.job(job_id).release()
-            await self.forget(job_id)
+            await self.drop(job_id)
 
     async def abort(self, batch_id: int, job_id: str) -> None:
         """Abort this run's job of the batch, unless the log says it is (being) committed:
