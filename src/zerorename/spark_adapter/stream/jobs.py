@@ -41,7 +41,7 @@ from zerorename.spark_adapter.stream.log import (
     started_key,
 )
 from zerorename.spark_adapter.stream.read import read_log, stream_queries
-from zerorename.spark_adapter.stream.sink import STREAM_COMMIT
+from zerorename.spark_adapter.stream.sink import STREAM_COMMIT, drop_job
 
 
 @dataclass(frozen=True)
@@ -136,7 +136,7 @@ async def _write_log(store: Store, dest: Destination, new: StreamLog) -> None:
 
 
 async def _forget(store: Store, dest: Destination, sj: StreamJob) -> None:
-    await store.delete_objects(dest.bucket, [started_key(dest.list_prefix, sj.query_id, sj.job_id)])
+    await drop_job(store, dest, sj.query_id, sj.job_id)  # its note, marker, late uploads
 
 
 async def _resume(store: Store, dest: Destination, sj: StreamJob) -> list[str]:

@@ -47,8 +47,8 @@ from zerorename.committers import (
     committer_class,
 )
 from zerorename.committers.commit.result import CommitHooks, CommitProgress, JobCommitResult
-from zerorename.committers.commit.storage import abort_job_uploads
-from zerorename.committers.store import gather
+from zerorename.committers.paths import JobLayout
+from zerorename.committers.store import abort_uploads, gather, job_uploads
 from zerorename.spark_adapter.bridge import get_bridge
 from zerorename.spark_adapter.errors import StreamLogError
 from zerorename.spark_adapter.options import WriteOptions
@@ -111,6 +111,17 @@ async def note_job(committer: Committer, query_id: str, job_id: str, batch_id: i
         note,
         content_type="application/json",
     )
+
+
+async def drop_job(store: Any, dest: Destination, query_id: str, job_id: str) -> None:
+    """The last of a stream job given up (discarded, swept, or by ``zerorename jobs``): the
+    query's note of it and its marker in one request, then its uploads once more. A
+    straggler task may have set the job up again meanwhile (ensure_job writes the note, the
+    marker, the note again): the marker never outlives the note, an upload made before that
+    delete is listed here, and a later one finds no marker and aborts itself."""
+    doomed = [started_key(dest.list_prefix, query_id, job_id), JobLayout(dest, job_id).marker]
+    await store.delete_objects(dest.bucket, doomed)
+    await abort_uploads(store, job_uploads(store, dest, job_id))
 
 
 async def ensure_job(committer: Committer, job_id: str, query_id: str, batch_id: int) -> None:
@@ -350,11 +361,7 @@ class StreamSink:
         the job up again meanwhile (ensure_job writes the note, the marker, the note
         again): the marker never outlives the note, an upload made before that delete is
         listed here, and a later one finds no marker and aborts itself."""
-        job = self.committer.job(job_id)
-        await self.store.delete_objects(
-            self.dest.bucket, [self.note_key(job_id), job.context.layout.marker]
-        )
-        await abort_job_uploads(job.context)
+        await drop_job(self.store, self.dest, self.query_id, job_id)
 
     async def discard(self, job_id: str) -> None:
         """Abort a run's job that completed nothing (its uploads, its records), then drop
