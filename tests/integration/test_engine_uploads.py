@@ -64,6 +64,38 @@ async def test_every_source_round_trips(s3: S3Target, kind: str, tmp_path: Path)
     assert pending_keys(s3) == []
 
 
+@pytest.mark.parametrize("form", ["bytes", "bytearray", "memoryview", "words", "sliced"])
+@pytest.mark.parametrize("size", [0, 1, 5 * MiB])
+@MOTO
+async def test_a_buffer_that_fits_one_part_is_one_put(s3: S3Target, form: str, size: int) -> None:
+    """A bytes-like source no larger than a part takes the single-part path: one
+    PutObject of exactly its bytes, whatever the buffer's shape (a view of 4-byte words
+    is sent as its bytes), no multipart upload made or left."""
+    import array
+
+    data = os.urandom(size - size % 4)
+    source: Any = {
+        "bytes": data,
+        "bytearray": bytearray(data),
+        "memoryview": memoryview(data),
+        "words": memoryview(array.array("I", data)),
+        "sliced": memoryview(b"!" + data + b"!")[1:-1],
+    }[form]
+    key = s3.key(f"one-put-{form}-{size}")
+    events: list[Any] = []
+    async with UploadEngine(cfg(s3)) as engine:
+        result = await engine.upload(s3.bucket, key, source, progress=events.append)
+        with pytest.raises(errors.PlanError):  # a size it does not have: refused, not sent
+            await engine.upload(s3.bucket, s3.key("wrong-size"), source, size=len(data) + 1)
+    assert (result.length, result.parts, result.upload_id) == (len(data), 1, None)
+    assert get(s3, key) == data
+    assert object_keys(s3) == [key]
+    assert pending_keys(s3) == []
+    assert [type(e).__name__ for e in events if isinstance(e, UploadCompleted)] == [
+        "UploadCompleted"
+    ]
+
+
 @pytest.mark.parametrize("size", [0, 1, 5 * MiB, 5 * MiB + 1])
 async def test_tiny_zero_and_boundary_sizes(s3: S3Target, size: int) -> None:
     data = os.urandom(size)

@@ -262,6 +262,9 @@ _BOTOCORE_ONLY = {
     # botocore asks for 100-continue when it turned a bytes body into a file; the engine's
     # bodies (bytearray, sliced views) never got it from botocore either
     "expect",
+    # botocore's CRT signer (awscrt installed) signs the host header and leaves it in the
+    # request; the fast path signs it too, and aiohttp sends it
+    "host",
 }
 
 

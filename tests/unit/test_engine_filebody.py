@@ -18,9 +18,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from zerorename.engine import filebody
 from zerorename.engine.checksums import compute_blocks
 from zerorename.engine.errors import PlanError, SourceChanged
 from zerorename.engine.filebody import BLOCK, PartFile, _is_plain_file_object
+from zerorename.engine.sources import file_parts
 from zerorename.units import MiB
 
 
@@ -183,3 +185,30 @@ def test_only_plain_files_are_read_by_descriptor(tmp_path: Path) -> None:
         assert not _is_plain_file_object(unzipped)
     assert not _is_plain_file_object(io.BufferedReader(io.BytesIO(b"abc")))  # type: ignore[arg-type]
     assert not _is_plain_file_object(io.BytesIO(b"abc"))
+
+
+@pytest.mark.parametrize("crt", [False, True])
+async def test_bodies_go_to_botocore_in_a_form_its_signer_takes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, crt: bool
+) -> None:
+    """With awscrt installed botocore signs with the CRT, which takes a body only as bytes
+    or a seekable file (a sliced body raised TypeError there): sliced bodies and file
+    ranges are handed over whole then; without it, as they are; bytes always as they are."""
+    monkeypatch.setattr(filebody, "_crt_signs", lambda: crt)
+    data = os.urandom(3 * 1024 + 5)
+    sliced = filebody.SlicedBody(bytearray(data), 1024)
+    assert b"".join([bytes(v) async for v in sliced]) == data
+    path = tmp_path / "f"
+    path.write_bytes(b"xx" + data)
+    file = await filebody.open_part_file(str(path), None)
+    assert file is not None
+    async with file:
+        (rng,) = [p async for p in file_parts(file, part_size=5 * MiB)]
+        got_range = await filebody.for_botocore(rng.body)
+    got_sliced = await filebody.for_botocore(sliced)
+    assert await filebody.for_botocore(data) is data
+    if crt:
+        assert bytes(got_sliced) == data and isinstance(got_sliced, memoryview)
+        assert got_range == b"xx" + data
+    else:
+        assert got_sliced is sliced and got_range is rng.body

@@ -44,7 +44,12 @@ from zerorename.engine.fastpath import (
     signed_headers,
     target_for,
 )
-from zerorename.engine.filebody import SENDFILE_AVAILABLE, FilePayload, FileRange
+from zerorename.engine.filebody import (
+    SENDFILE_AVAILABLE,
+    FilePayload,
+    FileRange,
+    for_botocore,
+)
 from zerorename.engine.planning import key_problem
 from zerorename.engine.retry import EngineStats
 from zerorename.engine.trailer import TrailerBody, TrailerPayload
@@ -443,6 +448,8 @@ class FastClient:
                     except _Redirected:
                         targets[bucket] = None  # botocore follows it from now on
         self.handed_over[operation] = self.handed_over.get(operation, 0) + 1
+        if "Body" in params:
+            params = {**params, "Body": await for_botocore(params["Body"])}
         return await getattr(self._client, HOT_OPERATIONS[operation])(**params)
 
     # -- trailing checksums --------------------------------------------------------------

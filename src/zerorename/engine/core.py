@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import (
     AsyncGenerator,
-    AsyncIterator,
     Awaitable,
     Callable,
 )
@@ -37,7 +36,7 @@ from zerorename.engine.events import (
     UploadDeferred,
     emit,
 )
-from zerorename.engine.filebody import FileRange, open_part_file
+from zerorename.engine.filebody import FileRange, SlicedBody, for_botocore, open_part_file
 from zerorename.engine.planning import plan_known_size, validate_bucket, validate_key
 from zerorename.engine.records import (
     PartInfo,
@@ -70,21 +69,6 @@ class _Upload:
 _BODY_SLICE = MiB
 
 
-class _SlicedBody:
-    """A request body handed to aiohttp as memoryview slices, one fresh pass per attempt."""
-
-    def __init__(self, body: bytes | bytearray | memoryview) -> None:
-        self._view = memoryview(body).cast("B")
-
-    def __len__(self) -> int:
-        return self._view.nbytes
-
-    async def __aiter__(self) -> AsyncIterator[memoryview]:
-        view = self._view
-        for start in range(0, view.nbytes, _BODY_SLICE):
-            yield view[start : start + _BODY_SLICE]
-
-
 async def _request_body(body: bytes | bytearray | memoryview | FileRange, signed: bool) -> Any:
     """What goes to the client as Body: small bodies (and bodies botocore must hash to
     sign) as they are, large ones sliced; a file range as it is (read while it is sent),
@@ -93,7 +77,18 @@ async def _request_body(body: bytes | bytearray | memoryview | FileRange, signed
         return await anyio.to_thread.run_sync(body.read_all) if signed else body
     if signed or memoryview(body).nbytes <= _BODY_SLICE:
         return body if memoryview(body).nbytes else b""
-    return _SlicedBody(body)
+    return SlicedBody(body, _BODY_SLICE)
+
+
+def _whole_body(source: Any) -> bytes | bytearray | memoryview | None:
+    """A bytes-like source as the one body of a single-part object (bytes as they are,
+    any other buffer as a flat byte view, as the part stream would cut it), or None."""
+    if isinstance(source, bytes):
+        return source
+    if isinstance(source, bytearray | memoryview):
+        view = memoryview(source)
+        return view if view.format == "B" and view.ndim == 1 else view.cast("B")
+    return None
 
 
 async def _register_resolved_credentials(client: Any) -> None:
@@ -130,6 +125,7 @@ class UploadEngine(CompletionOps, ObjectOps):
         self._retrier = Retrier(self.config.retry, self.stats, self._emit)
         self._stack: AsyncExitStack | None = None
         self._client_obj: Any = None
+        self._endpoint: tuple[Any, str] | None = None  # (client, its endpoint) once asked
 
     # -- lifecycle -------------------------------------------------------------------
     async def __aenter__(self) -> UploadEngine:
@@ -184,8 +180,12 @@ class UploadEngine(CompletionOps, ObjectOps):
 
     @property
     def endpoint(self) -> str:
-        """The endpoint the engine talks to (scheme and host), for messages."""
-        return answers.endpoint_of(self._client)
+        """The endpoint the engine talks to (scheme and host), for messages; worked out
+        once per client (every answer's check names it)."""
+        client = self._client
+        if self._endpoint is None or self._endpoint[0] is not client:
+            self._endpoint = (client, answers.endpoint_of(client))
+        return self._endpoint[1]
 
     @property
     def concurrency(self) -> int:
@@ -264,6 +264,12 @@ class UploadEngine(CompletionOps, ObjectOps):
             size = detected
         if size is not None:
             plan_known_size(size, self.config.part_size)  # refuse before any request
+            if not defer and size <= self.config.part_size and detected == size:
+                body = _whole_body(source)
+                if body is not None:  # one PutObject: no part stream, no task group
+                    return await self._put_single(
+                        _Upload(bucket, key), Part(1, body, last=True), progress, object_args
+                    )
         file = await open_part_file(source, size)
         if file is not None:  # a regular file: parts are ranges of it, read as they are sent
             async with file:
@@ -470,6 +476,8 @@ class UploadEngine(CompletionOps, ObjectOps):
                         await _request_body(part.body, self.config.payload_signing),
                     )
                 checksum, body = two_pass
+                if not isinstance(self._client, FastClient):
+                    body = await for_botocore(body)
                 resp = await request(
                     Bucket=up.bucket,
                     Key=up.key,

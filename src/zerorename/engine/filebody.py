@@ -348,3 +348,38 @@ __all__ = [
     "PartFile",
     "open_part_file",
 ]
+
+
+class SlicedBody:
+    """A request body handed to aiohttp as memoryview slices, one fresh pass per
+    attempt: the transport never buffers a second copy of a whole part."""
+
+    def __init__(self, body: bytes | bytearray | memoryview, slice_size: int) -> None:
+        self.view = memoryview(body).cast("B")
+        self._slice = slice_size
+
+    def __len__(self) -> int:
+        return self.view.nbytes
+
+    async def __aiter__(self) -> AsyncIterator[memoryview]:
+        view, size = self.view, self._slice
+        for start in range(0, view.nbytes, size):
+            yield view[start : start + size]
+
+
+def _crt_signs() -> bool:
+    from botocore.compat import HAS_CRT
+
+    return bool(HAS_CRT)
+
+
+async def for_botocore(body: Any) -> Any:
+    """``body`` in a form botocore's signer takes. With awscrt installed (``pip install
+    boto3[crt]``, the AWS CLI) botocore signs S3 requests with the CRT, which wants the
+    body as bytes or a seekable file: a sliced body or a file range is handed over whole
+    then (a file range read in a worker thread). Without awscrt, as it is."""
+    if not isinstance(body, SlicedBody | FileRange) or not _crt_signs():
+        return body
+    if isinstance(body, SlicedBody):
+        return body.view
+    return await anyio.to_thread.run_sync(body.read_all)
