@@ -109,8 +109,9 @@ def test_a_file_that_shrank_is_a_source_change(tmp_path: Path) -> None:
 
 
 def test_the_checksum_pass_refills_one_buffer(tmp_path: Path) -> None:
-    """The checksum pass reads into one reused buffer (no fresh 1 MiB block per read in a
-    worker thread); what it reads is exactly the range, and a shrunk file is refused."""
+    """The checksum pass reads into one reused buffer of TLS_WRITE bytes (no fresh 1 MiB
+    block per read in a worker thread); what it reads is exactly the range, and a shrunk
+    file is refused."""
     path, data = _file(tmp_path, 3 * BLOCK + 50)
     with open(path, "rb") as f:
         part_file = PartFile(f.fileno(), 0, len(data), owner=f)
@@ -121,7 +122,8 @@ def test_the_checksum_pass_refills_one_buffer(tmp_path: Path) -> None:
         for view in rng.reused_blocks():
             views.append(view)
             pieces.append(bytes(view))
-        assert [len(p) for p in pieces] == [BLOCK, BLOCK, 7]
+        step = filebody.TLS_WRITE  # its buffer's size: 16 parts in flight hold 16 of them
+        assert [len(p) for p in pieces] == [step] * (2 * BLOCK // step) + [7]
         assert b"".join(pieces) == want
         assert len({id(v.obj) for v in views}) == 1  # one buffer, refilled in place
         assert rng.checksum("SHA256") == reference("SHA256", want)
@@ -212,3 +214,26 @@ async def test_bodies_go_to_botocore_in_a_form_its_signer_takes(
         assert got_range == b"xx" + data
     else:
         assert got_sliced is sliced and got_range is rng.body
+
+
+async def test_a_part_through_a_transport_is_read_in_small_writes(tmp_path: Path) -> None:
+    """Where sendfile can't go (TLS), a part is read and written TLS_WRITE bytes at a time:
+    a connection holds one such block, not a 1 MiB read, and the bytes are the range."""
+    path, data = _file(tmp_path, 2 * BLOCK + 50)
+
+    class Writer:  # what aiohttp hands a payload: only write() is used without sendfile
+        def __init__(self) -> None:
+            self.sizes: list[int] = []
+            self.data = bytearray()
+
+        async def write(self, chunk: bytes) -> None:
+            self.sizes.append(len(chunk))
+            self.data += chunk
+
+    with open(path, "rb") as f:  # noqa: ASYNC230 (a test: a local file)
+        part_file = PartFile(f.fileno(), 0, len(data), owner=f)
+        payload = filebody.FilePayload(part_file.range(3, 2 * BLOCK), zero_copy=False, timeout=5)
+        writer = Writer()
+        await payload.write(writer)
+    assert bytes(writer.data) == data[3 : 3 + 2 * BLOCK]
+    assert max(writer.sizes) == filebody.TLS_WRITE

@@ -38,6 +38,11 @@ BLOCK = MiB
 #: encrypted at once) and asks for a drain only after, so a connection holds about two
 #: writes' worth
 WRITE = 256 * 1024
+#: what a part sent through a transport (TLS: no sendfile) is read and written in, and the
+#: checksum pass's buffer: 16 parts in flight hold 16 of these, not 16 MiB blocks. 256 KiB
+#: and 1 MiB grew the peak RSS by 24 and 44 MiB on RGW over HTTPS (512 MiB, 16 x 16 MiB),
+#: 64 KiB by 15.5 (BENCHMARKS, issue 23)
+TLS_WRITE = 64 * 1024
 # Linux moves at most 0x7ffff000 bytes per sendfile call
 _SENDFILE_MAX = 1 << 30
 # errors that mean "this file or socket cannot sendfile": write the rest instead
@@ -168,12 +173,12 @@ class FileRange:
             "are no longer all there"
         )
 
-    def blocks(self, skip: int = 0) -> Iterator[bytes]:
-        """The range from ``skip`` on, as fresh ``pread`` blocks of up to :data:`BLOCK`."""
+    def blocks(self, skip: int = 0, size: int = BLOCK) -> Iterator[bytes]:
+        """The range from ``skip`` on, as fresh ``pread`` blocks of up to ``size``."""
         fd = self.file.fd
         pos, end = self.offset + skip, self.offset + self.length
         while pos < end:
-            block = os.pread(fd, min(BLOCK, end - pos), pos)
+            block = os.pread(fd, min(size, end - pos), pos)
             if not block:
                 raise self._shrunk()
             pos += len(block)
@@ -207,16 +212,16 @@ class FileRange:
         return data
 
     def reused_blocks(self) -> Iterator[memoryview]:
-        """The range as views of one :data:`BLOCK` buffer, refilled in place with
+        """The range as views of one :data:`TLS_WRITE`-sized buffer, refilled in place with
         ``preadv``: for a pass that only reads the bytes (the checksum). Each view is
         valid until the next is asked for. Fresh 1 MiB blocks read in worker threads
         grew the peak RSS by about 10 MiB more (16 parts in flight, HTTPS, two-pass)."""
         fd = self.file.fd
-        buf = bytearray(min(BLOCK, self.length))
+        buf = bytearray(min(TLS_WRITE, self.length))
         view = memoryview(buf)
         pos, end = self.offset, self.offset + self.length
         while pos < end:
-            n = os.preadv(fd, [view[: min(BLOCK, end - pos)]], pos)
+            n = os.preadv(fd, [view[: min(TLS_WRITE, end - pos)]], pos)
             if n <= 0:
                 raise self._shrunk()
             pos += n
@@ -286,10 +291,9 @@ class FilePayload(aiohttp.payload.Payload):
 
     async def write_with_length(self, writer: Any, content_length: int | None) -> None:
         sent = await self._sendfile(writer) if self._zero_copy else 0
-        for block in self._range.blocks(sent):
-            view = memoryview(block)
-            for start in range(0, len(block), WRITE):
-                await writer.write(view[start : start + WRITE])
+        # read in writes' sizes: a connection holds one write's block, not a 1 MiB one
+        for block in self._range.blocks(sent, TLS_WRITE):
+            await writer.write(block)
             await asyncio.sleep(0)  # a reset closes the transport before the next block
 
     async def _sendfile(self, writer: Any) -> int:
