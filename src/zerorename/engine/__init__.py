@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from zerorename.engine import errors
+    from zerorename.engine.bodies.writers import AsyncUploadWriter, SyncUploadWriter
     from zerorename.engine.config import EngineConfig, RetryConfig
     from zerorename.engine.core import UploadEngine
     from zerorename.engine.events import (
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
         UploadCompleted,
         UploadDeferred,
     )
-    from zerorename.engine.records import (
+    from zerorename.engine.results import (
         BatchFailure,
         BatchResult,
         ObjectInfo,
@@ -36,33 +37,32 @@ if TYPE_CHECKING:
     )
     from zerorename.engine.retry import EngineStats
     from zerorename.engine.runner import run
-    from zerorename.engine.writers import AsyncUploadWriter, SyncUploadWriter
 
 #: each public name -> the module that defines it
 _LAZY = {
-    "AsyncUploadWriter": "writers",
-    "BatchFailure": "records",
-    "BatchResult": "records",
+    "AsyncUploadWriter": "bodies.writers",
+    "BatchFailure": "results",
+    "BatchResult": "results",
     "BytesSent": "events",
     "ConcurrencyChanged": "events",
     "EngineConfig": "config",
     "EngineStats": "retry",
     "Event": "events",
-    "ObjectInfo": "records",
+    "ObjectInfo": "results",
     "PartDone": "events",
-    "PartInfo": "records",
-    "PendingUpload": "records",
+    "PartInfo": "results",
+    "PendingUpload": "results",
     "ProgressCallback": "events",
     "RetryConfig": "config",
     "RetryScheduled": "events",
-    "SyncUploadWriter": "writers",
+    "SyncUploadWriter": "bodies.writers",
     "Throttled": "events",
     "UploadAborted": "events",
     "UploadCompleted": "events",
     "UploadDeferred": "events",
     "UploadEngine": "core",
-    "UploadInfo": "records",
-    "UploadResult": "records",
+    "UploadInfo": "results",
+    "UploadResult": "results",
     "errors": "errors",
     "run": "runner",
 }

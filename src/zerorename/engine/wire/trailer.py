@@ -10,7 +10,7 @@ known before sending and goes in Content-Length (no HTTP chunking on top).
 
 A store that refuses trailers (Ceph RGW pacific: 400 XAmzContentSHA256Mismatch) or does
 not confirm the checksum in its answer gets the part again the two-pass way; the
-:class:`FastClient <zerorename.engine.client.FastClient>` remembers that per endpoint.
+:class:`FastClient <zerorename.engine.wire.client.FastClient>` remembers that per endpoint.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from typing import Any
 
 import aiohttp.payload
 
+from zerorename.engine.bodies.filebody import BLOCK, WRITE, FileRange
 from zerorename.engine.checksums import PARAM, Running
-from zerorename.engine.filebody import BLOCK, WRITE, FileRange
 
 #: the payload hash (x-amz-content-sha256) that announces an unsigned body with a trailer
 STREAMING_TRAILER = "STREAMING-UNSIGNED-PAYLOAD-TRAILER"
@@ -175,7 +175,7 @@ class TrailerBody:
 
 class TrailerPayload(aiohttp.payload.Payload):
     """A :class:`TrailerBody` as an aiohttp request body: each chunk written as it is
-    read and checksummed, in writes of :data:`WRITE <zerorename.engine.filebody.WRITE>`
+    read and checksummed, in writes of :data:`WRITE <zerorename.engine.bodies.filebody.WRITE>`
     bytes (the TLS layer cuts them into records), the framing as small writes beside it.
     Writing can be repeated (a fresh pass)."""
 

@@ -22,11 +22,11 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from zerorename.aio import to_the_end
+from zerorename.engine.bodies.sources import BytesLike, Part, part_stream
 from zerorename.engine.config import EngineConfig
 from zerorename.engine.errors import EngineError
 from zerorename.engine.events import ProgressCallback
-from zerorename.engine.records import PendingUpload, UploadResult
-from zerorename.engine.sources import BytesLike, Part, part_stream
+from zerorename.engine.results import PendingUpload, UploadResult
 from zerorename.portal import LoopPortal
 
 #: what an upload runs once it exists (``UploadEngine.upload_parts``'s ``after_create``)

@@ -22,8 +22,8 @@ from typing import Any, BinaryIO
 import anyio
 
 from zerorename.aio import aiter_any
-from zerorename.engine.errors import ConfigError, PlanError
-from zerorename.engine.filebody import FileRange, PartFile
+from zerorename.engine.bodies.filebody import FileRange, PartFile
+from zerorename.engine.errors import EngineConfigError, PlanError
 from zerorename.engine.planning import plan_known_size, stream_part_size
 from zerorename.units import MiB
 
@@ -74,7 +74,7 @@ def source_size(source: Any) -> int | None:
             return os.stat(source).st_size
         if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode):
             return None  # a FIFO or a device (/dev/stdin on a pipe): streamed, size unknown
-        raise ConfigError(
+        raise EngineConfigError(
             f"source path {os.fspath(source)!r} is not a readable file, FIFO or device"
         )
     if hasattr(source, "read"):
@@ -141,7 +141,7 @@ def chunks_of(source: Any) -> AsyncIterator[BytesLike]:
         return aiter(source)
     if isinstance(source, Iterable):
         return aiter_any(source)
-    raise ConfigError(
+    raise EngineConfigError(
         f"cannot upload a {type(source).__name__}: give bytes, a path, a binary file object, "
         "or a (sync or async) iterable of bytes"
     )

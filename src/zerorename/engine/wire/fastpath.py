@@ -11,7 +11,7 @@ requests are the ones botocore would send and failures look the same to the call
 fast path cannot make exactly right goes to botocore instead.
 
 Here are the pure parts of a request (signing, building: no loop, no server), those of
-its answer are in fastanswers.py; :class:`zerorename.engine.client.FastClient` sends.
+its answer are in fastanswers.py; :class:`zerorename.engine.wire.client.FastClient` sends.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from zerorename.engine import trailer
 from zerorename.engine.checksums import PARAM
-from zerorename.engine.errors import ConfigError
+from zerorename.engine.errors import EngineConfigError
 from zerorename.engine.planning import key_problem
+from zerorename.engine.wire import trailer
 
 ALGORITHM = "AWS4-HMAC-SHA256"
 UNSIGNED_PAYLOAD = "UNSIGNED-PAYLOAD"
@@ -315,12 +315,12 @@ def complete_body(multipart_upload: Any) -> bytes | None:
 def build_request(spec: OpSpec, target: Target, params: Mapping[str, Any]) -> Request | None:
     """The request for ``params`` (the client method's keyword arguments), or None when
     one of them is something only botocore knows how to send. Every hot operation is an
-    object operation: a missing or empty key is refused (:class:`ConfigError`), never sent
+    object operation: a missing or empty key is refused (:class:`EngineConfigError`), never sent
     (``DELETE /bucket?uploadId=`` would be DeleteBucket) nor handed to botocore."""
     key = params.get("Key")
     problem = key_problem(key)
     if problem is not None or not isinstance(key, str):
-        raise ConfigError(f"{spec.name} refused: {problem}")
+        raise EngineConfigError(f"{spec.name} refused: {problem}")
     headers: dict[str, str] = {}
     query_items: list[tuple[str, str, bool]] = []  # (name, value, bare on the wire)
     if spec.static_query:

@@ -6,7 +6,7 @@ not as buffers: a part's checksum is computed in a worker thread from fresh 1 Mi
 ``os.sendfile`` when the connection is a plain TCP socket (the kernel hands page-cache
 pages to the socket: no copy in this process), else as fresh ``pread`` blocks written
 through the transport. Over HTTPS the fast path reads it once instead: checksummed as
-it is sent, the checksum in an aws-chunked trailer (trailer.py). A retry reads the
+it is sent, the checksum in an aws-chunked trailer (wire/trailer.py). A retry reads the
 range again. No buffer is ever reused, so a
 transport still holding unsent bytes never sees them change, and memory per part in
 flight is about one block, not one part.

@@ -1,5 +1,7 @@
 """Completing, aborting and listing deferred uploads, one at a time or streamed in
-batches with bounded, adaptive concurrency. Mixed into :class:`UploadEngine`."""
+batches with bounded, adaptive concurrency: :class:`Completion`, which
+:class:`~zerorename.engine.UploadEngine` owns and delegates its ``complete*``,
+``abort*`` and ``list_uploads`` to."""
 
 from __future__ import annotations
 
@@ -13,24 +15,23 @@ from collections.abc import (
     Callable,
     Iterable,
 )
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import botocore.exceptions as bexc
 from anyio.abc import TaskGroup
 
 from zerorename.aio import aiter_any, first_error
-from zerorename.engine import answers, checksums
+from zerorename.engine import checksums
 from zerorename.engine.config import EngineConfig
 from zerorename.engine.errors import CompletionUnproven, RecordError, UploadNotFound
 from zerorename.engine.events import (
-    Event,
     ProgressCallback,
     UploadAborted,
     UploadCompleted,
 )
 from zerorename.engine.planning import upload_prefix, validate_bucket
-from zerorename.engine.records import (
+from zerorename.engine.results import (
     BatchFailure,
     BatchResult,
     ObjectInfo,
@@ -42,8 +43,15 @@ from zerorename.engine.records import (
     unproven_reason,
 )
 from zerorename.engine.retry import AdaptiveLimiter, EngineStats, Retrier, error_code
+from zerorename.engine.wire import answers
 
 OnResult = Callable[[Any, BaseException | None], Awaitable[None] | None]
+#: the engine's open client (raises when it is not open)
+ClientOf = Callable[[], Any]
+#: the engine's event delivery (to its ``on_event`` and a call's ``progress``)
+Emit = Callable[[Any, ProgressCallback | None], Awaitable[None]]
+#: the engine's HEAD of an object (:meth:`Objects.head_object <.objects.Objects.head_object>`)
+Head = Callable[[str, str], Awaitable[ObjectInfo | None]]
 
 
 def check_target(rec: object, *, complete: bool) -> None:
@@ -103,37 +111,27 @@ class _Gate:
                 return
 
 
-class CompletionOps:
-    """complete/abort one upload, complete_many/abort_many streamed, list_uploads."""
+class Completion:
+    """complete/abort one upload, complete_many/abort_many streamed, list_uploads: what
+    the engine owns for uploads already created, with its client, retries and events."""
 
-    config: EngineConfig
-    stats: EngineStats
-    _retrier: Retrier
-
-    if TYPE_CHECKING:  # provided by UploadEngine and ObjectOps
-
-        @property
-        def _client(self) -> Any:
-            raise NotImplementedError
-
-        async def _emit(self, event: Event, progress: ProgressCallback | None = None) -> None:
-            raise NotImplementedError
-
-        async def head_object(self, bucket: str, key: str) -> ObjectInfo | None:
-            raise NotImplementedError
+    def __init__(
+        self,
+        client: ClientOf,
+        config: EngineConfig,
+        stats: EngineStats,
+        retrier: Retrier,
+        emit: Emit,
+        head_object: Head,
+    ) -> None:
+        self._client = client
+        self.config = config
+        self.stats = stats
+        self._retrier = retrier
+        self._emit = emit
+        self._head_object = head_object
 
     async def complete(
-        self,
-        p: PendingUpload,
-        *,
-        if_none_match: bool = False,
-        progress: ProgressCallback | None = None,
-    ) -> UploadResult:
-        """Complete a deferred upload; with ``if_none_match`` the store refuses
-        (:class:`PreconditionFailed`) when the key already exists."""
-        return await self._complete(p, if_none_match=if_none_match, progress=progress)
-
-    async def _complete(
         self,
         p: PendingUpload,
         *,
@@ -142,6 +140,9 @@ class CompletionOps:
         limiter: AdaptiveLimiter | None = None,
         window: int = 0,
     ) -> UploadResult:
+        """Complete a deferred upload; with ``if_none_match`` the store refuses
+        (:class:`PreconditionFailed`) when the key already exists. ``limiter``: a batch's,
+        whose slot taken in ``window`` the request holds (see :meth:`complete_many`)."""
         check_target(p, complete=True)
         parts = []
         alg = p.checksum_algorithm
@@ -154,7 +155,7 @@ class CompletionOps:
 
         async def call(attempt: int) -> str:
             try:
-                resp = await self._client.complete_multipart_upload(
+                resp = await self._client().complete_multipart_upload(
                     Bucket=p.bucket,
                     Key=p.key,
                     UploadId=p.upload_id,
@@ -169,7 +170,7 @@ class CompletionOps:
                 if attempt > 1 and (
                     code in ("NoSuchUpload", "PreconditionFailed") or status in (404, 412)
                 ):
-                    info = await self.head_object(p.bucket, p.key)
+                    info = await self._head_object(p.bucket, p.key)
                     if not is_completed_object(p, info):
                         if code == "PreconditionFailed" or status == 412:
                             raise  # the key existed first: a conflict, as on attempt 1
@@ -191,7 +192,7 @@ class CompletionOps:
             return answers.require(
                 resp,
                 "CompleteMultipartUpload",
-                endpoint=answers.endpoint_of(self._client),
+                endpoint=answers.endpoint_of(self._client()),
                 bucket=p.bucket,
                 key=p.key,
             )
@@ -215,11 +216,11 @@ class CompletionOps:
         """Abort a pending upload; False when it was already gone. A record that fails
         validation is a :class:`RecordError` and sends nothing."""
         check_target(p, complete=False)
-        return await self._abort_id(
+        return await self.abort_id(
             p.bucket, p.key, p.upload_id, reason="aborted", progress=progress
         )
 
-    async def _abort_id(
+    async def abort_id(
         self,
         bucket: str,
         key: str,
@@ -230,12 +231,14 @@ class CompletionOps:
         limiter: AdaptiveLimiter | None = None,
         window: int = 0,
     ) -> bool:
+        """Abort the upload ``upload_id`` of ``s3://bucket/key`` (``reason`` goes in its
+        :class:`UploadAborted` event); False when it was already gone."""
         problem = target_problem(bucket, key, upload_id)
         if problem is not None:  # every abort passes here: nothing addresses a bucket URL
             raise RecordError(f"refused to abort: {problem}")
 
         async def call(attempt: int) -> Any:
-            return await self._client.abort_multipart_upload(
+            return await self._client().abort_multipart_upload(
                 Bucket=bucket, Key=key, UploadId=upload_id
             )
 
@@ -274,7 +277,7 @@ class CompletionOps:
         (a stream cannot be checked whole before the first complete)."""
 
         async def one(rec: PendingUpload, limiter: AdaptiveLimiter, window: int) -> int:
-            await self._complete(
+            await self.complete(
                 rec, if_none_match=if_none_match, progress=progress, limiter=limiter, window=window
             )
             return rec.length
@@ -299,7 +302,7 @@ class CompletionOps:
             rec: PendingUpload | UploadInfo, limiter: AdaptiveLimiter, window: int
         ) -> int:
             check_target(rec, complete=False)
-            await self._abort_id(
+            await self.abort_id(
                 rec.bucket,
                 rec.key,
                 rec.upload_id,
@@ -410,7 +413,7 @@ class CompletionOps:
                     kwargs["UploadIdMarker"] = id_marker
 
             async def call(attempt: int, kwargs: dict[str, Any] = kwargs) -> Any:
-                return await self._client.list_multipart_uploads(**kwargs)
+                return await self._client().list_multipart_uploads(**kwargs)
 
             resp = await self._retrier.call("ListMultipartUploads", call, bucket=bucket, key=want)
             for u in resp.get("Uploads", []) or []:

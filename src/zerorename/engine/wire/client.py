@@ -20,11 +20,14 @@ from aiobotocore.session import AioSession, get_session
 from botocore.httpsession import get_cert_path
 from yarl import URL
 
-from zerorename.engine import trailer
+from zerorename.engine.bodies.filebody import SENDFILE_AVAILABLE, FilePayload, FileRange
 from zerorename.engine.config import EngineConfig
-from zerorename.engine.errors import ConfigError
+from zerorename.engine.errors import EngineConfigError
 from zerorename.engine.events import log
-from zerorename.engine.fastanswers import (
+from zerorename.engine.planning import key_problem
+from zerorename.engine.retry import EngineStats
+from zerorename.engine.wire import trailer
+from zerorename.engine.wire.fastanswers import (
     CLOSING_TAGS,
     client_error,
     connection_error,
@@ -32,7 +35,7 @@ from zerorename.engine.fastanswers import (
     is_redirect,
     parse_success,
 )
-from zerorename.engine.fastpath import (
+from zerorename.engine.wire.fastpath import (
     HOT_OPERATIONS,
     PROBE_KEY,
     OpSpec,
@@ -44,10 +47,7 @@ from zerorename.engine.fastpath import (
     signed_headers,
     target_for,
 )
-from zerorename.engine.filebody import SENDFILE_AVAILABLE, FilePayload, FileRange
-from zerorename.engine.planning import key_problem
-from zerorename.engine.retry import EngineStats
-from zerorename.engine.trailer import TrailerBody, TrailerPayload
+from zerorename.engine.wire.trailer import TrailerBody, TrailerPayload
 
 # like aiobotocore's default: under the 20 s idle timeout of AWS front ends
 _KEEPALIVE_TIMEOUT = 12.0
@@ -64,7 +64,7 @@ def _check_object_key(params: Any, model: Any, **_: Any) -> None:
     if shape is not None and "Key" in shape.members and isinstance(params, dict):
         problem = key_problem(params.get("Key"))
         if problem is not None:
-            raise ConfigError(f"{model.name} refused: {problem}")
+            raise EngineConfigError(f"{model.name} refused: {problem}")
 
 
 def guard_object_keys(client: Any) -> None:
@@ -73,27 +73,27 @@ def guard_object_keys(client: Any) -> None:
     client.meta.events.register("before-parameter-build.s3", _check_object_key)
 
 
-def open_error(exc: BaseException, config: EngineConfig) -> ConfigError | None:
-    """The one-line ConfigError for a failure to create the client that the configuration
+def open_error(exc: BaseException, config: EngineConfig) -> EngineConfigError | None:
+    """The one-line EngineConfigError for a failure to create the client that the configuration
     (or the AWS environment) causes, else None."""
     if isinstance(exc, bexc.ProfileNotFound):
         name = exc.kwargs.get("profile") or config.profile
-        return ConfigError(
+        return EngineConfigError(
             f"AWS profile {name!r} is not in the AWS config or credentials files "
             "(~/.aws/config, ~/.aws/credentials): fix the profile name or AWS_PROFILE"
         )
     if isinstance(exc, bexc.InvalidRegionError):
         name = exc.kwargs.get("region_name")
-        return ConfigError(
+        return EngineConfigError(
             f"region {name!r} is not a region name (letters, digits and '-', e.g. us-east-1): "
             "fix the region or AWS_DEFAULT_REGION/AWS_REGION"
         )
     if isinstance(exc, ValueError) and str(exc).startswith("Invalid endpoint"):
-        return ConfigError(
+        return EngineConfigError(
             "the endpoint URL (endpoint_url or AWS_ENDPOINT_URL) is not an http(s) URL"
         )
     if isinstance(exc, bexc.BotoCoreError) and not isinstance(exc, bexc.ConnectionError):
-        return ConfigError(f"could not set up the S3 client: {exc}")
+        return EngineConfigError(f"could not set up the S3 client: {exc}")
     return None
 
 
@@ -246,7 +246,7 @@ class FastClient:
         #: requests sent by the fast path / hot calls handed to botocore, per operation.
         self.sent: dict[str, int] = {}
         self.handed_over: dict[str, int] = {}
-        #: send file parts with os.sendfile over plain-HTTP connections (filebody.py).
+        #: send file parts with os.sendfile over plain-HTTP connections (bodies/filebody.py).
         self.zero_copy = SENDFILE_AVAILABLE
         #: bytes of file parts that went out with sendfile (all attempts).
         self.zero_copy_bytes = 0

@@ -1,23 +1,22 @@
 """Small-object operations the committers need (records, listings, deletes), retried
-like every other request. Mixed into :class:`UploadEngine`."""
+like every other request: :class:`Objects`, which :class:`~zerorename.engine.UploadEngine`
+owns and delegates its object methods to."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import botocore.exceptions as bexc
 
 from zerorename.aio import batches
-from zerorename.engine import answers, errors
+from zerorename.engine import errors
 from zerorename.engine.planning import is_int, validate_bucket, validate_key
-from zerorename.engine.records import ObjectInfo
-from zerorename.engine.retry import FailureKind, classify, deadline, error_code
+from zerorename.engine.results import ObjectInfo
+from zerorename.engine.retry import FailureKind, Retrier, classify, deadline, error_code
+from zerorename.engine.wire import answers
 from zerorename.units import KiB, MiB
-
-if TYPE_CHECKING:
-    from zerorename.engine.retry import Retrier
 
 DELETE_BATCH = 1000
 #: a resend's recheck (``delete_objects``): given a batch's keys, those still to delete
@@ -32,9 +31,11 @@ READ_CHUNK = 256 * KiB
 
 
 def check_cap(max_size: object) -> int:
-    """A read's size cap: an integer >= 0 (:class:`ConfigError` otherwise)."""
+    """A read's size cap: an integer >= 0 (:class:`EngineConfigError` otherwise)."""
     if not is_int(max_size) or max_size < 0:  # type: ignore[operator]
-        raise errors.ConfigError(f"max_size must be an integer >= 0 (bytes), got {max_size!r}")
+        raise errors.EngineConfigError(
+            f"max_size must be an integer >= 0 (bytes), got {max_size!r}"
+        )
     return max_size  # type: ignore[return-value]
 
 
@@ -59,14 +60,13 @@ def _etag(value: Any) -> str:
     return str(value or "")
 
 
-class ObjectOps:
-    """GET/PUT/HEAD/LIST/DELETE of whole objects, with the engine's retries."""
+class Objects:
+    """GET/PUT/HEAD/LIST/DELETE of whole objects, with the engine's client (``client``:
+    the open one, raising when the engine is not open) and retries."""
 
-    _retrier: Retrier
-
-    @property
-    def _client(self) -> Any:  # provided by UploadEngine
-        raise NotImplementedError
+    def __init__(self, client: Callable[[], Any], retrier: Retrier) -> None:
+        self._client = client
+        self._retrier = retrier
 
     async def put_object(
         self,
@@ -88,12 +88,12 @@ class ObjectOps:
             args["ContentType"] = content_type
 
         async def call(attempt: int) -> str:
-            resp = await self._client.put_object(Bucket=bucket, Key=key, Body=data, **args)
+            resp = await self._client().put_object(Bucket=bucket, Key=key, Body=data, **args)
             # an answer without an ETag (an HTML page from a proxy) is no write
             return answers.require(
                 resp,
                 "PutObject",
-                endpoint=answers.endpoint_of(self._client),
+                endpoint=answers.endpoint_of(self._client()),
                 bucket=bucket,
                 key=key,
             )
@@ -109,7 +109,7 @@ class ObjectOps:
         cap = check_cap(max_size)
 
         async def call(attempt: int) -> bytes:
-            resp = await self._client.get_object(Bucket=bucket, Key=key)
+            resp = await self._client().get_object(Bucket=bucket, Key=key)
             body = resp["Body"]  # not `as body`: before 3.8, aiobotocore gives aiohttp's
             async with body:  # response there, which has no read(n)
                 claimed = resp.get("ContentLength")
@@ -149,7 +149,7 @@ class ObjectOps:
                     args["IfMatch"] = etag
 
             async def call(attempt: int, args: dict[str, Any] = args) -> Any:
-                return await self._client.get_object(**args)
+                return await self._client().get_object(**args)
 
             resp = await self._retrier.call("GetObject", call, bucket=bucket, key=key)
             etag = etag or resp.get("ETag")
@@ -194,7 +194,7 @@ class ObjectOps:
 
         async def call(attempt: int) -> Any:
             try:
-                return await self._client.head_object(Bucket=bucket, Key=key)
+                return await self._client().head_object(Bucket=bucket, Key=key)
             except bexc.ClientError as exc:
                 code, status = error_code(exc)
                 if status == 404 or code in ("404", "NoSuchKey", "NotFound"):
@@ -225,7 +225,7 @@ class ObjectOps:
                 args["ContinuationToken"] = token
 
             async def call(attempt: int, args: dict[str, Any] = args) -> Any:
-                return await self._client.list_objects_v2(**args)
+                return await self._client().list_objects_v2(**args)
 
             page: dict[str, Any] = await self._retrier.call(
                 "ListObjectsV2", call, bucket=bucket, key=prefix
@@ -302,7 +302,7 @@ class ObjectOps:
             objects = [
                 {"Key": k, **({"ETag": quoted(etags[k])} if k in etags else {})} for k in sent
             ]
-            return await self._client.delete_objects(
+            return await self._client().delete_objects(
                 Bucket=bucket, Delete={"Objects": objects, "Quiet": True}
             )
 

@@ -1,7 +1,7 @@
 """The fast path's answers (pure): the fields of a success the engine uses, botocore's rule
 for a 200 that is an error, the ClientError botocore raises for an error answer (parsed by
 botocore's own parser), the botocore exception for an aiohttp failure, and the answers
-botocore's S3 region redirector follows. :class:`zerorename.engine.client.FastClient`
+botocore's S3 region redirector follows. :class:`zerorename.engine.wire.client.FastClient`
 uses them so failures look the same on both send paths."""
 
 from __future__ import annotations
