@@ -1,0 +1,11 @@
+"""Moved to :mod:`zerorename.engine.ops.objects` (issue 21).
+
+This old path is that module itself (the same module object), for code that still imports
+it from here."""
+
+import sys
+
+from zerorename.engine.ops import objects as _moved
+from zerorename.engine.ops.objects import *  # noqa: F403 (its names, for mypy)
+
+sys.modules[__name__] = _moved

@@ -1,0 +1,11 @@
+"""Moved to :mod:`zerorename.engine.bodies.writers` (issue 21).
+
+This old path is that module itself (the same module object), for code that still imports
+it from here."""
+
+import sys
+
+from zerorename.engine.bodies import writers as _moved
+from zerorename.engine.bodies.writers import *  # noqa: F403 (its names, for mypy)
+
+sys.modules[__name__] = _moved
