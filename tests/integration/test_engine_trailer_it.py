@@ -24,7 +24,7 @@ import pytest
 from engine_helpers import data_file, get, open_engine, pending_keys, zero_copy_bytes
 from zerorename.engine import PendingUpload, UploadEngine
 from zerorename.engine.checksums import compute
-from zerorename.engine.client import FastClient, TrailerState
+from zerorename.engine.wire.client import FastClient, TrailerState
 from zerorename.testing.targets import S3Target
 from zerorename.units import MiB
 

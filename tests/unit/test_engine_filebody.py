@@ -18,9 +18,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from zerorename.engine.bodies.filebody import BLOCK, PartFile, _is_plain_file_object
 from zerorename.engine.checksums import compute_blocks
 from zerorename.engine.errors import PlanError, SourceChanged
-from zerorename.engine.filebody import BLOCK, PartFile, _is_plain_file_object
 from zerorename.units import MiB
 
 

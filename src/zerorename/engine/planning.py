@@ -150,7 +150,8 @@ def validate_bucket(bucket: str) -> None:
 
 
 def validate_key(key: str) -> None:
-    """Refuse empty, non-UTF-8 and over-long keys (:func:`key_problem`) with an EngineConfigError."""
+    """Refuse empty, non-UTF-8 and over-long keys (:func:`key_problem`) with an
+    EngineConfigError."""
     problem = key_problem(key)
     if problem is not None:
         raise EngineConfigError(problem)
