@@ -1,4 +1,4 @@
-"""Trailing checksums (engine/trailer.py), with botocore as the oracle: the aws-chunked
+"""Trailing checksums (engine/wire/trailer.py), with botocore as the oracle: the aws-chunked
 framing is what botocore's AwsChunkedWrapper produces for the same bytes, and an
 UploadPart sent with a trailer carries the headers and the signature botocore sends (its
 request captured with a ``before-send`` handler: no server). Also the pure decisions:

@@ -1,5 +1,12 @@
 """The async upload engine: the only code in zerorename that talks to S3.
 
+Its parts: ``core.py`` (:class:`UploadEngine`: it opens the client, sends every upload's
+parts, and owns the rest as members), ``ops/`` (those members: completing, aborting and
+listing uploads; whole objects), ``wire/`` (the client, the signed fast path, every answer
+checked, trailing checksums), ``bodies/`` (sources cut into parts, file ranges, writers),
+and beside them the leaves: ``config``, ``errors``, ``events``, ``planning``,
+``checksums``, ``results`` (what the engine returns), ``retry``, ``progress``, ``runner``.
+
 Every name below loads its module on first use (PEP 562), so ``from zerorename.engine
 import EngineConfig`` loads the configuration alone, not aiohttp and botocore: a command
 or a Spark worker that only reads settings stays cheap.
