@@ -32,8 +32,8 @@ from zerorename.engine import (
     UploadEngine,
     errors,
 )
-from zerorename.engine.client import FastClient
-from zerorename.engine.fastpath import SigV4Signer, canonical_value
+from zerorename.engine.wire.client import FastClient
+from zerorename.engine.wire.fastpath import SigV4Signer, canonical_value
 from zerorename.testing.targets import S3Target
 from zerorename.units import MiB
 

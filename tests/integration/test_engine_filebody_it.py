@@ -1,5 +1,5 @@
 """File sources on moto and Ceph RGW: their parts are ranges of the file, read while they
-are checksummed and sent (engine/filebody.py). Whichever way the bytes go -- sendfile on
+are checksummed and sent (engine/bodies/filebody.py). Whichever way the bytes go -- sendfile on
 the fast path, fresh blocks written through the transport, or botocore -- the object and
 every part's ETag and checksum are the file's, byte for byte; connections are reused
 under many parts in flight; a file object's position is honoured; a declared size the

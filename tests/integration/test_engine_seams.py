@@ -10,7 +10,7 @@ import pytest
 
 from engine_helpers import ablocks, get, object_keys, pending_keys
 from zerorename.engine import PendingUpload, UploadEngine, UploadResult, errors
-from zerorename.engine.sources import Part, part_stream
+from zerorename.engine.bodies.sources import Part, part_stream
 from zerorename.testing.targets import S3Target
 from zerorename.units import MiB
 

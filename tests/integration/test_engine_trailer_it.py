@@ -1,4 +1,4 @@
-"""Trailing checksums on real servers (engine/trailer.py): with the checksum in an
+"""Trailing checksums on real servers (engine/wire/trailer.py): with the checksum in an
 aws-chunked trailer a file part is read once -- counted at the source: every read of the
 file goes through counting wrappers of ``os.pread`` and ``os.preadv`` -- and each part's
 ETag and CRC32C are what the store confirms and reads back (moto takes trailers). Ceph RGW
@@ -24,7 +24,7 @@ import pytest
 from engine_helpers import data_file, get, open_engine, pending_keys, zero_copy_bytes
 from zerorename.engine import PendingUpload, UploadEngine
 from zerorename.engine.checksums import compute
-from zerorename.engine.client import FastClient, TrailerState
+from zerorename.engine.wire.client import FastClient, TrailerState
 from zerorename.testing.targets import S3Target
 from zerorename.units import MiB
 

@@ -1,4 +1,4 @@
-"""Engines share one TLS verify context per CA bundle (engine/client.share_verify_context).
+"""Engines share one TLS verify context per CA bundle (engine/wire/client.share_verify_context).
 
 aiobotocore parsed the CA bundle (certifi's: about 40 ms of CPU) again for every client's
 first request through botocore, over HTTP too; a short-lived engine (a CLI command, a

@@ -21,7 +21,7 @@ from botocore.awsrequest import AWSRequest, AWSResponse
 from botocore.config import Config
 from botocore.credentials import Credentials
 
-from zerorename.engine.fastanswers import (
+from zerorename.engine.wire.fastanswers import (
     client_error,
     connection_error,
     is_error_200,
@@ -29,7 +29,7 @@ from zerorename.engine.fastanswers import (
     parse_success,
     xml_text,
 )
-from zerorename.engine.fastpath import (
+from zerorename.engine.wire.fastpath import (
     PROBE_KEY,
     SigV4Signer,
     Target,

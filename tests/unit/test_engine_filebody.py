@@ -18,11 +18,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zerorename.engine import filebody
+from zerorename.engine.bodies import filebody
+from zerorename.engine.bodies.filebody import BLOCK, PartFile, _is_plain_file_object
+from zerorename.engine.bodies.sources import file_parts
 from zerorename.engine.checksums import compute_blocks
 from zerorename.engine.errors import PlanError, SourceChanged
-from zerorename.engine.filebody import BLOCK, PartFile, _is_plain_file_object
-from zerorename.engine.sources import file_parts
 from zerorename.units import MiB
 
 

@@ -10,10 +10,10 @@ from collections.abc import AsyncIterator
 import pytest
 
 from zerorename.engine import checksums
+from zerorename.engine.bodies.sources import Part, part_stream
 from zerorename.engine.config import EngineConfig
 from zerorename.engine.errors import ConfigError, PlanError, RecordError
-from zerorename.engine.records import PartInfo, PendingUpload
-from zerorename.engine.sources import Part, part_stream
+from zerorename.engine.results import PartInfo, PendingUpload
 from zerorename.units import MiB
 
 

@@ -17,19 +17,19 @@ from aiohttp.client_reqrep import ConnectionKey
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zerorename.engine.answers import endpoint_of, require
 from zerorename.engine.config import EngineConfig, RetryConfig
 from zerorename.engine.errors import BadAnswer, CertificateError, ConfigError, RecordError
-from zerorename.engine.fastanswers import connection_error
-from zerorename.engine.fastpath import (
+from zerorename.engine.results import PartInfo, PendingUpload
+from zerorename.engine.retry import FailureKind, certificate_failure, classify, translate
+from zerorename.engine.wire.answers import endpoint_of, require
+from zerorename.engine.wire.fastanswers import connection_error
+from zerorename.engine.wire.fastpath import (
     HOT_OPERATIONS,
     OpSpec,
     SigV4Signer,
     Target,
     build_request,
 )
-from zerorename.engine.records import PartInfo, PendingUpload
-from zerorename.engine.retry import FailureKind, certificate_failure, classify, translate
 
 
 def good() -> dict[str, Any]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from zerorename.engine.client import make_session
 from zerorename.engine.config import EngineConfig
+from zerorename.engine.wire.client import make_session
 
 
 def test_sessions_share_the_loader_but_read_credentials_afresh(

@@ -1,4 +1,4 @@
-"""Trailing checksums (engine/trailer.py), with botocore as the oracle: the aws-chunked
+"""Trailing checksums (engine/wire/trailer.py), with botocore as the oracle: the aws-chunked
 framing is what botocore's AwsChunkedWrapper produces for the same bytes, and an
 UploadPart sent with a trailer carries the headers and the signature botocore sends (its
 request captured with a ``before-send`` handler: no server). Also the pure decisions:
@@ -21,18 +21,18 @@ from botocore.httpchecksum import AwsChunkedWrapper, Crc32Checksum, Sha256Checks
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zerorename.engine.answers import require_checksum
+from zerorename.engine.bodies.filebody import WRITE, PartFile
 from zerorename.engine.checksums import PARAM, compute
 from zerorename.engine.errors import BadAnswer
-from zerorename.engine.fastpath import (
+from zerorename.engine.wire.answers import require_checksum
+from zerorename.engine.wire.fastpath import (
     UNSIGNED_PAYLOAD,
     build_request,
     op_spec,
     signed_headers,
     target_for,
 )
-from zerorename.engine.filebody import WRITE, PartFile
-from zerorename.engine.trailer import (
+from zerorename.engine.wire.trailer import (
     CHUNK,
     STREAMING_TRAILER,
     TrailerBody,

@@ -63,7 +63,7 @@ from zerorename.committers.records import (
 from zerorename.committers.store import abort_uploads, job_uploads
 from zerorename.engine import UploadEngine, run
 from zerorename.engine.errors import EngineError
-from zerorename.engine.records import UploadInfo
+from zerorename.engine.results import UploadInfo
 
 if TYPE_CHECKING:
     from zerorename.committers.committer import Job

@@ -8,8 +8,7 @@ the one root and still see what S3 said: :func:`wrap_engine_errors` is that mapp
 
 from __future__ import annotations
 
-from zerorename.engine.errors import ConfigError as EngineConfigError
-from zerorename.engine.errors import EngineError
+from zerorename.engine.errors import EngineConfigError, EngineError
 from zerorename.errors import ConfigError, ZeroRenameError, map_exceptions
 
 

@@ -25,7 +25,7 @@ from zerorename.committers.paths import (
     job_id_of_dir,
 )
 from zerorename.committers.store import read_optional, scan_pendingset
-from zerorename.engine.records import UploadInfo
+from zerorename.engine.results import UploadInfo
 
 
 def check_not_whole_bucket(dest: Destination, *, all_of_bucket: bool) -> None:

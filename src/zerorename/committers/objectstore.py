@@ -36,16 +36,16 @@ from collections.abc import (
 from types import TracebackType
 from typing import Any, Literal, Protocol
 
-from zerorename.engine.completion import OnResult
+from zerorename.engine.bodies.writers import AfterCreate
 from zerorename.engine.events import ProgressCallback
-from zerorename.engine.records import (
+from zerorename.engine.ops.completion import OnResult
+from zerorename.engine.results import (
     BatchResult,
     ObjectInfo,
     PendingUpload,
     UploadInfo,
     UploadResult,
 )
-from zerorename.engine.writers import AfterCreate
 from zerorename.units import KiB, MiB
 
 #: size caps of the records read whole from a store: a read stops at its cap and fails in

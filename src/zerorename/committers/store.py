@@ -34,7 +34,7 @@ from zerorename.committers.errors import CommitterError, RecordFormatError
 from zerorename.committers.objectstore import Store
 from zerorename.committers.paths import Destination, check_partitioned_path, key_carries_job
 from zerorename.engine.errors import ObjectNotFound
-from zerorename.engine.records import ObjectInfo, PendingUpload, UploadInfo, is_completed_object
+from zerorename.engine.results import ObjectInfo, PendingUpload, UploadInfo, is_completed_object
 from zerorename.units import KiB
 
 T = TypeVar("T")

@@ -51,7 +51,7 @@ from zerorename.committers.paths import (
 )
 from zerorename.committers.store import bounded_map
 from zerorename.engine.errors import EngineError
-from zerorename.engine.records import PendingUpload, UploadResult
+from zerorename.engine.results import PendingUpload, UploadResult
 
 log = logging.getLogger("zerorename.committers")
 

@@ -1,5 +1,12 @@
 """The async upload engine: the only code in zerorename that talks to S3.
 
+Its parts: ``core.py`` (:class:`UploadEngine`: it opens the client, sends every upload's
+parts, and owns the rest as members), ``ops/`` (those members: completing, aborting and
+listing uploads; whole objects), ``wire/`` (the client, the signed fast path, every answer
+checked, trailing checksums), ``bodies/`` (sources cut into parts, file ranges, writers),
+and beside them the leaves: ``config``, ``errors``, ``events``, ``planning``,
+``checksums``, ``results`` (what the engine returns), ``retry``, ``progress``, ``runner``.
+
 Every name below loads its module on first use (PEP 562), so ``from zerorename.engine
 import EngineConfig`` loads the configuration alone, not aiohttp and botocore: a command
 or a Spark worker that only reads settings stays cheap.
@@ -11,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from zerorename.engine import errors
+    from zerorename.engine.bodies.writers import AsyncUploadWriter, SyncUploadWriter
     from zerorename.engine.config import EngineConfig, RetryConfig
     from zerorename.engine.core import UploadEngine
     from zerorename.engine.events import (
@@ -25,7 +33,7 @@ if TYPE_CHECKING:
         UploadCompleted,
         UploadDeferred,
     )
-    from zerorename.engine.records import (
+    from zerorename.engine.results import (
         BatchFailure,
         BatchResult,
         ObjectInfo,
@@ -36,33 +44,32 @@ if TYPE_CHECKING:
     )
     from zerorename.engine.retry import EngineStats
     from zerorename.engine.runner import run
-    from zerorename.engine.writers import AsyncUploadWriter, SyncUploadWriter
 
 #: each public name -> the module that defines it
 _LAZY = {
-    "AsyncUploadWriter": "writers",
-    "BatchFailure": "records",
-    "BatchResult": "records",
+    "AsyncUploadWriter": "bodies.writers",
+    "BatchFailure": "results",
+    "BatchResult": "results",
     "BytesSent": "events",
     "ConcurrencyChanged": "events",
     "EngineConfig": "config",
     "EngineStats": "retry",
     "Event": "events",
-    "ObjectInfo": "records",
+    "ObjectInfo": "results",
     "PartDone": "events",
-    "PartInfo": "records",
-    "PendingUpload": "records",
+    "PartInfo": "results",
+    "PendingUpload": "results",
     "ProgressCallback": "events",
     "RetryConfig": "config",
     "RetryScheduled": "events",
-    "SyncUploadWriter": "writers",
+    "SyncUploadWriter": "bodies.writers",
     "Throttled": "events",
     "UploadAborted": "events",
     "UploadCompleted": "events",
     "UploadDeferred": "events",
     "UploadEngine": "core",
-    "UploadInfo": "records",
-    "UploadResult": "records",
+    "UploadInfo": "results",
+    "UploadResult": "results",
     "errors": "errors",
     "run": "runner",
 }

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import urlsplit
 
-from zerorename.engine.errors import ConfigError
+from zerorename.engine.errors import EngineConfigError
 from zerorename.engine.planning import MAX_PART_SIZE, MIN_PART_SIZE, finite_number, is_int
 from zerorename.logsafe import redact_url
 from zerorename.units import MiB
@@ -25,14 +25,14 @@ _REGION_RE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-]{0,61}[a-zA-Z0-9])?")
 def _require_int(name: str, value: object, low: int, high: int | None = None) -> None:
     if not is_int(value) or value < low or (high is not None and value > high):  # type: ignore[operator]
         bound = f">= {low}" if high is None else f"between {low} and {high}"
-        raise ConfigError(f"{name} must be an integer {bound}, got {value!r}")
+        raise EngineConfigError(f"{name} must be an integer {bound}, got {value!r}")
 
 
 def _require_number(name: str, value: object, *, positive: bool) -> None:
     number = finite_number(value)
     if number is None or number < 0 or (positive and number == 0):
         bound = "> 0" if positive else ">= 0"
-        raise ConfigError(f"{name} must be a finite number {bound} (seconds), got {value!r}")
+        raise EngineConfigError(f"{name} must be a finite number {bound} (seconds), got {value!r}")
 
 
 def _redacted(url: str) -> str:
@@ -113,12 +113,12 @@ class RetryConfig:
         _require_number("retry.attempt_timeout", self.attempt_timeout, positive=True)
         decrease = finite_number(self.throttle_decrease)
         if decrease is None or not 0 < decrease < 1:
-            raise ConfigError(
+            raise EngineConfigError(
                 f"retry.throttle_decrease must be in (0, 1), got {self.throttle_decrease!r}"
             )
         recovery = finite_number(self.recovery_per_slot)
         if recovery is None or recovery <= 0:
-            raise ConfigError(
+            raise EngineConfigError(
                 f"retry.recovery_per_slot must be a finite number > 0, got "
                 f"{self.recovery_per_slot!r}"
             )
@@ -173,7 +173,7 @@ class EngineConfig:
         """Every field checked for type and range (a float part size, a NaN timeout, a
         None retry policy are refused here, not found out by a request)."""
         if not is_int(self.part_size) or not MIN_PART_SIZE <= self.part_size <= MAX_PART_SIZE:
-            raise ConfigError(
+            raise EngineConfigError(
                 f"part_size must be an integer between 5 MiB ({MIN_PART_SIZE}) and 5 GiB "
                 f"({MAX_PART_SIZE}) bytes, got {self.part_size!r}; S3 rejects other sizes"
             )
@@ -184,44 +184,48 @@ class EngineConfig:
         _require_number("connect_timeout", self.connect_timeout, positive=True)
         _require_number("read_timeout", self.read_timeout, positive=True)
         if not isinstance(self.retry, RetryConfig):
-            raise ConfigError(f"retry must be a RetryConfig, got {type(self.retry).__name__}")
+            raise EngineConfigError(f"retry must be a RetryConfig, got {type(self.retry).__name__}")
         if not isinstance(self.checksum, str) or self.checksum not in _CHECKSUMS:
-            raise ConfigError(
+            raise EngineConfigError(
                 f"checksum must be one of none, CRC32, CRC32C, SHA256; got {self.checksum!r}"
             )
         if (
             not isinstance(self.trailer_checksum, str)
             or self.trailer_checksum not in _TRAILER_MODES
         ):
-            raise ConfigError(
+            raise EngineConfigError(
                 f"trailer_checksum must be auto, always or never; got {self.trailer_checksum!r}"
             )
         if not isinstance(self.addressing_style, str) or self.addressing_style not in _STYLES:
-            raise ConfigError(
+            raise EngineConfigError(
                 f"addressing_style must be auto, path or virtual; got {self.addressing_style!r}"
             )
         for name in ("payload_signing", "fast_path"):
             if not isinstance(getattr(self, name), bool):
-                raise ConfigError(f"{name} must be True or False, got {getattr(self, name)!r}")
+                raise EngineConfigError(
+                    f"{name} must be True or False, got {getattr(self, name)!r}"
+                )
         if self.endpoint_url is not None:
             problem = endpoint_problem(self.endpoint_url)
             if problem is not None:
-                raise ConfigError(problem)
+                raise EngineConfigError(problem)
         if self.region is not None:
             problem = region_problem(self.region)
             if problem is not None:
-                raise ConfigError(problem)
+                raise EngineConfigError(problem)
         for name in ("profile", "ca_bundle"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value):
-                raise ConfigError(f"{name} must be a non-empty string or None")
+                raise EngineConfigError(f"{name} must be a non-empty string or None")
         secrets = ("aws_access_key_id", "aws_secret_access_key", "aws_session_token")
         for name in secrets:  # the values are never shown
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value):
-                raise ConfigError(f"{name} must be a non-empty string or None")
+                raise EngineConfigError(f"{name} must be a non-empty string or None")
         if (self.aws_access_key_id is None) != (self.aws_secret_access_key is None):
-            raise ConfigError("give both aws_access_key_id and aws_secret_access_key, or neither")
+            raise EngineConfigError(
+                "give both aws_access_key_id and aws_secret_access_key, or neither"
+            )
 
     @property
     def pool_size(self) -> int:

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from collections.abc import (
     AsyncGenerator,
+    AsyncIterable,
+    AsyncIterator,
     Awaitable,
     Callable,
+    Iterable,
+    Mapping,
 )
 from contextlib import AsyncExitStack, aclosing
 from dataclasses import dataclass, field
@@ -16,16 +20,10 @@ import anyio
 
 from zerorename import logsafe
 from zerorename.aio import first_error, to_the_end
-from zerorename.engine import answers, checksums
-from zerorename.engine.client import (
-    FastClient,
-    client_kwargs,
-    guard_object_keys,
-    make_session,
-    open_error,
-    share_verify_context,
-)
-from zerorename.engine.completion import CompletionOps
+from zerorename.engine import checksums
+from zerorename.engine.bodies.filebody import FileRange, SlicedBody, for_botocore, open_part_file
+from zerorename.engine.bodies.sources import Part, chunks_of, file_parts, part_stream, source_size
+from zerorename.engine.bodies.writers import AfterCreate, AsyncUploadWriter, SyncUploadWriter
 from zerorename.engine.config import EngineConfig
 from zerorename.engine.errors import EngineError
 from zerorename.engine.events import (
@@ -36,24 +34,33 @@ from zerorename.engine.events import (
     UploadDeferred,
     emit,
 )
-from zerorename.engine.filebody import FileRange, SlicedBody, for_botocore, open_part_file
+from zerorename.engine.ops.completion import Completion, OnResult
+from zerorename.engine.ops.objects import GET_CAP, Objects, Recheck
 from zerorename.engine.planning import plan_known_size, validate_bucket, validate_key
-from zerorename.engine.records import (
+from zerorename.engine.results import (
+    BatchResult,
+    ObjectInfo,
     PartInfo,
     PendingUpload,
+    UploadInfo,
     UploadResult,
 )
 from zerorename.engine.retry import AdaptiveLimiter, EngineStats, Retrier
-from zerorename.engine.sources import Part, chunks_of, file_parts, part_stream, source_size
-from zerorename.engine.store import ObjectOps
-from zerorename.engine.trailer import TrailerBody
-from zerorename.engine.writers import AfterCreate, AsyncUploadWriter, SyncUploadWriter
+from zerorename.engine.wire import answers
+from zerorename.engine.wire.client import (
+    FastClient,
+    client_kwargs,
+    guard_object_keys,
+    make_session,
+    open_error,
+    share_verify_context,
+)
+from zerorename.engine.wire.trailer import TrailerBody
 from zerorename.units import MiB
 
 # checksums of parts at least this large are computed off the event loop
 _THREAD_CHECKSUM_MIN = MiB
-
-OnResult = Callable[[Any, BaseException | None], Awaitable[None] | None]
+_NOT_OPEN = "the engine is not open: use `async with UploadEngine(config)`"
 
 
 @dataclass
@@ -103,12 +110,15 @@ async def _register_resolved_credentials(client: Any) -> None:
         logsafe.register_secrets(frozen.access_key, frozen.secret_key, frozen.token)
 
 
-class UploadEngine(CompletionOps, ObjectOps):
+class UploadEngine:
     """The only code that talks to S3. ``async with UploadEngine(cfg) as engine: ...``.
 
     One aiobotocore client (pool sized to the concurrency) with the hot calls routed
-    through the fast path (client.FastClient), one adaptive limiter on parts in flight shared by
-    every upload, one retry policy. Closing twice is safe.
+    through the fast path (wire.client.FastClient), one adaptive limiter on parts in flight
+    shared by every upload, one retry policy. It uploads itself; it owns, as members, the
+    completion of uploads already created (:class:`~zerorename.engine.ops.completion.Completion`)
+    and whole-object operations (:class:`~zerorename.engine.ops.objects.Objects`), and its
+    methods for those delegate to them. Closing twice is safe.
     """
 
     def __init__(
@@ -125,7 +135,15 @@ class UploadEngine(CompletionOps, ObjectOps):
         self._retrier = Retrier(self.config.retry, self.stats, self._emit)
         self._stack: AsyncExitStack | None = None
         self._client_obj: Any = None
-        self._endpoint: tuple[Any, str] | None = None  # (client, its endpoint) once asked
+        self._objects = Objects(self._open_client, self._retrier)
+        self._completion = Completion(
+            self._open_client,
+            self.config,
+            self.stats,
+            self._retrier,
+            self._emit,
+            self._objects.head_object,
+        )
 
     # -- lifecycle -------------------------------------------------------------------
     async def __aenter__(self) -> UploadEngine:
@@ -175,17 +193,19 @@ class UploadEngine(CompletionOps, ObjectOps):
     @property
     def _client(self) -> Any:
         if self._client_obj is None:
-            raise EngineError("the engine is not open: use `async with UploadEngine(config)`")
+            raise EngineError(_NOT_OPEN)
+        return self._client_obj
+
+    def _open_client(self) -> Any:
+        """The open client, as the members ask for it (:attr:`_client`)."""
+        if self._client_obj is None:
+            raise EngineError(_NOT_OPEN)
         return self._client_obj
 
     @property
     def endpoint(self) -> str:
-        """The endpoint the engine talks to (scheme and host), for messages; worked out
-        once per client (every answer's check names it)."""
-        client = self._client
-        if self._endpoint is None or self._endpoint[0] is not client:
-            self._endpoint = (client, answers.endpoint_of(client))
-        return self._endpoint[1]
+        """The endpoint the engine talks to (scheme and host), for messages."""
+        return answers.endpoint_of(self._client)
 
     @property
     def concurrency(self) -> int:
@@ -196,6 +216,127 @@ class UploadEngine(CompletionOps, ObjectOps):
         await emit(self._on_event, event)
         if progress is not None and progress is not self._on_event:
             await emit(progress, event)
+
+    # -- uploads already created: the completion member ------------------------------
+    async def complete(
+        self,
+        p: PendingUpload,
+        *,
+        if_none_match: bool = False,
+        progress: ProgressCallback | None = None,
+    ) -> UploadResult:
+        """Complete a deferred upload; with ``if_none_match`` the store refuses
+        (:class:`PreconditionFailed`) when the key already exists."""
+        return await self._completion.complete(p, if_none_match=if_none_match, progress=progress)
+
+    async def abort(
+        self, p: PendingUpload | UploadInfo, *, progress: ProgressCallback | None = None
+    ) -> bool:
+        """Abort a pending upload; False when it was already gone. A record that fails
+        validation is a :class:`RecordError` and sends nothing."""
+        return await self._completion.abort(p, progress=progress)
+
+    async def complete_many(
+        self,
+        records: Iterable[PendingUpload] | AsyncIterable[PendingUpload],
+        *,
+        concurrency: int | None = None,
+        if_none_match: bool = False,
+        fail_fast: bool = False,
+        on_result: OnResult | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> BatchResult:
+        """Complete records pulled lazily, ``concurrency`` (default
+        ``config.batch_concurrency``) in flight; memory does not grow with their number.
+        A record that fails validation is a :class:`BatchFailure` and sends nothing
+        (:meth:`.ops.completion.Completion.complete_many`)."""
+        return await self._completion.complete_many(
+            records,
+            concurrency=concurrency,
+            if_none_match=if_none_match,
+            fail_fast=fail_fast,
+            on_result=on_result,
+            progress=progress,
+        )
+
+    async def abort_many(
+        self,
+        records: Iterable[PendingUpload | UploadInfo] | AsyncIterable[PendingUpload | UploadInfo],
+        *,
+        concurrency: int | None = None,
+        on_result: OnResult | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> BatchResult:
+        """Abort records pulled lazily; an upload already gone counts as aborted
+        (:meth:`.ops.completion.Completion.abort_many`)."""
+        return await self._completion.abort_many(
+            records, concurrency=concurrency, on_result=on_result, progress=progress
+        )
+
+    def list_uploads(
+        self, bucket: str, prefix: str = "", *, directory: bool = True
+    ) -> AsyncIterator[UploadInfo]:
+        """Pending multipart uploads under ``prefix``, taken as a directory (a '/' is
+        added) unless ``directory=False``; all pages, filtered client-side too."""
+        return self._completion.list_uploads(bucket, prefix, directory=directory)
+
+    # -- whole objects: the objects member -------------------------------------------
+    async def put_object(
+        self,
+        bucket: str,
+        key: str,
+        data: bytes,
+        *,
+        if_none_match: bool = False,
+        content_type: str | None = None,
+    ) -> str:
+        """Write a small object in one PutObject; returns its ETag. With ``if_none_match``
+        an existing object makes it fail with :class:`PreconditionFailed`."""
+        return await self._objects.put_object(
+            bucket, key, data, if_none_match=if_none_match, content_type=content_type
+        )
+
+    async def get_object(self, bucket: str, key: str, *, max_size: int = GET_CAP) -> bytes:
+        """Read a whole (small) object; :class:`ObjectNotFound` when it is missing,
+        :class:`ObjectTooLarge` when it holds more than ``max_size`` bytes."""
+        return await self._objects.get_object(bucket, key, max_size=max_size)
+
+    def iter_object(self, bucket: str, key: str, *, chunk_size: int = MiB) -> AsyncIterator[bytes]:
+        """Stream an object in chunks, resuming a failed body where it stopped
+        (:meth:`.ops.objects.Objects.iter_object`)."""
+        return self._objects.iter_object(bucket, key, chunk_size=chunk_size)
+
+    async def head_object(self, bucket: str, key: str) -> ObjectInfo | None:
+        """Size, ETag and time of an object; None when it does not exist."""
+        return await self._objects.head_object(bucket, key)
+
+    def list_objects(
+        self, bucket: str, prefix: str = "", *, delimiter: str | None = None
+    ) -> AsyncIterator[ObjectInfo]:
+        """Objects under ``prefix`` (a plain string prefix: add '/' for a directory)."""
+        return self._objects.list_objects(bucket, prefix, delimiter=delimiter)
+
+    def list_prefixes(
+        self, bucket: str, prefix: str, *, delimiter: str = "/"
+    ) -> AsyncIterator[str]:
+        """The 'subdirectories' (CommonPrefixes) right under ``prefix``."""
+        return self._objects.list_prefixes(bucket, prefix, delimiter=delimiter)
+
+    async def delete_object(self, bucket: str, key: str) -> None:
+        """Delete one object (no error when it does not exist)."""
+        await self._objects.delete_object(bucket, key)
+
+    async def delete_objects(
+        self,
+        bucket: str,
+        keys: Iterable[str] | AsyncIterable[str],
+        *,
+        if_match: Mapping[str, str] | None = None,
+        recheck: Recheck | None = None,
+    ) -> int:
+        """Delete keys in batches of 1000; returns how many were deleted. ``if_match`` and
+        ``recheck``: :meth:`.ops.objects.Objects.delete_objects`."""
+        return await self._objects.delete_objects(bucket, keys, if_match=if_match, recheck=recheck)
 
     # -- uploads ---------------------------------------------------------------------
     @overload
@@ -357,7 +498,7 @@ class UploadEngine(CompletionOps, ObjectOps):
         after_create: AfterCreate | None = None,
         **object_args: Any,
     ) -> UploadResult | PendingUpload:
-        """Upload ``parts`` as they come (e.g. :func:`~zerorename.engine.sources.part_stream`
+        """Upload ``parts`` as they come (e.g. :func:`~zerorename.engine.bodies.sources.part_stream`
         over a writer's buffers) to ``s3://bucket/key``, as :meth:`upload` does with the
         parts it plans; ``parts`` is closed when the upload ends. A single last part is one
         PutObject unless ``defer``. A failure or cancellation aborts the multipart upload.
@@ -387,7 +528,7 @@ class UploadEngine(CompletionOps, ObjectOps):
         except BaseException as exc:
             if up.upload_id is not None:
                 await to_the_end(
-                    self._abort_id(
+                    self._completion.abort_id(
                         up.bucket,
                         up.key,
                         up.upload_id,
@@ -586,7 +727,7 @@ class UploadEngine(CompletionOps, ObjectOps):
                 progress,
             )
             return record
-        return await self._complete(record, progress=progress)
+        return await self._completion.complete(record, progress=progress)
 
 
 __all__ = ["UploadEngine"]

@@ -14,9 +14,14 @@ class EngineError(root.ZeroRenameError):
     """Root of every error the engine raises."""
 
 
-class ConfigError(EngineError, root.ConfigError):
+class EngineConfigError(EngineError, root.ConfigError):
     """Raised when an :class:`EngineConfig` or call argument is invalid (before any request);
     a :class:`zerorename.errors.ConfigError` (and a ValueError) too."""
+
+
+#: the name :class:`EngineConfigError` had before issue 21 (the same class: code that
+#: catches ``engine.errors.ConfigError`` catches it still)
+ConfigError = EngineConfigError
 
 
 class PlanError(EngineError, ValueError):

@@ -12,7 +12,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from zerorename.engine.errors import ConfigError, PlanError, StreamTooLarge
+from zerorename.engine.errors import EngineConfigError, PlanError, StreamTooLarge
 from zerorename.units import GiB, MiB, TiB
 
 MIN_PART_SIZE = 5 * MiB
@@ -51,7 +51,7 @@ def _round_up(value: int, unit: int) -> int:
 def check_part_size(part_size: int) -> None:
     """Refuse a part size S3 would reject."""
     if not MIN_PART_SIZE <= part_size <= MAX_PART_SIZE:
-        raise ConfigError(
+        raise EngineConfigError(
             f"part size {part_size} is outside S3's 5 MiB..5 GiB range; "
             f"choose a part size between {MIN_PART_SIZE} and {MAX_PART_SIZE} bytes"
         )
@@ -143,17 +143,18 @@ def key_problem(key: object) -> str | None:
 
 
 def validate_bucket(bucket: str) -> None:
-    """Refuse bucket names S3 rejects (:func:`bucket_problem`) with a ConfigError."""
+    """Refuse bucket names S3 rejects (:func:`bucket_problem`) with an EngineConfigError."""
     problem = bucket_problem(bucket)
     if problem is not None:
-        raise ConfigError(problem)
+        raise EngineConfigError(problem)
 
 
 def validate_key(key: str) -> None:
-    """Refuse empty, non-UTF-8 and over-long keys (:func:`key_problem`) with a ConfigError."""
+    """Refuse empty, non-UTF-8 and over-long keys (:func:`key_problem`) with an
+    EngineConfigError."""
     problem = key_problem(key)
     if problem is not None:
-        raise ConfigError(problem)
+        raise EngineConfigError(problem)
 
 
 def upload_prefix(prefix: str, *, directory: bool = True) -> str:

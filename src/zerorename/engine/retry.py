@@ -5,7 +5,7 @@ Throttled and transient failures are retried by tenacity with exponential backof
 full jitter; fatal ones fail at once, translated into :mod:`zerorename.engine.errors`.
 An :class:`AdaptiveLimiter` bounds requests in flight: it halves on throttling (once per
 window, like TCP) and climbs back one slot at a time as requests succeed. botocore's
-own retries are switched off (see client.py) so attempts are never multiplied.
+own retries are switched off (see wire/client.py) so attempts are never multiplied.
 """
 
 from __future__ import annotations
@@ -370,7 +370,7 @@ class EngineStats:
     concurrency_changes: int = 0
     lowest_concurrency: int = 0
     by_operation: dict[str, int] = field(default_factory=dict)
-    #: trailing checksums (a part read once over HTTPS, trailer.py): None = not tried,
+    #: trailing checksums (a part read once over HTTPS, wire/trailer.py): None = not tried,
     #: True = the store confirms them, False = it refused one (parts go the two-pass way)
     trailer_checksums: bool | None = None
     #: bodies the store confirmed with a trailing checksum / re-sent the two-pass way

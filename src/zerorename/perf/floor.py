@@ -161,7 +161,7 @@ class _Upload:
     """The requests of one multipart upload, signed as the engine signs them."""
 
     def __init__(self, target: Target, key: str, algorithm: str) -> None:
-        from zerorename.engine import fastpath
+        from zerorename.engine.wire import fastpath
 
         self.fp = fastpath
         url = (target.endpoint_url or "").rstrip("/")
@@ -214,7 +214,8 @@ class _Sender:
     """Sends parts of one file over one connection (one thread)."""
 
     def __init__(self, up: _Upload, conn: Connection, fd: int, mode: list[str]) -> None:
-        from zerorename.engine import checksums, trailer
+        from zerorename.engine import checksums
+        from zerorename.engine.wire import trailer
 
         self.up, self.conn, self.fd = up, conn, fd
         self.checksums, self.trailer = checksums, trailer

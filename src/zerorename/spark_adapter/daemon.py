@@ -62,10 +62,10 @@ PRELOADED = False
 
 def warm_botocore() -> None:
     """Parse the botocore data an S3 client needs into the loader every zerorename engine
-    of this process shares (:func:`zerorename.engine.client.make_session`): pure JSON
+    of this process shares (:func:`zerorename.engine.wire.client.make_session`): pure JSON
     parsing, no credentials read, no connection."""
-    from zerorename.engine.client import make_session
     from zerorename.engine.config import EngineConfig
+    from zerorename.engine.wire.client import make_session
 
     loader = make_session(EngineConfig()).get_component("data_loader")
     for service, name in BOTOCORE_DATA:

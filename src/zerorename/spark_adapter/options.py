@@ -15,7 +15,7 @@ from typing import Literal
 
 from zerorename.committers import ConflictScope
 from zerorename.engine import EngineConfig
-from zerorename.engine.errors import ConfigError as EngineConfigError
+from zerorename.engine.errors import EngineConfigError
 from zerorename.spark_adapter.commitopts import COMMIT_OPTION_DOCS, CommitSettings, int_option
 from zerorename.spark_adapter.errors import CommitMessageError, OptionError
 from zerorename.units import MiB

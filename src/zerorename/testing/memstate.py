@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 
 from zerorename.engine import errors
 from zerorename.engine.planning import bucket_problem
-from zerorename.engine.records import ObjectInfo
+from zerorename.engine.results import ObjectInfo
 
 
 @dataclass(frozen=True)

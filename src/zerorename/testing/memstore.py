@@ -37,14 +37,15 @@ import anyio
 
 from zerorename.aio import aiter_any, batches, unwrapped
 from zerorename.engine import checksums, errors
-from zerorename.engine.completion import OnResult
 from zerorename.engine.events import ProgressCallback
+from zerorename.engine.ops.completion import OnResult
+from zerorename.engine.ops.objects import DELETE_BATCH, GET_CAP, check_cap, too_large
 from zerorename.engine.planning import (
     upload_prefix,
     validate_bucket,
     validate_key,
 )
-from zerorename.engine.records import (
+from zerorename.engine.results import (
     BatchFailure,
     BatchResult,
     ObjectInfo,
@@ -55,7 +56,6 @@ from zerorename.engine.records import (
     target_problem,
 )
 from zerorename.engine.retry import EngineStats
-from zerorename.engine.store import DELETE_BATCH, GET_CAP, check_cap, too_large
 from zerorename.servers.requestlog import Request
 from zerorename.testing.memfaults import AnswerLost, Fault, Faults, ProcessCrashed
 from zerorename.testing.memstate import (

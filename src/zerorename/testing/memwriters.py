@@ -16,11 +16,11 @@ from typing import Any, Literal, overload
 import anyio
 
 from zerorename.aio import aiter_any
+from zerorename.engine.bodies.writers import AfterCreate
 from zerorename.engine.events import ProgressCallback
 from zerorename.engine.planning import validate_bucket, validate_key
-from zerorename.engine.records import PartInfo, PendingUpload, UploadResult
+from zerorename.engine.results import PartInfo, PendingUpload, UploadResult
 from zerorename.engine.retry import EngineStats
-from zerorename.engine.writers import AfterCreate
 from zerorename.portal import LoopPortal
 
 #: uploads an output's bytes (as the store's deferred or completed upload)

@@ -56,7 +56,7 @@ from zerorename.committers.codec.validate import MAX_INT, MAX_TIME, Fields, Fing
 from zerorename.committers.errors import RecordFormatError
 from zerorename.engine.errors import RecordError
 from zerorename.engine.planning import MAX_PARTS
-from zerorename.engine.records import PartInfo, PendingUpload
+from zerorename.engine.results import PartInfo, PendingUpload
 
 __all__ = [
     "LEGACY_PENDINGSET_VERSION",

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from zerorename.committers.codec.jsonstream import DECODE_ERRORS, STRICT_DECODER
 from zerorename.committers.errors import PathError, RecordFormatError
 from zerorename.committers.paths import Destination, check_relative_path
-from zerorename.engine.records import PendingUpload
+from zerorename.engine.results import PendingUpload
 
 
 class HasUpload(Protocol):

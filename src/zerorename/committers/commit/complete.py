@@ -21,7 +21,7 @@ from zerorename.committers.context import JobContext
 from zerorename.committers.errors import CommitterError, ConflictError, JobCommitError
 from zerorename.committers.store import Check, is_ours
 from zerorename.engine.errors import EngineError, PreconditionFailed
-from zerorename.engine.records import PendingUpload
+from zerorename.engine.results import PendingUpload
 
 __all__ = ["Completed", "CompletionPass", "complete_sets"]
 

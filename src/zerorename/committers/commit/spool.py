@@ -27,7 +27,7 @@ from zerorename.committers.errors import RecordNotFound
 from zerorename.committers.objectstore import Store
 from zerorename.committers.store import READ_CHUNK
 from zerorename.engine.errors import ObjectNotFound
-from zerorename.engine.records import PendingUpload
+from zerorename.engine.results import PendingUpload
 from zerorename.units import MiB
 
 #: a pendingset up to this size is parsed whole (a line at a time); a larger one is parsed

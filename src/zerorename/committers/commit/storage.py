@@ -79,7 +79,7 @@ from zerorename.committers.store import (
     scan_pendingset,
 )
 from zerorename.engine.errors import S3Error
-from zerorename.engine.store import DELETE_BATCH
+from zerorename.engine.ops.objects import DELETE_BATCH
 
 log = logging.getLogger("zerorename.committers")
 

@@ -48,7 +48,7 @@ from zerorename.committers.s3a.read import (
     states_of,
 )
 from zerorename.committers.store import Check, is_ours, keys_under, read_optional
-from zerorename.engine.records import ObjectInfo, multipart_etag
+from zerorename.engine.results import ObjectInfo, multipart_etag
 
 Report = Callable[[str], None]
 #: the ``kind`` of an abort note

@@ -37,7 +37,7 @@ from zerorename.committers.store import (
     read_optional,
     scan_pendingset,
 )
-from zerorename.engine.records import ObjectInfo
+from zerorename.engine.results import ObjectInfo
 
 #: requests at once while reading records and looking at objects
 READ_CONCURRENCY = 16

@@ -32,7 +32,7 @@ def measure_floor(target: Target, params: dict[str, Any]) -> dict[str, float]:
 
 def build_requests(target: Target, uploads: list[tuple[str, str, Any]]) -> list[bytes]:
     """One ready request per upload: a pre-signed POST and its one-part XML body."""
-    from zerorename.engine.fastpath import complete_body
+    from zerorename.engine.wire.fastpath import complete_body
 
     client = target.plain_boto3_client()
     out = []
