@@ -24,7 +24,7 @@ from zerorename.committers import objectstore as caps
 from zerorename.committers.commit.journal import CommitPlan, JobMarker, Journal, PlannedSet, State
 from zerorename.committers.commit.lock import held_by_job
 from zerorename.committers.commit.run import (
-    CommitHooks,
+    CommitRecords,
     JobCommitResult,
     JobCommitRun,
     PreparedCommit,
@@ -329,14 +329,14 @@ class Job:
         *,
         progress: ProgressFn | None = None,
         extra_metrics: Mapping[str, int | float] | None = None,
-        hooks: CommitHooks | None = None,
+        records: CommitRecords | None = None,
         prepared: PreparedCommit | None = None,
     ) -> JobCommitResult:
         """Complete every upload of the committed tasks, write ``_SUCCESS``, then abort the
         job's leftover uploads and delete its records. With ``summaries`` (the driver's
         list of successful attempts) nothing is listed; without, the job's pendingsets are.
-        ``extra_metrics`` (e.g. rows) go into ``_SUCCESS``'s metrics; ``hooks``: the
-        caller's records stored in the commit's rounds; ``prepared``: the run
+        ``extra_metrics`` (e.g. rows) go into ``_SUCCESS``'s metrics; ``records``: the
+        caller's records the commit stores in its own rounds; ``prepared``: the run
         :meth:`prepare_commit` made (``summaries`` and ``extra_metrics`` are its).
         On failure raises JobCommitError (``rolled_back`` says whether nothing is left)."""
         try:
@@ -347,7 +347,7 @@ class Job:
                     else await self._plan_from_listing()
                 )
                 prepared = PreparedCommit(self.context, plan, extra_metrics)
-            return await JobCommitRun.fresh(prepared, progress, hooks).commit()
+            return await JobCommitRun.fresh(prepared, progress, records).commit()
         except CommitterError:
             raise
         except EngineError as exc:
@@ -359,13 +359,13 @@ class Job:
             ) from exc
 
     async def resume(
-        self, *, progress: ProgressFn | None = None, hooks: CommitHooks | None = None
+        self, *, progress: ProgressFn | None = None, records: CommitRecords | None = None
     ) -> JobCommitResult:
         """Finish a job commit another process started (from its journal), idempotently.
-        ``hooks.with_succeeded``: the caller's record, stored before the release deletes
+        ``records.with_succeeded``: the caller's records, stored before the release deletes
         the journal (a streaming sink's log: the journal is its proof until then)."""
         try:
-            return await JobCommitRun.resuming(self.context, progress, hooks).resume()
+            return await JobCommitRun.resuming(self.context, progress, records).resume()
         except CommitterError:
             raise
         except EngineError as exc:
