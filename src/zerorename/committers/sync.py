@@ -10,10 +10,10 @@
 
 Every facade runs on the process portal's one loop thread
 (:func:`zerorename.portal.process_portal`) with the engine for its configuration from the
-process's one engine cache (:mod:`zerorename.enginecache`, which the Spark adapter's
-bridge uses too); its hold on it (a portal resource) ends with ``close()`` (or the
-``with`` block, or at exit): nothing is created per commit, so nothing leaks across many
-jobs.
+process's one engine cache (:mod:`zerorename.committers.enginecache`, which the Spark
+adapter's bridge uses too); its hold on it (a portal resource) ends with ``close()`` (or
+the ``with`` block, or at exit): nothing is created per commit, so nothing leaks across
+many jobs.
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ from zerorename.committers.committer import (
     committer_class,
 )
 from zerorename.committers.conflict import ConflictMode
+from zerorename.committers.enginecache import engine_cache
 from zerorename.committers.errors import CommitterError
 from zerorename.committers.tasks import TaskAttempt, TaskCommitSummary
 from zerorename.engine import EngineConfig, UploadEngine
-from zerorename.enginecache import engine_cache
 from zerorename.portal import process_portal
 
 T = TypeVar("T")

@@ -8,9 +8,10 @@ reused worker's tasks share one :class:`UploadEngine` per configuration and one
 connection pool instead of opening their own. Misuse is reported as
 :class:`BridgeError`, the Spark adapter's error.
 
-Its engines are the process's one engine cache's (:mod:`zerorename.enginecache`: at most
-:data:`MAX_ENGINES`, one per configuration, a retired engine closed once its last user
-lets go of it), which the committers' ``SyncCommitter`` shares.
+Its engines are the process's one engine cache's
+(:mod:`zerorename.committers.enginecache`: at most :data:`MAX_ENGINES`, one per
+configuration, a retired engine closed once its last user lets go of it), which the
+committers' ``SyncCommitter`` shares.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from collections.abc import Callable, Coroutine, Hashable
 from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
+from zerorename.committers.enginecache import MAX_ENGINES, engine_cache
 from zerorename.engine import EngineConfig, UploadEngine
-from zerorename.enginecache import MAX_ENGINES, engine_cache
 from zerorename.portal import CLOSE_TIMEOUT, LoopPortal, process_portal
 from zerorename.spark_adapter.errors import BridgeError
 
