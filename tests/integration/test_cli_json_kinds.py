@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from cli_helpers import check_document, run, use_target
+from driver_death import batch_records, dying_committer
 from zerorename.committers import (
     Destination,
     JobCommitError,
@@ -22,7 +23,6 @@ from zerorename.committers import (
     PartitionedCommitter,
     TaskCommitSummary,
 )
-from zerorename.committers.jobresult import CommitHooks
 from zerorename.engine import UploadEngine
 from zerorename.spark_adapter.options import WriteOptions
 from zerorename.spark_adapter.stream.log import Intent, stream_job_id
@@ -143,10 +143,6 @@ def test_s3a_job_committed_cleanup_undone(moto_s3: S3Target, cli: Cli) -> None:
 # -- a streaming query's batch job -------------------------------------------------------
 
 
-class DriverDied(Exception):
-    """The driver's process ends here (raised from the sink's hook)."""
-
-
 async def crashed_batch(s3: S3Target, uri: str, when: str) -> str:
     """Batch 0 of the query, one task; its driver died in the commit with its intent
     stored: before any complete (``when="intent"``) or after every one (``"completes"``)."""
@@ -165,19 +161,9 @@ async def crashed_batch(s3: S3Target, uri: str, when: str) -> str:
         sets = tuple(Destination.parse(s.pendingset).prefix for s in summaries)
         intent = (await sink.read_log()).with_intent(Intent(0, job_id, sets, 1, 1, 8))
 
-        async def with_journal() -> None:
-            await sink.write_log(intent)
-            if when == "intent":
-                raise DriverDied("after the intent")
-
-        async def with_succeeded(_: Any) -> None:
-            raise DriverDied("after every complete")
-
+        dying = dying_committer(sink, when)
         with pytest.raises(JobCommitError, match="after"):
-            await committer.job(job_id).commit(
-                summaries,
-                hooks=CommitHooks(with_journal=with_journal, with_succeeded=with_succeeded),
-            )
+            await dying.job(job_id).commit(summaries, records=batch_records(sink, intent))
         return job_id
 
 

@@ -227,7 +227,8 @@ def test_exit_closes_the_process_portal_without_hanging(tmp_path: Path) -> None:
 
 def test_the_process_portal_is_shared_by_spark_and_the_sync_committer() -> None:
     """get_bridge() and SyncCommitter cross on the same loop: one loop thread per process,
-    and a facade's engine is a portal resource closed with the facade."""
+    one engine cache (a facade's engine is the bridge's for its configuration), and a
+    facade's hold on it is a portal resource closed with the facade."""
     from zerorename.committers.sync import SyncCommitter
     from zerorename.engine import EngineConfig
     from zerorename.spark_adapter.bridge import get_bridge
@@ -236,5 +237,6 @@ def test_the_process_portal_is_shared_by_spark_and_the_sync_committer() -> None:
     with SyncCommitter("magic", "s3://bucket/table", cfg) as c:
         assert c.run(_loop()) is get_bridge().loop is process_portal().loop
         assert sum(k[0] == "SyncCommitter" for k in process_portal().resource_keys()) == 1
+        assert c.engine is get_bridge().engine(cfg)
     assert all(k[0] != "SyncCommitter" for k in process_portal().resource_keys())
     assert process_portal().is_running()  # the loop stays for the process's other users

@@ -154,7 +154,7 @@ async def dynamic_commit(kind: str, store: MemoryStore, tmp: Path, job_id: str, 
     """The data source's commit of a job set up as static whose tasks saw dynamic: the
     handle by partition, job.json rewritten with the journal."""
     job = committer(kind, store, tmp, "partitions").job(job_id)
-    await job.commit(s, hooks=record_scope(job, None))
+    await job.commit(s, records=record_scope(job, None))
 
 
 async def test_the_commit_records_the_scope_before_the_first_complete(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from zerorename.committers import objectstore as caps
 from zerorename.committers.commit.journal import CommitPlan, JobMarker, Journal, PlannedSet, State
 from zerorename.committers.commit.lock import held_by_job
 from zerorename.committers.commit.run import (
-    CommitHooks,
+    CommitRecords,
     JobCommitResult,
     JobCommitRun,
     PreparedCommit,
@@ -45,6 +45,7 @@ from zerorename.committers.errors import (
     JobCommitError,
     JobNotFound,
     RecordFormatError,
+    engine_errors_as,
     wrap_engine_errors,
 )
 from zerorename.committers.maintenance import uploads_older_than
@@ -63,7 +64,7 @@ from zerorename.committers.tasks import (
     TaskAttempt,
     TaskCommitSummary,
 )
-from zerorename.engine.errors import EngineError
+from zerorename.errors import map_exceptions
 
 __all__ = [
     "CommitOptions",
@@ -329,17 +330,17 @@ class Job:
         *,
         progress: ProgressFn | None = None,
         extra_metrics: Mapping[str, int | float] | None = None,
-        hooks: CommitHooks | None = None,
+        records: CommitRecords | None = None,
         prepared: PreparedCommit | None = None,
     ) -> JobCommitResult:
         """Complete every upload of the committed tasks, write ``_SUCCESS``, then abort the
         job's leftover uploads and delete its records. With ``summaries`` (the driver's
         list of successful attempts) nothing is listed; without, the job's pendingsets are.
-        ``extra_metrics`` (e.g. rows) go into ``_SUCCESS``'s metrics; ``hooks``: the
-        caller's records stored in the commit's rounds; ``prepared``: the run
+        ``extra_metrics`` (e.g. rows) go into ``_SUCCESS``'s metrics; ``records``: the
+        caller's records the commit stores in its own rounds; ``prepared``: the run
         :meth:`prepare_commit` made (``summaries`` and ``extra_metrics`` are its).
         On failure raises JobCommitError (``rolled_back`` says whether nothing is left)."""
-        try:
+        with self._failed_as("started", f"job {self.job_id} commit failed"):
             if prepared is None:
                 plan = (
                     self._plan_from_summaries(summaries)
@@ -347,45 +348,32 @@ class Job:
                     else await self._plan_from_listing()
                 )
                 prepared = PreparedCommit(self.context, plan, extra_metrics)
-            return await JobCommitRun.fresh(prepared, progress, hooks).commit()
-        except CommitterError:
-            raise
-        except EngineError as exc:
-            raise JobCommitError(
-                f"job {self.job_id} commit failed: {exc}",
-                job_id=self.job_id,
-                rolled_back=False,
-                state="started",
-            ) from exc
+            return await JobCommitRun.fresh(prepared, progress, records).commit()
 
     async def resume(
-        self, *, progress: ProgressFn | None = None, hooks: CommitHooks | None = None
+        self, *, progress: ProgressFn | None = None, records: CommitRecords | None = None
     ) -> JobCommitResult:
         """Finish a job commit another process started (from its journal), idempotently.
-        ``hooks.with_succeeded``: the caller's record, stored before the release deletes
+        ``records.with_succeeded``: the caller's records, stored before the release deletes
         the journal (a streaming sink's log: the journal is its proof until then)."""
-        try:
-            return await JobCommitRun.resuming(self.context, progress, hooks).resume()
-        except CommitterError:
-            raise
-        except EngineError as exc:
-            raise JobCommitError(
-                f"resuming job {self.job_id} failed: {exc}",
-                job_id=self.job_id,
-                rolled_back=False,
-                state="",
-            ) from exc
+        with self._failed_as("", f"resuming job {self.job_id} failed"):
+            return await JobCommitRun.resuming(self.context, progress, records).resume()
+
+    def _failed_as(self, state: str, doing: str) -> map_exceptions:
+        """The boundary of commit and resume: an engine error becomes a JobCommitError
+        that changed nothing (``"<doing>: <engine error>"``)."""
+        return engine_errors_as(
+            lambda exc: JobCommitError(
+                f"{doing}: {exc}", job_id=self.job_id, rolled_back=False, state=state
+            )
+        )
 
     async def abort(self) -> AbortResult:
         """Abort the job: every pending upload of it aborted, every object it completed and
         its records deleted. Refused (JournalError) once a commit deleted replaced files or
         wrote _SUCCESS."""
-        try:
+        with engine_errors_as(lambda e: CommitterError(f"aborting job {self.job_id} failed: {e}")):
             return await JobCommitRun.aborting(self.context).rollback()
-        except CommitterError:
-            raise
-        except EngineError as exc:
-            raise CommitterError(f"aborting job {self.job_id} failed: {exc}") from exc
 
     async def wipe(self) -> AbortResult:
         """The abort procedure without the journal checks (used by abort and rollback)."""
@@ -401,7 +389,8 @@ class Job:
         """Abort this job's leftover uploads and delete its records (never another job's);
         with ``older_than`` (seconds), also every pending upload under the destination
         initiated longer ago than that. Returns the number of uploads aborted."""
-        try:
+        failed = f"cleaning up job {self.job_id} failed"
+        with engine_errors_as(lambda exc: CommitterError(f"{failed}: {exc}")):
             journal = await read_journal(self.context)
             if journal is not None and journal.state is not State.SUCCEEDED:
                 raise CommitterError(
@@ -414,10 +403,6 @@ class Job:
                     self.engine, uploads_older_than(self.engine, self.dest, older_than)
                 )
             return aborted
-        except CommitterError:
-            raise
-        except EngineError as exc:
-            raise CommitterError(f"cleaning up job {self.job_id} failed: {exc}") from exc
 
     async def status(self) -> JobStatus:
         """What the store holds of the job: its marker, journal and pendingsets."""

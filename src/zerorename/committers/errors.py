@@ -3,10 +3,13 @@ itself a :class:`zerorename.errors.ZeroRenameError`.
 
 Engine errors (:mod:`zerorename.engine.errors`) that escape a committer operation are
 wrapped in one of these, with the engine error as ``__cause__``, so callers can catch
-the one root and still see what S3 said: :func:`wrap_engine_errors` is that mapping.
+the one root and still see what S3 said: :func:`wrap_engine_errors` is that mapping
+(:func:`engine_errors_as` where the caller words the error).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from zerorename.engine.errors import EngineConfigError, EngineError
 from zerorename.errors import ConfigError, ZeroRenameError, map_exceptions
@@ -117,3 +120,10 @@ def wrap_engine_errors(doing: str = "") -> map_exceptions:
     return map_exceptions(
         {EngineConfigError: CommitterConfigError, EngineError: CommitterError}, context=doing
     )
+
+
+def engine_errors_as(make: Callable[[Exception], CommitterError]) -> map_exceptions:
+    """The committers' boundary where the caller words the error: an engine error escaping
+    the block becomes ``make(engine_error)`` (its ``__cause__``); committer errors and
+    everything else pass unchanged."""
+    return map_exceptions({EngineError: make})

@@ -9,13 +9,16 @@
         job.commit([ta.commit()])
 
 Every facade runs on the process portal's one loop thread
-(:func:`zerorename.portal.process_portal`); each owns one engine there, closed by
-``close()`` (or the ``with`` block, or at exit): nothing is created per commit, so
-nothing leaks across many jobs.
+(:func:`zerorename.portal.process_portal`) with the engine for its configuration from the
+process's one engine cache (:mod:`zerorename.committers.enginecache`, which the Spark
+adapter's bridge uses too); its hold on it (a portal resource) ends with ``close()`` (or
+the ``with`` block, or at exit): nothing is created per commit, so nothing leaks across
+many jobs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 from collections.abc import Coroutine, Iterable
@@ -31,6 +34,7 @@ from zerorename.committers.committer import (
     committer_class,
 )
 from zerorename.committers.conflict import ConflictMode
+from zerorename.committers.enginecache import engine_cache
 from zerorename.committers.errors import CommitterError
 from zerorename.committers.tasks import TaskAttempt, TaskCommitSummary
 from zerorename.engine import EngineConfig, UploadEngine
@@ -59,8 +63,11 @@ class SyncCommitter:
         self._pid = os.getpid()
         self._key = ("SyncCommitter", next(_facades))
         self._closed = False
+        config = engine_config if engine_config is not None else EngineConfig()
+        cached = engine_cache(self._portal).engine(config)
+        # this facade's hold on the cache's engine: gone with close() or the portal's close
         self.engine: UploadEngine = self._portal.resource(
-            self._key, lambda: UploadEngine(engine_config)
+            self._key, lambda: contextlib.nullcontext(cached)
         )
         try:
             self.committer: Committer = cls(
@@ -93,7 +100,8 @@ class SyncCommitter:
         return self._portal.run(coro)
 
     def close(self) -> None:
-        """Close the engine; safe to call twice (the process's loop stays for others)."""
+        """Let go of the engine (the cache closes it once retired and unused); safe to
+        call twice (the process's loop and engines stay for others)."""
         if self._closed:
             return
         self._closed = True

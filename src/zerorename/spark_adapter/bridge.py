@@ -8,26 +8,20 @@ reused worker's tasks share one :class:`UploadEngine` per configuration and one
 connection pool instead of opening their own. Misuse is reported as
 :class:`BridgeError`, the Spark adapter's error.
 
-The engine cache keeps at most :data:`MAX_ENGINES` engines. Its callers hold the engine it
-hands out for as long as they need it (a task writer from its first batch to its commit),
-so an engine is in use exactly while something references it: evicting one only takes
-it out of the cache (retires it), and a retired engine is closed once its last user has
-let go of it (a ``weakref.finalize``: at the next cache miss, which collects, or the
-garbage collector's next run), or at :meth:`LoopBridge.close`. An engine is never
-closed under a user, and the open engines are the cache's plus those still in use.
+Its engines are the process's one engine cache's
+(:mod:`zerorename.committers.enginecache`: at most :data:`MAX_ENGINES`, one per
+configuration, a retired engine closed once its last user lets go of it), which the
+committers' ``SyncCommitter`` shares.
 """
 
 from __future__ import annotations
 
 import asyncio
-import gc
-import os
-import threading
-import weakref
 from collections.abc import Callable, Coroutine, Hashable
-from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
+from zerorename.committers.enginecache import MAX_ENGINES, engine_cache
 from zerorename.engine import EngineConfig, UploadEngine
 from zerorename.portal import CLOSE_TIMEOUT, LoopPortal, process_portal
 from zerorename.spark_adapter.errors import BridgeError
@@ -35,39 +29,6 @@ from zerorename.spark_adapter.errors import BridgeError
 __all__ = ["CLOSE_TIMEOUT", "MAX_ENGINES", "LoopBridge", "get_bridge"]
 
 T = TypeVar("T")
-
-#: engines (distinct configurations) one process's cache keeps; the least recently
-#: created one beyond this is retired (closed once no user holds it), so a long-lived
-#: worker never accumulates pools.
-MAX_ENGINES = 8
-
-#: closes of retired engines started on the loop thread (kept until done)
-_CLOSING: set[asyncio.Task[None]] = set()
-
-
-class _CachedEngine(UploadEngine):
-    """An engine of the cache: it hands its connections' closer to a finalizer, which
-    must not hold the engine itself."""
-
-    def closer(self) -> AsyncExitStack | None:
-        return self._stack
-
-
-def _close_retired(loop: asyncio.AbstractEventLoop, pid: int, stack: AsyncExitStack) -> None:
-    """A retired engine's last user let go of it: close its connections on its loop
-    (never blocks: a finalizer may run on any thread, the loop's included)."""
-    if os.getpid() != pid or loop.is_closed() or not loop.is_running():
-        return  # a forked child, or the loop has ended (its close closed the sockets)
-    try:
-        running = asyncio.get_running_loop()
-    except RuntimeError:
-        running = None
-    if running is loop:
-        task = loop.create_task(stack.aclose())
-        _CLOSING.add(task)
-        task.add_done_callback(_CLOSING.discard)
-    else:
-        asyncio.run_coroutine_threadsafe(stack.aclose(), loop)
 
 
 class LoopBridge:
@@ -82,9 +43,8 @@ class LoopBridge:
         portal: LoopPortal | None = None,
     ) -> None:
         self.portal = portal if portal is not None else LoopPortal(use_uvloop=use_uvloop, name=name)
-        self._engines_lock = threading.Lock()
-        #: engines taken out of the cache that some user still holds
-        self._retired: weakref.WeakSet[_CachedEngine] = weakref.WeakSet()
+        #: the portal's engine cache (the process's, over the process portal)
+        self._engines = engine_cache(self.portal)
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -105,12 +65,7 @@ class LoopBridge:
         held, and stop the loop."""
         if self.portal.in_loop_thread():
             raise BridgeError("LoopBridge.close() called from the loop thread")
-        with self._engines_lock:
-            retired = list(self._retired)
-            self._retired = weakref.WeakSet()
-        if retired and self.portal.is_running():
-            for engine in retired:
-                self.portal.run(engine.close(), timeout)
+        self._engines.close_retired(timeout)
         self.portal.close(timeout)
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
@@ -145,41 +100,14 @@ class LoopBridge:
         """This process's :class:`UploadEngine` for ``config`` (one per distinct config in
         the cache), entered on the loop. Hold it while you use it: the cache may retire
         it, but a retired engine is closed only once nothing references it."""
-        key = ("engine", config)
-        with self._engines_lock:
-            keys = self.portal.resource_keys()
-            if key not in keys:
-                engines = [k for k in keys if isinstance(k, tuple) and k[:1] == ("engine",)]
-                for old in engines[: max(0, len(engines) - MAX_ENGINES + 1)]:
-                    self._retire(old)
-                if len(self._retired):
-                    # an engine refers to itself (bound methods), so only the cycle
-                    # collector frees it: collect now, on a miss (rare), so the retired
-                    # engines no user holds any more are closed at once
-                    gc.collect()
-            return self.resource(key, lambda: _CachedEngine(config))
-
-    def _retire(self, key: Hashable) -> None:
-        """Take the engine under ``key`` out of the cache; it is closed once its last
-        user has let go of it."""
-        engine = self.portal.forget(key)
-        if not isinstance(engine, _CachedEngine):
-            if engine is not None:  # not ours to keep open: close it as before
-                self.portal.run(engine.close())
-            return
-        stack = engine.closer()
-        if stack is None:
-            return
-        self._retired.add(engine)
-        weakref.finalize(engine, _close_retired, self.portal.loop, os.getpid(), stack)
+        if self.portal.in_loop_thread():
+            raise BridgeError("LoopBridge.engine() called from the loop thread")
+        return self._engines.engine(config)
 
     def engines_open(self) -> tuple[int, int]:
         """(engines in the cache, retired engines some user still holds): for tests and
         diagnostics."""
-        cached = sum(
-            1 for k in self.portal.resource_keys() if isinstance(k, tuple) and k[:1] == ("engine",)
-        )
-        return cached, len(self._retired)
+        return self._engines.engines_open()
 
 
 _BRIDGE = LoopBridge(portal=process_portal())

@@ -38,7 +38,7 @@ from zerorename.committers import (
     committer_class,
 )
 from zerorename.committers.commit.journal import JobMarker
-from zerorename.committers.commit.result import CommitHooks
+from zerorename.committers.commit.result import CommitRecords, RecordWrite
 from zerorename.engine import UploadEngine
 from zerorename.spark_adapter.bridge import get_bridge
 from zerorename.spark_adapter.errors import CommitMessageError
@@ -132,21 +132,15 @@ def job_handle(opts: WriteOptions, job_id: str, scope: ConflictScope | None = No
     return committer_for(opts, scope).job(job_id)
 
 
-def record_scope(job: Job, created: float | None) -> CommitHooks:
-    """Hooks that rewrite the job's ``job.json`` with the scope its commit uses (decided
-    from the tasks' reading of the session, after the job was set up), stored with the
-    commit's journal before any complete: a process that resumes the commit opens the job
-    as it is being committed."""
+def record_scope(job: Job, created: float | None) -> CommitRecords:
+    """The job's ``job.json`` again, with the scope its commit uses (decided from the
+    tasks' reading of the session, after the job was set up), for the commit to store with
+    its journal before any complete: a process that resumes the commit opens the job as it
+    is being committed."""
     marker = JobMarker(
         job.job_id, job.kind, job.dest.uri, job.conflict, job.scope, created or time.time()
     )
-
-    async def write() -> str:
-        return await job.engine.put_object(
-            job.dest.bucket, job.layout.marker, marker.to_json(), content_type="application/json"
-        )
-
-    return CommitHooks(with_journal=write)
+    return CommitRecords(with_journal=(RecordWrite(job.layout.marker, marker.to_json()),))
 
 
 def task_id_for(partition: int, task_attempt_id: int) -> str:
@@ -281,7 +275,7 @@ def commit_job(
     mode = opts.overwrite_mode([r.session_overwrite for r in accepted] if sql_write else None)
     scope = opts.replace_scope(mode)
     job = job_handle(opts, job_id, scope)
-    hooks = record_scope(job, started) if scope is not opts.setup_scope else None
+    records = record_scope(job, started) if scope is not opts.setup_scope else None
     if opts.overwrite:
         log.info(
             "zerorename job %s: partition overwrite mode %s (%s), replacing by %s",
@@ -301,7 +295,7 @@ def commit_job(
                 "tasks": len(accepted),
                 "spilled_rows": sum(r.spilled_rows for r in accepted),
             },
-            hooks=hooks,
+            records=records,
         )
     )
     commit_seconds = time.monotonic() - t0

@@ -3,8 +3,8 @@ its commit, through the real command on moto and Ceph RGW (issue 20, finding 1):
 drops the batch from the log so Spark's next run writes it again (it used to be adopted
 with none of its files); resume records the batch in the log and writes no _SUCCESS into
 the stream's destination. The batch commit is the sink's own (its intent with the
-journal, the batch recorded with ``succeeded``); the driver "dies" in the caller's hook
-there, as a process would between those requests."""
+journal, the batch recorded with ``succeeded``); the driver "dies" at its writes of the
+log there (:mod:`driver_death`), as a process would between those requests."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from committer_helpers import data_objects, dest_prefix, dest_uri, engine_for, objects
 
+from driver_death import batch_records, dying_committer
 from zerorename.cli import main
 from zerorename.committers import Destination, JobCommitError, MagicCommitter, TaskCommitSummary
-from zerorename.committers.jobresult import CommitHooks
 from zerorename.engine import UploadEngine
 from zerorename.spark_adapter.options import WriteOptions
 from zerorename.spark_adapter.stream.log import Intent, stream_job_id
@@ -31,10 +31,6 @@ from zerorename.testing.targets import S3Target
 MOTO = pytest.mark.parametrize("s3", ["moto"], indirect=True)
 
 Q = "11111111-2222-4333-8444-555555555555"
-
-
-class DriverDied(Exception):
-    """The driver's process ends here (raised from the sink's hook)."""
 
 
 def sink(eng: UploadEngine, uri: str) -> StreamSink:
@@ -71,19 +67,9 @@ async def died_in_commit(s3: S3Target, uri: str, when: str) -> str:
         sets = tuple(sorted(Destination.parse(s.pendingset).prefix for s in summaries))
         intent = log0.with_intent(Intent(1, job_id, sets, 2, 2, sum(s.bytes for s in summaries)))
 
-        async def with_journal() -> None:
-            await sk.write_log(intent)
-            if when == "intent":
-                raise DriverDied("after the intent")
-
-        async def with_succeeded(_: Any) -> None:
-            raise DriverDied("after every complete")
-
+        dying = dying_committer(sk, when)
         with pytest.raises(JobCommitError, match=r"after (the intent|every complete)"):
-            await sk.committer.job(job_id).commit(
-                summaries,
-                hooks=CommitHooks(with_journal=with_journal, with_succeeded=with_succeeded),
-            )
+            await dying.job(job_id).commit(summaries, records=batch_records(sk, intent))
         assert (await sk.read_log()).pending is not None
         return job_id
 

@@ -17,11 +17,12 @@ from zerorename.committers.commit.journal import Journal
 from zerorename.committers.context import JobContext
 
 __all__ = [
-    "CommitHooks",
     "CommitProgress",
+    "CommitRecords",
     "JobCommitResult",
     "ProgressFn",
     "ProgressTicker",
+    "RecordWrite",
     "success_record",
 ]
 
@@ -60,16 +61,36 @@ class JobCommitResult:
     cleanup_error: str | None = None
 
 
+#: what a record's body is: its bytes, or (only where its content needs the commit's own
+#: figures) a pure function making them from the snapshot taken when it is sent
+Body = bytes | Callable[[CommitProgress], bytes]
+
+
 @dataclass(frozen=True)
-class CommitHooks:
-    """A caller's records stored in a fresh commit's own rounds, so they cost none of
-    their own (a resume runs none). A hook that fails fails the commit as the journal's
-    write there would."""
+class RecordWrite:
+    """A caller's record, stored by the job commit itself with one PUT (unconditional, as
+    the journal's) at the destination's bucket."""
+
+    key: str
+    body: Body
+    content_type: str = "application/json"
+
+    def payload(self, progress: CommitProgress) -> bytes:
+        """The bytes to store, for the commit's snapshot at the time it is sent."""
+        return self.body(progress) if callable(self.body) else self.body
+
+
+@dataclass(frozen=True)
+class CommitRecords:
+    """A caller's records the job commit sends in its own rounds, so they cost none of
+    their own (a resume sends only ``with_succeeded``). A write that fails fails the
+    commit as the journal's write there would. Values, not callbacks: the committers
+    never call back into their caller (a stream sink's log is such a record)."""
 
     #: written with the journal and the plan: answered before the first complete
-    with_journal: Callable[[], Awaitable[object]] | None = None
+    with_journal: tuple[RecordWrite, ...] = ()
     #: written with the journal's ``succeeded``: every complete was answered before
-    with_succeeded: Callable[[CommitProgress], Awaitable[object]] | None = None
+    with_succeeded: tuple[RecordWrite, ...] = ()
     #: keys deleted in the release's last request, with the journal (not when it fails)
     release_also: tuple[str, ...] = ()
 

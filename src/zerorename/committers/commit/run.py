@@ -28,10 +28,10 @@ A fresh commit; each step is one round trip, its requests sent together:
 Append: 6 requests in sequence up to ``concurrency`` tasks; replace: 8. Memory does not
 grow with the number of uploads: pendingsets are spooled, listings streamed.
 
-A caller's own records can ride on these rounds (:class:`CommitHooks`, a streaming sink's
-log): round 1 sent early with the caller's reads (:meth:`PreparedCommit.read_ahead`), a
-write with round 2 (before any complete), a write with the journal's ``succeeded`` (after
-every complete), keys deleted with the journal.
+A caller's own records ride on these rounds as values (:class:`CommitRecords`, a
+streaming sink's log), sent by the run itself: round 1 sent early with the caller's reads
+(:meth:`PreparedCommit.read_ahead`), writes with round 2 (before any complete), writes
+with the journal's ``succeeded`` (after every complete), keys deleted with the journal.
 
 What to do in which state, and what a failure means, is :mod:`.policy`'s (pure, on the
 journal's state machine); :class:`JobCommitRun` does the I/O of each piece of work it
@@ -70,11 +70,12 @@ from zerorename.committers.commit.policy import (
     works,
 )
 from zerorename.committers.commit.result import (
-    CommitHooks,
     CommitProgress,
+    CommitRecords,
     JobCommitResult,
     ProgressFn,
     ProgressTicker,
+    RecordWrite,
     success_record,
 )
 from zerorename.committers.commit.scan import (
@@ -103,13 +104,14 @@ from zerorename.committers.errors import ConflictError, JobCommitError, RecordFo
 from zerorename.committers.store import caught, gather, nothing
 
 __all__ = [
-    "CommitHooks",
     "CommitProgress",
+    "CommitRecords",
     "FirstRound",
     "JobCommitResult",
     "JobCommitRun",
     "PreparedCommit",
     "ProgressFn",
+    "RecordWrite",
 ]
 
 log = logging.getLogger("zerorename.committers")
@@ -126,12 +128,13 @@ class JobCommitRun:
         start: PreparedCommit,
         entry: Entry,
         progress: ProgressFn | None = None,
-        hooks: CommitHooks | None = None,
+        records: CommitRecords | None = None,
     ) -> None:
         ctx = self.ctx = start.ctx
         self.entry = entry
         self.progress = progress
-        self.hooks = hooks or CommitHooks()
+        #: the caller's records this run sends in its rounds
+        self.records = records or CommitRecords()
         self.job_id = ctx.job_id
         self.engine, self.dest, self.layout, self.opts = ctx.engine, ctx.dest, ctx.layout, ctx.opts
         self.plan = start.plan
@@ -159,17 +162,20 @@ class JobCommitRun:
         cls,
         prepared: PreparedCommit,
         progress: ProgressFn | None = None,
-        hooks: CommitHooks | None = None,
+        records: CommitRecords | None = None,
     ) -> JobCommitRun:
         """A fresh commit of ``prepared`` (:meth:`commit`)."""
-        return cls(prepared, Entry.COMMIT, progress, hooks)
+        return cls(prepared, Entry.COMMIT, progress, records)
 
     @classmethod
     def resuming(
-        cls, ctx: JobContext, progress: ProgressFn | None = None, hooks: CommitHooks | None = None
+        cls,
+        ctx: JobContext,
+        progress: ProgressFn | None = None,
+        records: CommitRecords | None = None,
     ) -> JobCommitRun:
-        """A resume (:meth:`resume`); of ``hooks`` it runs only ``with_succeeded``."""
-        kept = CommitHooks(with_succeeded=hooks.with_succeeded) if hooks is not None else None
+        """A resume (:meth:`resume`); of ``records`` it sends only ``with_succeeded``."""
+        kept = CommitRecords(with_succeeded=records.with_succeeded) if records else None
         return cls(PreparedCommit(ctx), Entry.RESUME, progress, kept)
 
     @classmethod
@@ -384,12 +390,11 @@ class JobCommitRun:
         await self._report()
 
     def _fresh_records(self) -> list[Awaitable[object]]:
-        """A fresh commit's round 2: the caller's record, then the journal (If-None-Match)
-        before the plan: a crash during these writes leaves no plan without its journal
-        (all are answered before a complete)."""
-        hook = self.hooks.with_journal
+        """A fresh commit's round 2: the caller's records, then the journal
+        (If-None-Match) before the plan: a crash during these writes leaves no plan
+        without its journal (all are answered before a complete)."""
         return [
-            hook() if hook is not None else nothing(),
+            *self._callers(self.records.with_journal),
             self._save_journal(first=True),
             self.engine.put_object(
                 self.dest.bucket, self.layout.plan, self.plan.to_json(), content_type=JSON
@@ -479,15 +484,15 @@ class JobCommitRun:
     async def _finish(self) -> JobCommitResult:
         """``_SUCCESS`` and the journal's ``succeeded`` (when not stored yet) at once, while
         the job's records and uploads are listed; then the release."""
-        hook = self.hooks.with_succeeded
         async with releasing(
-            self.ctx, self.hooks.release_also, lock=self.lock.held, lock_etag=self.lock.etag
+            self.ctx, self.records.release_also, lock=self.lock.held, lock_etag=self.lock.etag
         ) as release:
             try:
-                success_key, _, _ = await gather(
+                theirs = self._callers(self.records.with_succeeded)
+                success_key, *_ = await gather(
                     self._write_success(),
                     self._save_journal() if self._unsaved else nothing(),
-                    hook(self.snapshot()) if hook is not None else nothing(),
+                    *theirs,
                 )
             except BaseException as exc:
                 await self._stopped_after_completes(exc)
@@ -507,8 +512,8 @@ class JobCommitRun:
         """A ``succeeded`` journal whose release began (its plan or its marker is gone):
         the release after ``_SUCCESS`` was cut short (it begins only once ``_SUCCESS`` and
         the journal were stored); finish it. ``_SUCCESS`` is left as it is."""
-        if self.hooks.with_succeeded is not None:  # before the journal goes
-            await self.hooks.with_succeeded(self.snapshot())
+        if self.records.with_succeeded:  # before the journal goes
+            await gather(*self._callers(self.records.with_succeeded))
         self.phase = "cleanup"
         await release_job_storage(self.ctx, lock=self.lock.held, lock_etag=self.lock.etag)
         success_key = self.layout.success if self.opts.write_success else None
@@ -533,6 +538,15 @@ class JobCommitRun:
             resumed=self.entry is Entry.RESUME,
             cleanup_error=cleanup_error,
         )
+
+    def _callers(self, records: tuple[RecordWrite, ...]) -> list[Awaitable[str]]:
+        """The PUTs of the caller's ``records``, their bodies made now (:meth:`snapshot`)."""
+        snap = self.snapshot()
+        bodies = [(r, r.payload(snap)) for r in records]  # all made before any request
+        return [
+            self.engine.put_object(self.dest.bucket, r.key, body, content_type=r.content_type)
+            for r, body in bodies
+        ]
 
     async def _write_success(self) -> str | None:
         if not self.opts.write_success:

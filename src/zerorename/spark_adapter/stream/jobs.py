@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from zerorename.committers import Destination, MagicCommitter
-from zerorename.committers.commit.result import CommitHooks
+from zerorename.committers.commit.result import CommitRecords, RecordWrite
 from zerorename.committers.errors import CommitterError, InvalidJobId
 from zerorename.committers.objectstore import MARKER_CAP
 from zerorename.committers.objectstore import UploadStore as Store
@@ -162,10 +162,9 @@ async def _resume(store: Store, dest: Destination, sj: StreamJob) -> list[str]:
         intent.batch, sj.job_id, intent.files, intent.rows, intent.bytes, time.time()
     )
     # the batch is recorded before the release deletes the journal (as the sink does)
-    record = CommitHooks(
-        with_succeeded=lambda _: _write_log(store, dest, sj.log.with_commit(entry))
-    )
-    res = await job.resume(hooks=record)
+    done = sj.log.with_commit(entry)
+    record = RecordWrite(log_key(dest.list_prefix, done.query_id), done.to_json())
+    res = await job.resume(records=CommitRecords(with_succeeded=(record,)))
     await _forget(store, dest, sj)
     return [
         f"{head}: committed, {res.files} files, {res.bytes} bytes; the stream log records "

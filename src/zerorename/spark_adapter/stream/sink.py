@@ -31,7 +31,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +46,12 @@ from zerorename.committers import (
     TaskCommitSummary,
     committer_class,
 )
-from zerorename.committers.commit.result import CommitHooks, CommitProgress, JobCommitResult
+from zerorename.committers.commit.result import (
+    CommitProgress,
+    CommitRecords,
+    JobCommitResult,
+    RecordWrite,
+)
 from zerorename.committers.paths import JobLayout
 from zerorename.committers.store import abort_uploads, gather, job_uploads
 from zerorename.spark_adapter.bridge import get_bridge
@@ -196,6 +201,10 @@ class StreamSink:
             self.dest.bucket, self.key, new.to_json(), content_type="application/json"
         )
 
+    def log_record(self, new: StreamLog) -> RecordWrite:
+        """:meth:`write_log` as a record a job commit sends in one of its rounds."""
+        return RecordWrite(self.key, new.to_json())
+
     async def _settle(self, log_: StreamLog, job_id: str) -> tuple[StreamLog, BatchEntry | None]:
         """A commit of the intent's batch found another run's intent: resume that job (and
         adopt it as the batch's commit) or discard it. Returns the log to go on from and
@@ -219,9 +228,9 @@ class StreamSink:
         if fate is Recovery.RESUME:
             # the batch is recorded before the resume's release deletes K's journal (the
             # proof a later commit would need otherwise)
-            record = CommitHooks(with_succeeded=lambda _: self.write_log(log_.with_commit(entry)))
+            record = CommitRecords(with_succeeded=(self.log_record(log_.with_commit(entry)),))
             try:
-                await job.resume(hooks=record)
+                await job.resume(records=record)
             except (JournalError, JobCommitError) as exc:
                 # a journal stored without its plan (the commit stopped before completing
                 # anything) or a rollback that resume finished: abort (which refuses
@@ -305,11 +314,15 @@ class StreamSink:
             # bounded: no pendingset list (the journal and plan have it; see Intent)
             intent = current.with_intent(Intent(batch_id, job_id, (), files, rows, n_bytes))
 
-            def committed(p: CommitProgress) -> Awaitable[None]:
+            def committed(p: CommitProgress) -> bytes:
+                """The log with B committed: its files and bytes are the journal's totals
+                (what the commit's scan counted) and its time the commit's, so this one
+                body is made when it is sent (pure: the commit does the PUT)."""
                 entry = BatchEntry(
                     batch_id, job_id, p.uploads_total, rows, p.bytes_total, time.time()
                 )
-                return self.write_log(current.with_commit(entry))
+                done: StreamLog = current.with_commit(entry)
+                return done.to_json()
 
             # the intent is written with the journal and the plan, all answered before the
             # first complete (a journal stored without its intent completed nothing: the
@@ -318,9 +331,9 @@ class StreamSink:
             # job's note goes with the journal's delete, the release's last request (a
             # driver that dies in the release leaves the note, and the next commit's sweep
             # releases the rest of the job: release deletes no data)
-            hooks = CommitHooks(
-                with_journal=lambda: self.write_log(intent),
-                with_succeeded=committed,
+            records = CommitRecords(
+                with_journal=(self.log_record(intent),),
+                with_succeeded=(RecordWrite(self.key, committed),),
                 release_also=(self.note_key(job_id),),
             )
             # after a recovery the job's first round is read again (the settled job may
@@ -328,7 +341,7 @@ class StreamSink:
             result: JobCommitResult = await job.commit(
                 summaries,
                 extra_metrics={"rows": rows, "batch": batch_id},
-                hooks=hooks,
+                records=records,
                 prepared=run if step is Step.COMMIT else None,
             )
         if result.cleanup_error:
