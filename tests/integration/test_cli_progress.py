@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from cli_helpers import run, run_sub, target_env, use_target
-from zerorename.testing.targets import S3Target
+from zerorename.servers.targets import S3Target
 from zerorename.units import MiB
 
 

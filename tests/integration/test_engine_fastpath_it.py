@@ -34,7 +34,7 @@ from zerorename.engine import (
 )
 from zerorename.engine.client import FastClient
 from zerorename.engine.fastpath import SigV4Signer, canonical_value
-from zerorename.testing.targets import S3Target
+from zerorename.servers.targets import S3Target
 from zerorename.units import MiB
 
 KEYS = [

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from perf_helpers import perf, perf_target, run_observed
-from zerorename.perf import stream_scenario as ss
 from zerorename.perf.model import ChildFailed, run_in_child
 from zerorename.perf.scenarios.commit.verify import cleanup
-from zerorename.testing.targets import S3Target
+from zerorename.perf.scenarios.stream import scenario as ss
+from zerorename.servers.targets import S3Target
 
 FIGURES = ("commit_p50_ms", "commit_p99_ms", "commit_max_ms", "batches", "files", "verified")
 COUNTS = ("requests", "sequential_requests", "sequential_requests_max")

@@ -12,8 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zerorename.committers import Destination, new_job_id
-from zerorename.dirupload import (
+from zerorename.cli.dirupload import (
     FILES_PER_TASK,
     DirectoryRefused,
     DirectoryUploadFailed,
@@ -23,6 +22,7 @@ from zerorename.dirupload import (
     upload_directory,
     walk,
 )
+from zerorename.committers import Destination, new_job_id
 from zerorename.testing.memstore import MemoryState, MemoryStore
 
 B = "bkt"

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zerorename import cli, cliopts
+from zerorename import cli
+from zerorename.cli import options as cliopts
 from zerorename.engine.planning import MAX_PART_SIZE, MIN_PART_SIZE
 from zerorename.perf.model import size_arg as harness_size
 from zerorename.spark_adapter.errors import OptionError

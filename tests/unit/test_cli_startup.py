@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from zerorename import cli
-from zerorename.cliopts import LazyParser, fill_all, lazy_subparser
-from zerorename.committers import cli as committer_cli
-from zerorename.committers import cliargs
+from zerorename.cli import jobargs as cliargs
+from zerorename.cli import jobs as committer_cli
+from zerorename.cli.options import LazyParser, fill_all, lazy_subparser
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 

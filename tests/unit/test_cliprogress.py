@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from zerorename.cliprogress import LineBar, choose, open_bar, rate_line
+from zerorename.cli.progress import LineBar, choose, open_bar, rate_line
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,8 @@ never imports the committers and the engine) are the committers' own."""
 from __future__ import annotations
 
 from zerorename.committers.paths import MAGIC_JOB_PREFIX, SUCCESS_NAME, Destination
-from zerorename.perf import commit_verify
 from zerorename.perf.model import Target
+from zerorename.perf.scenarios.commit import verify as commit_verify
 
 
 def test_the_record_and_success_names_are_the_committers() -> None:

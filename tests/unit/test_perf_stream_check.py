@@ -16,8 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from zerorename.committers.paths import output_name
-from zerorename.perf import stream_scenario as ss
 from zerorename.perf.model import Sample, Target
+from zerorename.perf.scenarios.stream import scenario as ss
 from zerorename.perf.scenarios.stream.check import (
     BatchFigure,
     Expected,

@@ -7,8 +7,8 @@ from __future__ import annotations
 import anyio
 import anyio.to_thread
 
+from zerorename.servers.requestlog import sequential_requests
 from zerorename.testing.memstore import MemoryState, MemoryStore
-from zerorename.testing.requestlog import sequential_requests
 from zerorename.testing.rounds import rounds
 
 B = "bkt"

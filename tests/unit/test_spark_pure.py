@@ -355,7 +355,7 @@ def test_text_needs_one_string_column() -> None:
 def test_router_bounds_buffered_parquet_data(monkeypatch: pytest.MonkeyPatch) -> None:
     import pyarrow.parquet as pq
 
-    from zerorename.spark_adapter import router as router_mod
+    from zerorename.spark_adapter.files import router as router_mod
 
     monkeypatch.setattr(router_mod, "TASK_BUFFER_BYTES", 64 * 1024)
     store: dict[str, bytes] = {}

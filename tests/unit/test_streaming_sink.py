@@ -23,6 +23,7 @@ from zerorename.committers import (
     MagicCommitter,
 )
 from zerorename.engine.errors import RetriesExhausted
+from zerorename.servers.requestlog import describe, sequential_requests
 from zerorename.spark_adapter.errors import StreamLogError
 from zerorename.spark_adapter.options import WriteOptions
 from zerorename.spark_adapter.stream.log import KEEP, stream_job_id
@@ -30,7 +31,6 @@ from zerorename.spark_adapter.stream.sink import STREAM_COMMIT, StreamSink, ensu
 from zerorename.spark_adapter.write import TaskResult, task_id_for
 from zerorename.testing.memfaults import ProcessCrashed
 from zerorename.testing.memstore import MemoryState, MemoryStore
-from zerorename.testing.requestlog import describe, sequential_requests
 from zerorename.testing.rounds import rounds
 
 B = "bkt"

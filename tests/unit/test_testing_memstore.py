@@ -21,11 +21,11 @@ from zerorename.engine.errors import (
     UploadNotFound,
 )
 from zerorename.engine.records import PartInfo, PendingUpload, UploadInfo, multipart_etag
+from zerorename.servers.requestlog import Request, longest_chain, sequential_requests
 from zerorename.testing import memstore
 from zerorename.testing.memfaults import ProcessCrashed
 from zerorename.testing.memstate import StoredObject
 from zerorename.testing.memstore import MemoryState, MemoryStore
-from zerorename.testing.requestlog import Request, longest_chain, sequential_requests
 
 B = "bkt"
 

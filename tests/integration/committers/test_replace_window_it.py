@@ -15,8 +15,8 @@ from typing import Any
 import anyio
 from committer_helpers import committer, data_objects, dest_prefix, dest_uri, engine_for, write
 
-from zerorename.committers.jobstorage import plan_replacement, run_replacement
-from zerorename.testing.targets import S3Target
+from zerorename.committers.commit.storage import plan_replacement, run_replacement
+from zerorename.servers.targets import S3Target
 
 #: does the store keep an object whose DeleteObjects ETag is not its own? (measured)
 HONOURS_DELETE_ETAG = {"moto": False, "rgw": False}

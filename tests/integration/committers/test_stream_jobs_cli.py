@@ -18,13 +18,13 @@ from committer_helpers import data_objects, dest_prefix, dest_uri, engine_for, o
 
 from zerorename.cli import main
 from zerorename.committers import Destination, JobCommitError, MagicCommitter, TaskCommitSummary
-from zerorename.committers.jobresult import CommitHooks
+from zerorename.committers.commit.result import CommitHooks
 from zerorename.engine import UploadEngine
+from zerorename.servers.targets import S3Target
 from zerorename.spark_adapter.options import WriteOptions
 from zerorename.spark_adapter.stream.log import Intent, stream_job_id
 from zerorename.spark_adapter.stream.sink import STREAM_COMMIT, StreamSink, ensure_job
 from zerorename.spark_adapter.write import TaskResult, task_id_for
-from zerorename.testing.targets import S3Target
 
 #: tests of zerorename's own logic, which no store changes, run on moto only (the rule in
 #: tests/conftest.py's docstring)

@@ -19,7 +19,7 @@ from test_attack2_s3a_abort import before
 from test_commit_lock_memory import LOCK, URI, B, data, options, ready_job
 
 from zerorename.committers import MagicCommitter
-from zerorename.committers.commitlock import DestinationLocked, LockRecord
+from zerorename.committers.commit.lock import DestinationLocked, LockRecord
 from zerorename.sim.operators import run_cli
 from zerorename.testing.memstore import ConditionalDelete, MemoryState, MemoryStore
 

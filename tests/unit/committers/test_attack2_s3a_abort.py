@@ -19,8 +19,8 @@ import pytest
 
 from zerorename.committers.errors import CommitterError, JobNotFound
 from zerorename.committers.paths import Destination
-from zerorename.committers.s3aabort import AbortNote, parse_note
-from zerorename.committers.s3alayout import S3AJobLayout, S3ALayoutKind, shared_magic_dir
+from zerorename.committers.s3a.abort import AbortNote, parse_note
+from zerorename.committers.s3a.layout import S3AJobLayout, S3ALayoutKind, shared_magic_dir
 from zerorename.engine.errors import RetriesExhausted, S3Error
 from zerorename.sim.operators import kept_keys, run_cli
 from zerorename.testing.memstate import MemoryState

@@ -43,10 +43,9 @@ from test_streaming_sink import (
     sink,
 )
 
-from zerorename.committers.cmdclaim import claim_dir
-from zerorename.committers.conflict import ConflictMode
-from zerorename.committers.errors import CommitterError
-from zerorename.committers.jobpolicy import (
+from zerorename.cli.claims import claim_dir
+from zerorename.committers.commit.journal import State
+from zerorename.committers.commit.policy import (
     RULES,
     Entry,
     Fault,
@@ -57,9 +56,10 @@ from zerorename.committers.jobpolicy import (
     reaction,
     works,
 )
-from zerorename.committers.journal import State
+from zerorename.committers.conflict import ConflictMode
+from zerorename.committers.errors import CommitterError
 from zerorename.committers.paths import Destination
-from zerorename.committers.s3alayout import S3ALayoutKind
+from zerorename.committers.s3a.layout import S3ALayoutKind
 from zerorename.testing.memfaults import ProcessCrashed
 from zerorename.testing.memstate import MemoryState
 from zerorename.testing.memstore import MemoryStore

@@ -24,12 +24,12 @@ from test_s3a_layout33_memory import (
 )
 
 from zerorename.committers import CommitOptions, MagicCommitter
+from zerorename.committers.codec.success import SuccessData
+from zerorename.committers.commit.journal import Journal
+from zerorename.committers.commit.storage import success_names_commit
 from zerorename.committers.errors import JobNotFound
-from zerorename.committers.jobstorage import success_names_commit
-from zerorename.committers.journal import Journal
 from zerorename.committers.paths import Destination
-from zerorename.committers.s3ajobs import abort_s3a_job, job_committed, resume_s3a_job
-from zerorename.committers.successdata import SuccessData
+from zerorename.committers.s3a.jobs import abort_s3a_job, job_committed, resume_s3a_job
 from zerorename.testing.memfaults import Fault
 from zerorename.testing.memstate import MemoryState
 from zerorename.testing.memstore import MemoryStore

@@ -20,8 +20,7 @@ import pytest
 from test_attack2_s3a_abort import JOB, KINDS, before, cli, crashed, kept, outputs, want_kept
 from test_command_claim_memory import dead_commit
 
-from zerorename.committers import CommitOptions, CommitterError, MagicCommitter, NothingToResume
-from zerorename.committers.cmdclaim import (
+from zerorename.cli.claims import (
     Claim,
     claim_dir,
     claim_record,
@@ -29,8 +28,9 @@ from zerorename.committers.cmdclaim import (
     legacy_claim_key,
     listed_claim,
 )
+from zerorename.committers import CommitOptions, CommitterError, MagicCommitter, NothingToResume
 from zerorename.committers.paths import Destination
-from zerorename.committers.s3ajobs import NOTHING_ROLLED_BACK, UNRECORDED
+from zerorename.committers.s3a.jobs import NOTHING_ROLLED_BACK, UNRECORDED
 from zerorename.engine.errors import PreconditionFailed, S3Error
 from zerorename.sim.operators import run_cli
 from zerorename.testing.memfaults import ProcessCrashed

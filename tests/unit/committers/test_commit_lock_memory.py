@@ -19,7 +19,8 @@ from zerorename.committers import (
     JobCommitError,
     MagicCommitter,
 )
-from zerorename.committers.commitlock import (
+from zerorename.committers.commit.journal import Journal, State
+from zerorename.committers.commit.lock import (
     DestinationLocked,
     LockLost,
     LockRecord,
@@ -28,7 +29,6 @@ from zerorename.committers.commitlock import (
     taken_after_fence,
 )
 from zerorename.committers.errors import RecordFormatError
-from zerorename.committers.journal import Journal, State
 from zerorename.testing.memstore import ConditionalDelete, MemoryState, MemoryStore
 from zerorename.testing.rounds import rounds
 

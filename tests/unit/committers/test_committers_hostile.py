@@ -9,8 +9,20 @@ from typing import Any
 
 import pytest
 
-from zerorename.committers.errors import RecordFormatError
-from zerorename.committers.journal import (
+from zerorename.committers.codec.pending import (
+    PendingRecord,
+    PendingSetHeader,
+    SuccessData,
+    pendingset_bytes,
+    read_pendingset,
+)
+from zerorename.committers.codec.validate import (
+    Fingerprints,
+    UploadSet,
+    check_output_key,
+    load_json,
+)
+from zerorename.committers.commit.journal import (
     CommitPlan,
     JobMarker,
     Journal,
@@ -18,21 +30,9 @@ from zerorename.committers.journal import (
     State,
     check_plan,
 )
+from zerorename.committers.errors import RecordFormatError
 from zerorename.committers.paths import Destination, JobLayout
-from zerorename.committers.records import (
-    PendingRecord,
-    PendingSetHeader,
-    SuccessData,
-    pendingset_bytes,
-    read_pendingset,
-)
 from zerorename.committers.tasks import TaskCommitSummary
-from zerorename.committers.validate import (
-    Fingerprints,
-    UploadSet,
-    check_output_key,
-    load_json,
-)
 from zerorename.engine.records import PartInfo, PendingUpload
 
 JOB = "6f1c2b9e-8a4d-4c57-9a0e-3b2f1d0c9e8a"
@@ -316,14 +316,14 @@ def test_every_parser_turns_hostile_values_into_the_record_error(value: bytes) -
     ],
 )
 def test_partitions_record_refuses_anything_but_partition_directories(data: bytes) -> None:
-    from zerorename.committers.jobstorage import parse_partitions_record
+    from zerorename.committers.commit.storage import parse_partitions_record
 
     with pytest.raises(RecordFormatError):
         parse_partitions_record(data, "s3://b/d/__magic_job-x/partitions.json")
 
 
 def test_partitions_record_reads_partition_directories() -> None:
-    from zerorename.committers.jobstorage import parse_partitions_record
+    from zerorename.committers.commit.storage import parse_partitions_record
 
     data = b'{"version": 1, "partitions": ["a=1", "a=2/b=x y"]}'
     assert parse_partitions_record(data, "loc") == ["a=1", "a=2/b=x y"]

@@ -14,9 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zerorename.committers.errors import RecordFormatError
-from zerorename.committers.journal import CommitPlan, JobMarker, Journal, PlannedSet, State
-from zerorename.committers.records import (
+from zerorename.committers.codec.pending import (
     PendingRecord,
     PendingSetHeader,
     SuccessData,
@@ -24,6 +22,8 @@ from zerorename.committers.records import (
     pendingset_bytes,
     read_pendingset,
 )
+from zerorename.committers.commit.journal import CommitPlan, JobMarker, Journal, PlannedSet, State
+from zerorename.committers.errors import RecordFormatError
 from zerorename.committers.tasks import TaskCommitSummary
 from zerorename.engine.errors import RecordError
 from zerorename.engine.records import PartInfo, PendingUpload

@@ -7,14 +7,14 @@ import json
 
 import pytest
 
-from zerorename.committers.errors import RecordFormatError
-from zerorename.committers.journal import (
+from zerorename.committers.commit.journal import (
     CommitPlan,
     JobMarker,
     Journal,
     PlannedSet,
     State,
 )
+from zerorename.committers.errors import RecordFormatError
 
 JOB = "6f1c2b9e-8a4d-4c57-9a0e-3b2f1d0c9e8a"
 

@@ -10,19 +10,19 @@ from collections.abc import Callable
 
 import pytest
 
-from zerorename.committers.errors import RecordFormatError
-from zerorename.committers.jsonstream import (
+from zerorename.committers.codec.jsonstream import (
     LayoutMismatch,
     iter_line_events,
     iter_object_stream,
 )
-from zerorename.committers.records import (
+from zerorename.committers.codec.pending import (
     PendingRecord,
     PendingSetHeader,
     parse_pendingset,
     pendingset_bytes,
     read_pendingset,
 )
+from zerorename.committers.errors import RecordFormatError
 from zerorename.engine.records import PartInfo, PendingUpload
 
 JOB = "6f1c2b9e-8a4d-4c57-9a0e-3b2f1d0c9e8a"

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from zerorename.committers.errors import RecordFormatError
-from zerorename.committers.jsonstream import (
+from zerorename.committers.codec.hadoop import s3a_uri, uri_names
+from zerorename.committers.codec.jsonstream import (
     ArrayEnd,
     ArrayStart,
     End,
@@ -18,7 +18,7 @@ from zerorename.committers.jsonstream import (
     ObjectStreamScanner,
     iter_object_stream,
 )
-from zerorename.committers.records import (
+from zerorename.committers.codec.pending import (
     MAX_SUCCESS_FILENAMES,
     PENDING_VERSION,
     PENDINGSET_VERSION,
@@ -31,7 +31,7 @@ from zerorename.committers.records import (
     parse_pendingset,
     pendingset_bytes,
 )
-from zerorename.committers.s3aformat import s3a_uri, uri_names
+from zerorename.committers.errors import RecordFormatError
 from zerorename.engine.records import PartInfo, PendingUpload
 
 JOB = "6f1c2b9e-8a4d-4c57-9a0e-3b2f1d0c9e8a"

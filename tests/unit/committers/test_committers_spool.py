@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from zerorename.committers import spool as spool_mod
-from zerorename.committers.errors import RecordFormatError
-from zerorename.committers.records import (
+from zerorename.committers.codec.pending import (
     PendingRecord,
     PendingSetHeader,
     pendingset_bytes,
     read_pendingset,
 )
-from zerorename.committers.spool import SpillFile, Spool, parse_spool
+from zerorename.committers.commit import spool as spool_mod
+from zerorename.committers.commit.spool import SpillFile, Spool, parse_spool
+from zerorename.committers.errors import RecordFormatError
 from zerorename.committers.store import READ_CHUNK
 from zerorename.engine.records import PartInfo, PendingUpload
 

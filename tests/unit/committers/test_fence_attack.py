@@ -31,9 +31,9 @@ from test_commit_lock_memory import (
 
 from zerorename.aio import to_the_end
 from zerorename.committers import ConflictError, MagicCommitter
-from zerorename.committers.commitlock import DestinationLocked, LockLost, LockRecord
+from zerorename.committers.commit.journal import Journal
+from zerorename.committers.commit.lock import DestinationLocked, LockLost, LockRecord
 from zerorename.committers.errors import JobNotFound
-from zerorename.committers.journal import Journal
 from zerorename.engine.errors import S3Error
 from zerorename.portal import LoopPortal
 from zerorename.testing.memfaults import AnswerLost, Fault

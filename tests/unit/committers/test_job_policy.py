@@ -7,15 +7,9 @@ import asyncio
 
 import pytest
 
-from zerorename.committers.commitlock import DestinationLocked, LockLost
-from zerorename.committers.conflict import ConflictMode
-from zerorename.committers.errors import (
-    ConflictError,
-    JobCommitError,
-    RecordFormatError,
-    RecordNotFound,
-)
-from zerorename.committers.jobpolicy import (
+from zerorename.committers.commit.journal import Event, State, can_abort, process_event
+from zerorename.committers.commit.lock import DestinationLocked, LockLost
+from zerorename.committers.commit.policy import (
     RULES,
     WORK,
     Entry,
@@ -30,7 +24,13 @@ from zerorename.committers.jobpolicy import (
     reaction,
     works,
 )
-from zerorename.committers.journal import Event, State, can_abort, process_event
+from zerorename.committers.conflict import ConflictMode
+from zerorename.committers.errors import (
+    ConflictError,
+    JobCommitError,
+    RecordFormatError,
+    RecordNotFound,
+)
 
 S, W = State, Work
 APPEND, REPLACE, FAIL = ConflictMode.APPEND, ConflictMode.REPLACE, ConflictMode.FAIL

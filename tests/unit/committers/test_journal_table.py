@@ -7,9 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zerorename.committers.conflict import ConflictMode
-from zerorename.committers.errors import JournalError
-from zerorename.committers.journal import (
+from zerorename.committers.commit.journal import (
     TRANSITIONS,
     Event,
     Journal,
@@ -18,6 +16,8 @@ from zerorename.committers.journal import (
     completed_event,
     process_event,
 )
+from zerorename.committers.conflict import ConflictMode
+from zerorename.committers.errors import JournalError
 
 JOB = "6f1c2b9e-8a4d-4c57-9a0e-3b2f1d0c9e8a"
 

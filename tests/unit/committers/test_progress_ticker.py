@@ -7,7 +7,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from zerorename.committers.jobresult import ProgressTicker
+from zerorename.committers.commit.result import ProgressTicker
 
 
 async def test_it_reports_while_the_block_runs_and_stops_with_it() -> None:

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from zerorename.committers import CommitOptions, ConflictError, MagicCommitter
-from zerorename.committers.jobscan import s3a_job_of
+from zerorename.committers.commit.scan import s3a_job_of
 from zerorename.committers.paths import Destination
 from zerorename.testing.memstate import MemoryState
 from zerorename.testing.memstore import MemoryStore

@@ -17,15 +17,15 @@ from hypothesis import strategies as st
 
 from zerorename.committers.errors import CommitterError, JobNotFound, JournalError
 from zerorename.committers.paths import Destination
-from zerorename.committers.s3aabort import (
+from zerorename.committers.s3a.abort import (
     NOTE_KIND,
     AbortNote,
     S3AAbortResult,
     abort_s3a_job,
     parse_note,
 )
-from zerorename.committers.s3ajobs import list_s3a_jobs, resume_s3a_job, show_s3a_job
-from zerorename.committers.s3alayout import S3AJobLayout, S3ALayoutKind
+from zerorename.committers.s3a.jobs import list_s3a_jobs, resume_s3a_job, show_s3a_job
+from zerorename.committers.s3a.layout import S3AJobLayout, S3ALayoutKind
 from zerorename.engine.errors import RetriesExhausted
 from zerorename.testing.memstate import MemoryState
 from zerorename.testing.memstore import MemoryStore

@@ -16,11 +16,11 @@ import json
 
 import pytest
 
+from zerorename.committers.codec.success import SuccessData
 from zerorename.committers.errors import JobNotFound, JournalError
 from zerorename.committers.paths import Destination
-from zerorename.committers.s3ajobs import abort_s3a_job, resume_s3a_job, rolled_back
-from zerorename.committers.s3aread import UploadState
-from zerorename.committers.successdata import SuccessData
+from zerorename.committers.s3a.jobs import abort_s3a_job, resume_s3a_job, rolled_back
+from zerorename.committers.s3a.read import UploadState
 from zerorename.engine.records import ObjectInfo
 from zerorename.testing.memstate import MemoryState
 from zerorename.testing.memstore import MemoryStore

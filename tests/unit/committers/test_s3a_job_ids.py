@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 from zerorename.committers.paths import Destination
-from zerorename.committers.s3ajobs import abort_s3a_job, list_s3a_jobs, resume_s3a_job
-from zerorename.committers.s3alayout import S3ALayoutKind
+from zerorename.committers.s3a.jobs import abort_s3a_job, list_s3a_jobs, resume_s3a_job
+from zerorename.committers.s3a.layout import S3ALayoutKind
 from zerorename.testing.memstate import MemoryState
 from zerorename.testing.memstore import MemoryStore
 from zerorename.testing.s3acrash import lay_out_on

@@ -13,8 +13,8 @@ import pytest
 
 from zerorename.committers.errors import CommitterError, JobNotFound, JournalError
 from zerorename.committers.paths import Destination
-from zerorename.committers.s3ajobs import abort_s3a_job, resume_s3a_job
-from zerorename.committers.s3alayout import S3AJobLayout
+from zerorename.committers.s3a.jobs import abort_s3a_job, resume_s3a_job
+from zerorename.committers.s3a.layout import S3AJobLayout
 from zerorename.testing.memfaults import ProcessCrashed
 from zerorename.testing.memstate import MemoryState
 from zerorename.testing.memstore import MemoryStore

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from zerorename.committers.errors import PathError
 from zerorename.committers.paths import Destination
-from zerorename.committers.s3alayout import (
+from zerorename.committers.s3a.layout import (
     S3AJobLayout,
     S3AKind,
     attempt_of,

@@ -15,16 +15,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from zerorename.committers import CommitOptions, ConflictError, MagicCommitter
+from zerorename.committers.commit.scan import s3a_job_of
 from zerorename.committers.errors import CommitterError, JobNotFound, PathError
-from zerorename.committers.jobscan import s3a_job_of
 from zerorename.committers.paths import Destination
-from zerorename.committers.s3ajobs import (
+from zerorename.committers.s3a.jobs import (
     abort_s3a_job,
     list_s3a_jobs,
     resume_s3a_job,
     show_s3a_job,
 )
-from zerorename.committers.s3alayout import (
+from zerorename.committers.s3a.layout import (
     FLAT,
     S3AJobLayout,
     S3AKind,
@@ -32,7 +32,7 @@ from zerorename.committers.s3alayout import (
     attempt_label,
     job_id_of_shared_dir,
 )
-from zerorename.committers.s3aread import find_s3a_job
+from zerorename.committers.s3a.read import find_s3a_job
 from zerorename.testing.memstate import MemoryState
 from zerorename.testing.memstore import MemoryStore
 from zerorename.testing.s3acrash import lay_out_on, s3a_pendingset

@@ -17,10 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from zerorename.committers import CommitOptions, MagicCommitter
-from zerorename.committers.errors import RecordFormatError
-from zerorename.committers.jobscan import unchecked_diagnostics
-from zerorename.committers.paths import Destination
-from zerorename.committers.records import (
+from zerorename.committers.codec.hadoop import s3a_uri, uri_names
+from zerorename.committers.codec.pending import (
     LEGACY_SUCCESS_NAME,
     PENDING_VERSION,
     PENDINGSET_VERSION,
@@ -33,8 +31,10 @@ from zerorename.committers.records import (
     pendingset_bytes,
     read_pendingset,
 )
-from zerorename.committers.s3aformat import s3a_uri, uri_names
-from zerorename.committers.successdata import key_of_filename, success_filename
+from zerorename.committers.codec.success import key_of_filename, success_filename
+from zerorename.committers.commit.scan import unchecked_diagnostics
+from zerorename.committers.errors import RecordFormatError
+from zerorename.committers.paths import Destination
 from zerorename.engine.records import PartInfo, PendingUpload
 from zerorename.spark_adapter.success import SuccessInfo
 from zerorename.testing.memstore import MemoryState, MemoryStore

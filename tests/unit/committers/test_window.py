@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zerorename.committers.window import Action, CompletionWindow, Step
+from zerorename.committers.commit.window import Action, CompletionWindow, Step
 
 
 def open_and_hand_out(w: CompletionWindow, index: int, uploads: int = 1) -> None:

@@ -1,7 +1,7 @@
-"""The command's folder (issue 21): every module path of before still imports, as the moved
-module itself; ``zerorename.cli``, now the package, gives every name it gave as a module
-(its own, and those of the engine commands it forwarded), and stays the entry point
-(``zerorename.cli:main``, ``python -m zerorename.cli``)."""
+"""The command's folder (issue 21): ``zerorename.cli``, now the package, gives every name it
+gave as a module (its own, and those of the engine commands it forwarded), and stays the
+entry point (``zerorename.cli:main``, ``python -m zerorename.cli``). Its modules' old paths:
+test_moved_paths.py."""
 
 from __future__ import annotations
 
@@ -17,19 +17,6 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 ROOT = SRC / "zerorename"
-
-#: old module path -> where it lives now
-MOVED = {
-    "zerorename.clijson": "zerorename.cli.json",
-    "zerorename.cliopts": "zerorename.cli.options",
-    "zerorename.cliprogress": "zerorename.cli.progress",
-    "zerorename.clirun": "zerorename.cli.runner",
-    "zerorename.commands": "zerorename.cli.commands",
-    "zerorename.dirupload": "zerorename.cli.dirupload",
-    "zerorename.committers.cli": "zerorename.cli.jobs",
-    "zerorename.committers.cliargs": "zerorename.cli.jobargs",
-    "zerorename.committers.cmdclaim": "zerorename.cli.claims",
-}
 
 #: what ``from zerorename.cli import X`` gave before the move (cli.py's own names, then the
 #: commands module's it forwarded), -> the object it is, by where it is defined now
@@ -66,35 +53,6 @@ def _object(spec: str) -> Any:
     module, _, name = spec.partition(":")
     obj = importlib.import_module(module)
     return getattr(obj, name) if name else obj
-
-
-def test_the_aliases_are_exactly_the_moved_modules() -> None:
-    """A module of the package root that imports as another one is an alias: MOVED lists
-    each (the root's other modules are the shared leaves); committers' three are too."""
-    found = set()
-    for path in sorted(ROOT.glob("*.py")):
-        if path.stem not in ("__init__", "__main__"):  # __main__ would run the command
-            name = f"zerorename.{path.stem}"
-            if importlib.import_module(name).__name__ != name:
-                found.add(name)
-    for name in ("cli", "cliargs", "cmdclaim"):
-        module = importlib.import_module(f"zerorename.committers.{name}")
-        if module.__name__ != f"zerorename.committers.{name}":
-            found.add(f"zerorename.committers.{name}")
-    assert found == set(MOVED)
-
-
-@pytest.mark.parametrize(("old", "new"), sorted(MOVED.items()))
-def test_an_old_path_is_the_moved_module(old: str, new: str) -> None:
-    moved = importlib.import_module(new)
-    assert importlib.import_module(old) is moved
-    assert moved.__name__ == new
-    namespace: dict[str, Any] = {}
-    exec(f"from {old} import *", namespace)  # as old code wrote it, too
-    public = getattr(moved, "__all__", [n for n in vars(moved) if not n.startswith("_")])
-    assert public
-    for name in public:
-        assert namespace[name] is getattr(moved, name), name
 
 
 @pytest.mark.parametrize(("name", "spec"), sorted(CLI_NAMES.items()))
