@@ -29,7 +29,7 @@ records forever otherwise).
 
 Needs a listing that shows every claim written before it (S3, moto, one Ceph RGW zone):
 where listings lag writes, a resume and an abort can both act (a strict xfail in
-``tests/unit/committers/test_cmdclaim.py``).
+``tests/unit/cli/test_cmdclaim.py``).
 """
 
 from __future__ import annotations

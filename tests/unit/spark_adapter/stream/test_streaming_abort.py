@@ -6,7 +6,8 @@ next run of the batch writes it again; it is never "adopted" with none of its fi
 from __future__ import annotations
 
 import pytest
-from test_streaming_sink import (
+
+from unit.spark_adapter.stream.test_streaming_sink import (
     DEST,
     URI,
     B,
@@ -20,7 +21,6 @@ from test_streaming_sink import (
     run_tasks,
     sink,
 )
-
 from zerorename.committers import Destination, MagicCommitter
 from zerorename.committers.errors import CommitterError, JournalError
 from zerorename.spark_adapter.stream.jobs import stream_job_action

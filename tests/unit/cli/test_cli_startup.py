@@ -22,7 +22,7 @@ from zerorename.cli import jobargs as cliargs
 from zerorename.cli import jobs as committer_cli
 from zerorename.cli.options import LazyParser, fill_all, lazy_subparser
 
-SRC = str(Path(__file__).resolve().parents[2] / "src")
+SRC = str(Path(__file__).resolve().parents[3] / "src")
 
 _PROBE = """
 import json, sys

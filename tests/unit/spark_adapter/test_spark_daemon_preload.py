@@ -17,7 +17,7 @@ from zerorename.spark_adapter.daemon import PRELOAD
 
 need_module("pyspark", "pip install -e '.[spark]'")
 
-SRC = str(Path(__file__).resolve().parents[2] / "src")
+SRC = str(Path(__file__).resolve().parents[3] / "src")
 
 #: what every zerorename task runs, loaded before the fork (the packages' names alone load
 #: nothing: zerorename.engine and zerorename.committers resolve their names on first use)

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_attack2_s3a_abort import before
-from test_commit_lock_memory import LOCK, URI, B, data, options, ready_job
 
+from unit.committers.commit.test_commit_lock_memory import LOCK, URI, B, data, options, ready_job
+from unit.committers.s3a.test_attack2_s3a_abort import before
 from zerorename.committers import MagicCommitter
 from zerorename.committers.commit.lock import DestinationLocked, LockRecord
 from zerorename.sim.operators import run_cli

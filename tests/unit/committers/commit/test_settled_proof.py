@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_protocol_memory import B, data_of, prepare
 
+from unit.committers.test_protocol_memory import B, data_of, prepare
 from zerorename.committers import JobCommitError
 from zerorename.engine.records import UploadInfo
 from zerorename.testing.memstore import MemoryState, MemoryStore

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_commit_lock_memory import (
+
+from unit.committers.commit.test_commit_lock_memory import (
     DEST,
     LOCK,
     URI,
@@ -28,7 +29,6 @@ from test_commit_lock_memory import (
     options,
     ready_job,
 )
-
 from zerorename.aio import to_the_end
 from zerorename.committers import ConflictError, MagicCommitter
 from zerorename.committers.commit.journal import Journal

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 # the 3.3 layout and its three jobs, as the 3.3 layout's own tests lay them out
-from test_s3a_layout33_memory import (
+from unit.committers.s3a.test_s3a_layout33_memory import (
     DEST,
     JOB,
     MAGIC,
@@ -22,7 +22,6 @@ from test_s3a_layout33_memory import (
     of,
     three_jobs,
 )
-
 from zerorename.committers import CommitOptions, MagicCommitter
 from zerorename.committers.codec.success import SuccessData
 from zerorename.committers.commit.journal import Journal

@@ -17,9 +17,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_attack2_s3a_abort import JOB, KINDS, before, cli, crashed, kept, outputs, want_kept
-from test_command_claim_memory import dead_commit
 
+from unit.cli.test_command_claim_memory import dead_commit
+from unit.committers.s3a.test_attack2_s3a_abort import (
+    JOB,
+    KINDS,
+    before,
+    cli,
+    crashed,
+    kept,
+    outputs,
+    want_kept,
+)
 from zerorename.cli.claims import (
     Claim,
     claim_dir,

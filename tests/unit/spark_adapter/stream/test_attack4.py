@@ -14,15 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sink's test helpers
-
-from test_streaming_sink import (
+from unit.spark_adapter.stream.test_streaming_sink import (
     DEST,
     URI,
     B,
@@ -35,7 +31,6 @@ from test_streaming_sink import (
     run_tasks,
     sink,
 )
-
 from zerorename.committers import JobNotActive, MagicCommitter
 from zerorename.engine.errors import RetriesExhausted, UploadNotFound
 from zerorename.spark_adapter.stream.sink import STREAM_COMMIT, ensure_job

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-SRC = Path(__file__).resolve().parents[2] / "src"
+SRC = Path(__file__).resolve().parents[3] / "src"
 ROOT = SRC / "zerorename"
 
 #: what ``from zerorename.cli import X`` gave before the move (cli.py's own names, then the

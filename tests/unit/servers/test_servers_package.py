@@ -49,5 +49,5 @@ def test_the_rgw_launcher_is_packaged_with_the_servers() -> None:
 
     script = rgw_script()
     assert script.parent.name == "servers" and script.name == "rgw.sh"
-    pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    pyproject = (Path(__file__).resolve().parents[3] / "pyproject.toml").read_text()
     assert '"servers/*.sh"' in pyproject
