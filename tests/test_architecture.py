@@ -454,9 +454,9 @@ def test_perf_has_its_scenarios_folder() -> None:
 
 #: the product's write path: it imports neither the S3 servers nor the benchmark harness
 WRITE_PATH = ("engine", "committers", "spark_adapter")
-#: the write path's modules that may start a server: the demo (moto when the user gives no
-#: endpoint), whose place is with the CLI
-STARTS_A_SERVER = frozenset({f"{ROOT}.spark_adapter.demo"})
+#: the write path's modules that may start a server: none (the demo, which starts moto when
+#: the user gives no endpoint, is the CLI's: cli/demo.py)
+STARTS_A_SERVER: frozenset[str] = frozenset()
 #: test support: the in-memory store and its helpers (testing), and the simulator that runs
 #: the protocol on it (sim: ``python -m zerorename.sim``, itself a test of the protocol).
 #: Only tests and these two import testing; nothing of the product imports either.

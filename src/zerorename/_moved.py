@@ -32,6 +32,7 @@ MOVED: dict[str, str] = {
     "zerorename.committers.cli": "zerorename.cli.jobs",
     "zerorename.committers.cliargs": "zerorename.cli.jobargs",
     "zerorename.committers.cmdclaim": "zerorename.cli.claims",
+    "zerorename.spark_adapter.demo": "zerorename.cli.demo",
     # the job commit: committers/commit/
     "zerorename.committers.commitlock": "zerorename.committers.commit.lock",
     "zerorename.committers.jobcommit": "zerorename.committers.commit.run",

@@ -42,7 +42,6 @@ EVENT_LOOP = ("asyncio", "anyio", "uvloop")
 ARGUMENT_MODULES = frozenset(
     {
         "zerorename.perf.cli",
-        "zerorename.spark_adapter.demo",
         "zerorename.spark_adapter.errors",
     }
 )

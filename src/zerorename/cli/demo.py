@@ -1,7 +1,8 @@
 """``zerorename demo``: a local Spark job writing through the magic committer, end to end.
 
 Starts an embedded S3 server (moto; ``--endpoint-url`` for a real store), a local Spark
-session, generates a dataset of about ``--size`` bytes, writes it as Parquet
+session, generates a dataset of about ``--size`` bytes
+(:mod:`zerorename.spark_adapter.demodata`), writes it as Parquet
 partitioned by day through ``format("zerorename")``, reads every file back with pyarrow
 and checks the rows and their checksums, then prints what it did: files, bytes, write
 time, job commit time and where ``_SUCCESS`` is.
@@ -26,10 +27,6 @@ from typing import Any
 from zerorename.engine.config import endpoint_problem
 from zerorename.logsafe import redact_url
 from zerorename.spark_adapter.errors import DemoError
-
-#: raw bytes per generated row (id, key, value, 64-character payload), to size the data.
-ROW_BYTES = 100
-DAY0 = dt.date(2024, 1, 1)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -178,19 +175,6 @@ def _spark(master: str) -> Any:
     return spark
 
 
-def dataset(spark: Any, rows: int, tasks: int, days: int) -> Any:
-    """The demo's rows (the ``spark`` perf scenario writes the same): each column is a
-    function of ``id``, so every row read back can be verified."""
-    return spark.range(0, rows, 1, tasks).selectExpr(
-        "id",
-        "CAST(id % 1000 AS INT) AS key",
-        "CAST(id AS DOUBLE) * 0.5 AS value",
-        "sha2(CAST(id AS STRING), 256) AS payload",
-        f"CAST(date_add(DATE'{DAY0.isoformat()}', CAST(id * {days} DIV {rows} AS INT)) "
-        "AS STRING) AS day",
-    )
-
-
 def _verify(engine_opts: dict[str, str], uri: str, rows: int, days: int) -> dict[str, Any]:
     """Read every data file back and check each row against the generator."""
     import pyarrow.compute as pc
@@ -198,6 +182,7 @@ def _verify(engine_opts: dict[str, str], uri: str, rows: int, days: int) -> dict
 
     from zerorename.committers import Destination
     from zerorename.spark_adapter.bridge import get_bridge
+    from zerorename.spark_adapter.demodata import DAY0
     from zerorename.spark_adapter.options import WriteOptions
     from zerorename.spark_adapter.write import engine_for
 
@@ -251,6 +236,7 @@ def _verify(engine_opts: dict[str, str], uri: str, rows: int, days: int) -> dict
 def run(args: argparse.Namespace) -> int:
     """Run the demo; 0 when everything verified, 1 otherwise."""
     from zerorename.spark_adapter.datasource import register
+    from zerorename.spark_adapter.demodata import ROW_BYTES, dataset
     from zerorename.spark_adapter.options import parse_size  # not at import: the CLI's parser
     from zerorename.spark_adapter.success import read_success
 
