@@ -72,6 +72,8 @@ MOVED: dict[str, str] = {
     "zerorename.perf.tunemodel": "zerorename.perf.scenarios.tune.model",
     "zerorename.perf.upload_latency": "zerorename.perf.scenarios.upload_latency",
     "zerorename.perf.upload_scenario": "zerorename.perf.scenarios.upload",
+    # perf's own parts
+    "zerorename.perf.targets": "zerorename.perf.opentarget",
     # the Spark adapter: the files a task writes (files/), streaming (stream/), the task side
     "zerorename.spark_adapter.csvformat": "zerorename.spark_adapter.files.csvformat",
     "zerorename.spark_adapter.formats": "zerorename.spark_adapter.files.formats",

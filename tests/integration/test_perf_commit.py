@@ -12,9 +12,9 @@ import pytest
 
 from perf_helpers import perf_target, run_observed
 from zerorename.perf.model import Run, Sample, Target, run_in_child
+from zerorename.perf.opentarget import TargetError, open_target
 from zerorename.perf.scenarios.commit import scenario as cs
 from zerorename.perf.scenarios.commit import verify as cv
-from zerorename.perf.targets import TargetError, open_target
 from zerorename.servers.targets import S3Target
 
 N, SETS = 40, 4

@@ -12,9 +12,9 @@ from test_perf_harness import check_doc
 
 from perf_helpers import perf
 from zerorename.perf.model import Target
+from zerorename.perf.opentarget import TargetError
 from zerorename.perf.scenarios import sweep as sweep_scenario
 from zerorename.perf.scenarios import upload as upload_scenario
-from zerorename.perf.targets import TargetError
 
 #: an upload of 6 MiB in 5 MiB parts: create, 2 parts, complete, then head and delete
 UPLOAD_REQUESTS = 6.0

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from zerorename.committers.paths import output_name
 from zerorename.perf.model import Sample, Target
+from zerorename.perf.opentarget import TargetError
 from zerorename.perf.scenarios.stream import scenario as ss
 from zerorename.perf.scenarios.stream.check import (
     BatchFigure,
@@ -27,7 +28,6 @@ from zerorename.perf.scenarios.stream.check import (
     figures,
     percentile,
 )
-from zerorename.perf.targets import TargetError
 from zerorename.spark_adapter.stream.log import BatchEntry, Intent, StreamLog
 
 PREFIX = "run/stream/zr-1/"
