@@ -7,6 +7,7 @@ runs a moved package by either path."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import re
 import subprocess
@@ -53,15 +54,40 @@ def test_the_table_lists_exactly_the_moved_modules() -> None:
     assert not set(MOVED.values()) & set(MOVED), "a row leads to another old path"
 
 
+def _row_of_alias(path: Path) -> str:
+    """The row of the table that replaces an alias file of the old form (``from new.pkg
+    import mod as _moved`` ... ``sys.modules[__name__] = _moved``)."""
+    parts = path.relative_to(SRC).with_suffix("").parts
+    old = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    body = ast.parse(path.read_text()).body
+    bound = next(
+        ast.unparse(s.value)
+        for s in body
+        if isinstance(s, ast.Assign) and ast.unparse(s.targets[0]) == "sys.modules[__name__]"
+    )
+    for node in body:
+        if isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if (alias.asname or alias.name) == bound:
+                    return f'    "{old}": "{node.module}.{alias.name}",'
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname == bound:
+                    return f'    "{old}": "{alias.name}",'
+    return f'    "{old}": "?",'
+
+
 def test_no_module_stands_for_another() -> None:
     """No module of src/ is the old form of an alias (``sys.modules[__name__] = moved``): an
-    old path is a row of the table, nothing else."""
+    old path is a row of the table, nothing else. (The failure lists the rows to add to
+    ``MOVED`` before deleting those files.)"""
     found = sorted(
-        str(path.relative_to(SRC))
+        path
         for path in ROOT.rglob("*.py")
         if re.search(r"^sys\.modules\[__name__\]\s*=", path.read_text(), re.M)
     )
-    assert not found, f"alias files (make each a row of zerorename/_moved.py): {found}"
+    rows = "\n".join(_row_of_alias(path) for path in found)
+    assert not found, f"alias files: delete them, and add to zerorename/_moved.py:\n{rows}"
 
 
 @pytest.mark.parametrize(("old", "new"), sorted(MOVED.items()))
