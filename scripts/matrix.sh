@@ -26,10 +26,10 @@ entries=("$@")
 [ ${#entries[@]} -gt 0 ] || entries=(floors pyspark-4.0 pyspark-4.1 pyspark-4.2 pyspark-4.3)
 
 # the narrow selection: pure engine/committer/Spark tests, moto round trips, real Spark writes
-ENGINE_TESTS=(tests/unit/test_engine_planning.py tests/unit/test_engine_retry.py
-    tests/unit/test_engine_records.py tests/unit/committers/test_round_trips.py
+ENGINE_TESTS=(tests/unit/engine/test_engine_planning.py tests/unit/engine/test_engine_retry.py
+    tests/unit/engine/test_engine_records.py tests/unit/committers/commit/test_round_trips.py
     tests/integration/test_engine_uploads.py tests/integration/committers/test_committers_it_basic.py)
-SPARK_TESTS=(tests/unit/test_spark_pure.py tests/unit/test_commit_options_parsing.py
+SPARK_TESTS=(tests/unit/spark_adapter/test_spark_pure.py tests/unit/spark_adapter/test_commit_options_parsing.py
     tests/spark/test_spark_write.py tests/spark/test_spark_streaming.py
     tests/spark/test_spark_connect.py)
 

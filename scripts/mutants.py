@@ -27,10 +27,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PKG = "src/zerorename"
 
-WINDOW_TESTS = ("tests/unit/committers/test_window.py",)
+WINDOW_TESTS = ("tests/unit/committers/commit/test_window.py",)
 JOURNAL_TESTS = (
-    "tests/unit/committers/test_journal_table.py",
-    "tests/unit/committers/test_committers_journal.py",
+    "tests/unit/committers/commit/test_journal_table.py",
+    "tests/unit/committers/commit/test_committers_journal.py",
 )
 CONFLICT_TESTS = (
     "tests/unit/committers/test_committers_conflict.py",
@@ -39,11 +39,11 @@ CONFLICT_TESTS = (
 OWNERSHIP_TESTS = (
     "tests/unit/committers/test_committers_ownership.py",
     "tests/unit/committers/test_committers_store.py",
-    "tests/unit/test_engine_records.py",
+    "tests/unit/engine/test_engine_records.py",
 )
-STREAMLOG_TESTS = ("tests/unit/test_streaming_log.py", "tests/unit/test_streaming_sink.py")
-STREAMREAD_TESTS = ("tests/unit/test_streaming_read.py",)
-S3A_TESTS = ("tests/unit/committers/test_s3a_layout.py",)
+STREAMLOG_TESTS = ("tests/unit/spark_adapter/stream/test_streaming_log.py", "tests/unit/spark_adapter/stream/test_streaming_sink.py")
+STREAMREAD_TESTS = ("tests/unit/spark_adapter/stream/test_streaming_read.py",)
+S3A_TESTS = ("tests/unit/committers/s3a/test_s3a_layout.py",)
 
 
 @dataclass(frozen=True)
@@ -169,14 +169,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "engine/records.py",
         "if info is None or info.size != upload.length:",
         "if info is None:",
-        (*OWNERSHIP_TESTS, "tests/unit/committers/test_settled_proof.py"),
+        (*OWNERSHIP_TESTS, "tests/unit/committers/commit/test_settled_proof.py"),
     ),
     Mutant(
         "is-ours-any-etag",
         "engine/records.py",
         "return want is not None and info.etag.strip('\"') == want",
         "return want is not None",
-        (*OWNERSHIP_TESTS, "tests/unit/committers/test_settled_proof.py"),
+        (*OWNERSHIP_TESTS, "tests/unit/committers/commit/test_settled_proof.py"),
     ),
     # the stream log's decisions
     Mutant(
@@ -206,21 +206,21 @@ MUTANTS: tuple[Mutant, ...] = (
         "if now.committed(intent.batch):",
         "if False:",
         # the shrunk schedule of simulation seed 1443 (streams) is its regression test
-        ("tests/unit/test_simulation.py", "tests/unit/test_streaming_sink.py"),
+        ("tests/unit/sim/test_simulation.py", "tests/unit/spark_adapter/stream/test_streaming_sink.py"),
     ),
     Mutant(
         "streamsink-discard-before-log-stops-naming-it",
         "spark_adapter/stream/sink.py",
         "await self.write_log(bare)",
         "await self.discard(intent.job_id); await self.write_log(bare)",
-        ("tests/unit/test_streaming_sink.py", "tests/unit/test_simulation.py"),
+        ("tests/unit/spark_adapter/stream/test_streaming_sink.py", "tests/unit/sim/test_simulation.py"),
     ),
     Mutant(
         "streamsink-recovery-reuses-prepared-run",
         "spark_adapter/stream/sink.py",
         "prepared=run if step is Step.COMMIT else None,",
         "prepared=run,",
-        ("tests/unit/test_streaming_sink.py",),
+        ("tests/unit/spark_adapter/stream/test_streaming_sink.py",),
     ),
     # a reader's snapshot
     Mutant(

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from zerorename import cli
-from zerorename.testing.targets import S3Target
+from zerorename.servers.targets import S3Target
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from zerorename.engine import EngineConfig, Event, PendingUpload, UploadEngine
 from zerorename.engine.checksums import compute
-from zerorename.engine.client import FastClient
-from zerorename.testing.targets import S3Target
+from zerorename.engine.wire.client import FastClient
+from zerorename.servers.targets import S3Target
 
 #: how a file part goes out: sendfile on the fast path, transport writes on the fast path,
 #: or botocore (fast_path=False)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from zerorename.perf.model import Target
-from zerorename.testing.targets import S3Target
+from zerorename.servers.targets import S3Target
 
 
 def perf_target(s3: S3Target) -> Target:

@@ -63,48 +63,38 @@ def imports(module: str) -> Iterator[tuple[str, str | None, int]]:
                     yield target, alias.name, node.lineno
 
 
-def alias_target(module: str) -> str | None:
-    """The module that ``module`` stands for when it is an alias (:func:`is_alias`: the
-    old path of a moved module), else None."""
-    source = MODULES[module].read_text()
-    if MODULES[module].name == "__init__.py" or not is_alias(source):
-        return None
-    body = ast.parse(source).body
-    swap = next(s for s in body if isinstance(s, ast.Assign))
-    bound = ast.unparse(swap.value)
-    for node in body:
-        if isinstance(node, ast.ImportFrom):
-            for alias in node.names:
-                if (alias.asname or alias.name) == bound:
-                    return f"{resolve(module, node)}.{alias.name}"
-        elif isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.asname == bound:
-                    return alias.name
-    raise AssertionError(f"{module}: an alias of no module it imports")
-
-
 @functools.cache
-def aliases() -> dict[str, str]:
-    """Every alias -> the moved module it is (followed through an alias of an alias)."""
-    found = {m: t for m in MODULES if (t := alias_target(m)) is not None}
-    for old, new in found.items():
-        while new in found:
-            new = found[new]
-        found[old] = new
-    return found
+def moved() -> dict[str, str]:
+    """The old paths of moved modules -> their new ones: ``MOVED`` of zerorename/_moved.py,
+    read from its source (nothing imported)."""
+    tree = ast.parse((SRC / ROOT / "_moved.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.AnnAssign) and ast.unparse(node.target) == "MOVED":
+            assert node.value is not None
+            table: dict[str, str] = ast.literal_eval(node.value)
+            return table
+    raise AssertionError("zerorename/_moved.py defines no MOVED")
+
+
+def new_path(module: str, table: dict[str, str]) -> str:
+    """The module an import of ``module`` gives: its new path when it is an old one (a row
+    of the table, or a submodule of a moved package's row), else itself."""
+    parts = module.split(".")
+    for i in range(len(parts), 1, -1):
+        old = ".".join(parts[:i])
+        if old in table:
+            return ".".join([table[old], *parts[i:]])
+    return module
 
 
 def graph() -> dict[str, set[str]]:
-    """Module -> the modules it imports. An alias is the moved module under its old name:
-    an import of it is an import of the moved module, and it imports nothing of its own."""
-    moved = aliases()
+    """Module -> the modules it imports. An import of an old path (zerorename/_moved.py)
+    is an import of the moved module."""
+    table = moved()
     edges: dict[str, set[str]] = {m: set() for m in MODULES}
     for module in MODULES:
-        if module in moved:
-            continue
         for target, _name, _line in imports(module):
-            target = moved.get(target, target)
+            target = new_path(target, table)
             # Importing a.b.c runs a/__init__ and a.b/__init__ first, but a package that
             # re-exports its modules (anyio's layout) is not a cycle with them: only what
             # the import names counts. Packages depending on each other are checked below.
@@ -163,7 +153,7 @@ def test_the_checker_finds_a_cycle_and_none_in_a_chain() -> None:
 def test_relative_imports_resolve_against_the_package() -> None:
     node = ast.parse("from ..engine import core").body[0]
     assert isinstance(node, ast.ImportFrom)
-    assert resolve("zerorename.committers.jobcommit", node) == "zerorename.engine"
+    assert resolve("zerorename.committers.committer", node) == "zerorename.engine"
     node = ast.parse("from . import paths").body[0]
     assert isinstance(node, ast.ImportFrom)
     assert resolve("zerorename.committers", node) == "zerorename.committers"
@@ -199,23 +189,38 @@ def test_no_import_cycle_between_packages() -> None:
     assert found_to_do == CYCLE_TO_DO, f"done, so take off CYCLE_TO_DO: {CYCLE_TO_DO - found_to_do}"
 
 
-def test_an_import_of_an_alias_is_one_of_the_moved_module() -> None:
-    source = '"""Moved."""\n\nimport sys\n\nfrom zerorename.cli import jobs as _moved\n\n'
-    assert is_alias(source + "sys.modules[__name__] = _moved\n")
-    assert aliases()["zerorename.committers.cli"] == "zerorename.cli.jobs"
-    assert aliases()["zerorename.clijson"] == "zerorename.cli.json"
+def test_an_import_of_an_old_path_is_one_of_the_moved_module() -> None:
+    table = {"zerorename.committers.cli": "zerorename.cli.jobs", "zerorename.t.sink": "z.s"}
+    assert new_path("zerorename.committers.cli", table) == "zerorename.cli.jobs"
+    assert new_path("zerorename.t.sink.server", table) == "z.s.server"
+    assert new_path("zerorename.committers", table) == "zerorename.committers"
+    assert moved()["zerorename.committers.cli"] == "zerorename.cli.jobs"
+    assert moved()["zerorename.clijson"] == "zerorename.cli.json"
     assert "zerorename.cli.jobs" in graph()["zerorename.sim.operators"]
-    assert not graph()["zerorename.committers.cli"]
+    assert "zerorename.committers.cli" not in graph()
+
+
+def test_the_package_imports_no_old_path() -> None:
+    """Code of the package imports moved modules by their new paths (the old ones are for
+    code outside it): an old path in its own imports would only hide where a module is."""
+    table = moved()
+    found = sorted(
+        f"{module} line {line}: {path}"
+        for module in MODULES
+        for target, name, line in imports(module)
+        if new_path(path := f"{target}.{name}" if name else target, table) != path
+    )
+    assert not found, f"imports of old paths (import the new ones): {found}"
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_no_private_name_of_another_package(module: str) -> None:
-    """(An alias is exempt: what it imports is the moved module's, for its old importers.)"""
-    if module in aliases():
-        return
+    """(A package's private modules are its own: ``zerorename`` installs ``_moved``.)"""
     bad = []
     for target, name, line in imports(module):
         if top_package(target) == top_package(module):
+            continue
+        if target.rpartition(".")[0] == package_of(module):
             continue
         private_module = any(p.startswith("_") for p in target.split("."))
         private_name = name is not None and name.startswith("_") and not name.endswith("__")
@@ -225,7 +230,7 @@ def test_no_private_name_of_another_package(module: str) -> None:
 
 
 #: the job commit's modules (``committers/commit/``: the run and its parts; before issue 21
-#: ``committers/job*.py``, aliases now, which :func:`is_alias` tells apart below)
+#: ``committers/job*.py``, old paths in zerorename/_moved.py now)
 JOB_COMMIT = sorted(m for m in MODULES if m.startswith(f"{ROOT}.committers.commit."))
 #: the most lines a function or method of the job commit may have (its def to its end)
 MAX_FUNCTION_LINES = 60
@@ -273,7 +278,7 @@ def test_the_job_commit_has_no_function_over_60_lines() -> None:
 # --- folders that name the parts (issue 21) ----------------------------------------------
 
 #: the most modules one folder of src/zerorename may hold: its ``.py`` files, not counting
-#: ``__init__.py`` nor the aliases that keep a moved module's old path importing
+#: ``__init__.py``
 MAX_FOLDER_MODULES = 12
 #: To do (issue 21): the folders not reorganised yet, which may still hold more. Each
 #: leaves this list when it is reorganised (the check below fails while one listed here
@@ -311,23 +316,6 @@ TESTING_MODULES = frozenset(
 )
 
 
-def is_alias(source: str) -> bool:
-    """Whether a module only stands for another one it moved to: a docstring, imports and
-    ``sys.modules[__name__] = <module>``, nothing defined."""
-    body = ast.parse(source).body
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-        body = body[1:]
-    swaps = [
-        s
-        for s in body
-        if isinstance(s, ast.Assign)
-        and len(s.targets) == 1
-        and ast.unparse(s.targets[0]) == "sys.modules[__name__]"
-    ]
-    rest = [s for s in body if not isinstance(s, ast.Import | ast.ImportFrom) and s not in swaps]
-    return len(swaps) == 1 and not rest
-
-
 def folder_modules() -> dict[str, list[str]]:
     """Each folder of src/zerorename (``""`` for the package itself) -> its modules, as
     counted against :data:`MAX_FOLDER_MODULES`."""
@@ -335,20 +323,19 @@ def folder_modules() -> dict[str, list[str]]:
     for path in sorted((SRC / ROOT).rglob("*.py")):
         folder = path.parent.relative_to(SRC / ROOT).as_posix().removeprefix(".")
         found.setdefault(folder, [])
-        if path.name != "__init__.py" and not is_alias(path.read_text()):
+        if path.name != "__init__.py":
             found[folder].append(path.stem)
     return found
 
 
-def test_the_alias_check_tells_an_alias_from_a_module() -> None:
-    alias = (
-        '"""Moved."""\n\nimport sys\n\nfrom a import b as _moved\n\n'
-        "sys.modules[__name__] = _moved\n"
-    )
-    assert is_alias(alias)
-    assert not is_alias(alias + "X = 1\n")
-    assert not is_alias('"""Re-exports."""\n\nfrom a.b import *  # noqa: F403\n')
-    assert not is_alias(alias.replace("sys.modules[__name__]", "sys.modules['x']"))
+def test_an_old_path_is_no_module_and_a_new_one_is() -> None:
+    """The table of moved paths holds no path that is a module of the tree (the hook would
+    hide the file) and every path it leads to is one."""
+    table = moved()
+    assert table
+    assert not set(table) & set(MODULES), "old paths that are modules (delete the file)"
+    missing = sorted(new for new in table.values() if new not in MODULES)
+    assert not missing, f"moved to no module: {missing}"
 
 
 def test_no_folder_holds_more_than_12_modules() -> None:
@@ -383,13 +370,21 @@ CLI_MOVED = {
 
 
 def test_the_command_has_its_folder() -> None:
-    """The command is cli/: the package root holds only the shared leaves, and what moved
-    there is an alias of the moved module."""
+    """The command is cli/: the package root holds only the shared leaves (and the table of
+    moved paths), and each module that moved there has its old path in the table."""
     modules = folder_modules()
     assert "" not in NOT_YET_REORGANISED
     assert set(modules["cli"]) >= {"entry", "options", "jobs", "jobargs", "commands"}
-    assert sorted(modules[""]) == ["__main__", "aio", "errors", "logsafe", "portal", "units"]
-    assert {m: aliases().get(m) for m in CLI_MOVED} == CLI_MOVED
+    assert sorted(modules[""]) == [
+        "__main__",
+        "_moved",
+        "aio",
+        "errors",
+        "logsafe",
+        "portal",
+        "units",
+    ]
+    assert {m: moved().get(m) for m in CLI_MOVED} == CLI_MOVED
 
 
 def test_committers_has_its_folders() -> None:
@@ -442,10 +437,10 @@ def test_engine_has_its_folders() -> None:
         assert modules.get(f"engine/{name}"), f"engine/{name}/ holds no module"
     flat = sorted(set(modules["engine"]) & (set(ENGINE_MOVED) | {"store", "records"}))
     assert not flat, f"modules of engine's folders at engine/'s top: {flat}"
-    moved = {m: aliases().get(f"{ROOT}.engine.{m}") for m in ENGINE_MOVED}
-    assert moved == {m: f"{ROOT}.engine.{f}.{m}" for m, f in ENGINE_MOVED.items()}
-    assert aliases()[f"{ROOT}.engine.store"] == f"{ROOT}.engine.ops.objects"
-    assert aliases()[f"{ROOT}.engine.records"] == f"{ROOT}.engine.results"
+    rows = {m: moved().get(f"{ROOT}.engine.{m}") for m in ENGINE_MOVED}
+    assert rows == {m: f"{ROOT}.engine.{f}.{m}" for m, f in ENGINE_MOVED.items()}
+    assert moved()[f"{ROOT}.engine.store"] == f"{ROOT}.engine.ops.objects"
+    assert moved()[f"{ROOT}.engine.records"] == f"{ROOT}.engine.results"
     engine = f"{ROOT}.engine"
     upward = sorted(
         f"{m} -> {d}"
@@ -520,9 +515,9 @@ def test_perf_has_its_scenarios_folder() -> None:
 
 #: the product's write path: it imports neither the S3 servers nor the benchmark harness
 WRITE_PATH = ("engine", "committers", "spark_adapter")
-#: the write path's modules that may start a server: the demo (moto when the user gives no
-#: endpoint), whose place is with the CLI
-STARTS_A_SERVER = frozenset({f"{ROOT}.spark_adapter.demo"})
+#: the write path's modules that may start a server: none (the demo, which starts moto when
+#: the user gives no endpoint, is the CLI's: cli/demo.py)
+STARTS_A_SERVER: frozenset[str] = frozenset()
 #: test support: the in-memory store and its helpers (testing), and the simulator that runs
 #: the protocol on it (sim: ``python -m zerorename.sim``, itself a test of the protocol).
 #: Only tests and these two import testing; nothing of the product imports either.

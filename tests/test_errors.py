@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 import zerorename
 from needs import need_module
 from zerorename.errors import ConfigError, ZeroRenameError, map_exceptions
-from zerorename.testing.targets import S3Target
+from zerorename.servers.targets import S3Target
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -326,7 +326,7 @@ async def attempt_failing_on_the_wire(
     while a task attempt runs ``step`` (setup, or abort after a good setup)."""
     from zerorename.committers import MagicCommitter
     from zerorename.engine import RetryConfig, UploadEngine
-    from zerorename.testing.faultproxy import FaultRule
+    from zerorename.servers.faultproxy import FaultRule
 
     assert s3.endpoint_url is not None
     proxy = fault_proxy(s3.endpoint_url)

@@ -19,7 +19,7 @@ from typing import Any
 import boto3
 import pytest
 
-from zerorename.testing.servers import MotoServer
+from zerorename.servers.servers import MotoServer
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 FENCE = re.compile(r"^```([^\n]*)\n(.*?)^```", re.S | re.M)

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from zerorename import _moved
+
 if TYPE_CHECKING:
     from zerorename.errors import ZeroRenameError as ZeroRenameError
 
 __version__ = "0.1.0"
+
+_moved.install()  # the old paths of moved modules import as those modules (issue 21)
 
 
 def __getattr__(name: str) -> Any:

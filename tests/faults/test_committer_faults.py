@@ -30,8 +30,8 @@ from zerorename.committers import (
 )
 from zerorename.committers.paths import with_job_id
 from zerorename.engine import EngineConfig, RetryConfig, UploadEngine
-from zerorename.testing.faultproxy import FaultProxy, FaultRule
-from zerorename.testing.targets import S3Target
+from zerorename.servers.faultproxy import FaultProxy, FaultRule
+from zerorename.servers.targets import S3Target
 from zerorename.units import MiB
 
 #: tests of zerorename's own logic, which no store changes, run on moto only (the rule in

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from zerorename.engine import EngineConfig, RetryConfig, UploadEngine, errors
-from zerorename.engine.records import PendingUpload, multipart_etag
-from zerorename.testing.faultproxy import FaultRule
-from zerorename.testing.targets import S3Target
+from zerorename.engine.results import PendingUpload, multipart_etag
+from zerorename.servers.faultproxy import FaultRule
+from zerorename.servers.targets import S3Target
 from zerorename.units import MiB
 
 FAST_RETRY = RetryConfig(max_attempts=4, base_delay=0.01, max_delay=0.05, max_elapsed=60)

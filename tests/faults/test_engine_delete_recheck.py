@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from zerorename.engine import RetryConfig, UploadEngine
-from zerorename.testing.faultproxy import FaultRule
-from zerorename.testing.targets import S3Target
+from zerorename.servers.faultproxy import FaultRule
+from zerorename.servers.targets import S3Target
 
 FAST_RETRY = RetryConfig(max_attempts=6, base_delay=0.02, max_delay=0.2, max_elapsed=60)
 

@@ -20,8 +20,8 @@ from zerorename.engine import (
     UploadEngine,
     errors,
 )
-from zerorename.testing.faultproxy import FaultRule
-from zerorename.testing.targets import S3Target
+from zerorename.servers.faultproxy import FaultRule
+from zerorename.servers.targets import S3Target
 from zerorename.units import MiB
 
 #: tests of zerorename's own logic, which no store changes, run on moto only; the others name
@@ -275,7 +275,7 @@ async def test_every_hot_call_is_retried_the_same_either_way(
     """A 500 on Create, a 503 SlowDown and a reset mid-body on UploadPart, a lost complete
     answer, a SlowDown on PutObject and a 500 on Abort: the same retries, statistics and
     result through the fast path (which sends all of these itself) as through botocore."""
-    from zerorename.engine.client import FastClient
+    from zerorename.engine.wire.client import FastClient
 
     proxy, config = proxied(s3, fault_proxy, max_concurrency=2, fast_path=fast)
     for rule in (

@@ -15,8 +15,8 @@ import pytest
 
 from engine_helpers import SEND_MODES, check_parts, data_file, open_engine, zero_copy_bytes
 from zerorename.engine import EngineConfig, RetryConfig, UploadEngine, errors
-from zerorename.testing.faultproxy import FaultRule
-from zerorename.testing.targets import S3Target
+from zerorename.servers.faultproxy import FaultRule
+from zerorename.servers.targets import S3Target
 from zerorename.units import MiB
 
 PART = 5 * MiB

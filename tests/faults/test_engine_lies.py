@@ -12,11 +12,11 @@ import pytest
 
 from engine_helpers import object_keys, pending_keys
 from zerorename.engine import UploadEngine
-from zerorename.engine.client import FastClient
 from zerorename.engine.errors import BadAnswer
 from zerorename.engine.events import Event, UploadCompleted
-from zerorename.testing.faultproxy import FaultProxy, FaultRule
-from zerorename.testing.targets import S3Target
+from zerorename.engine.wire.client import FastClient
+from zerorename.servers.faultproxy import FaultProxy, FaultRule
+from zerorename.servers.targets import S3Target
 from zerorename.units import MiB
 
 #: tests of zerorename's own logic, which no store changes, run on moto only (the rule in

@@ -16,9 +16,9 @@ import pytest
 
 from engine_helpers import check_parts, data_file, open_engine, pending_keys
 from zerorename.engine import RetryConfig, errors
-from zerorename.engine.client import FastClient, TrailerState
-from zerorename.testing.faultproxy import FaultRule
-from zerorename.testing.targets import S3Target
+from zerorename.engine.wire.client import FastClient, TrailerState
+from zerorename.servers.faultproxy import FaultRule
+from zerorename.servers.targets import S3Target
 from zerorename.units import MiB
 
 PART = 5 * MiB

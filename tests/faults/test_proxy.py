@@ -23,9 +23,9 @@ from botocore.exceptions import (
 )
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
-from zerorename.testing.faultproxy import FaultProxy, FaultRule, classify
-from zerorename.testing.servers import MotoServer
-from zerorename.testing.targets import S3Target
+from zerorename.servers.faultproxy import FaultProxy, FaultRule, classify
+from zerorename.servers.servers import MotoServer
+from zerorename.servers.targets import S3Target
 
 #: tests of zerorename's own logic, which no store changes, run on moto only (the rule in
 #: tests/conftest.py's docstring)
@@ -456,7 +456,7 @@ async def test_aiobotocore_retries_through_proxy(moto_s3: S3Target, moto_proxy: 
 
 
 def test_proxy_start_stop_and_upstream_down(fault_proxy: ProxyFactory) -> None:
-    from zerorename.testing.servers import free_ports
+    from zerorename.servers.servers import free_ports
 
     (dead,) = free_ports(1)
     with FaultProxy(f"http://127.0.0.1:{dead}") as proxy:

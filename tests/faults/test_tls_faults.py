@@ -16,8 +16,8 @@ import pytest
 
 from engine_helpers import get, pending_keys
 from zerorename.engine import RetryConfig, UploadEngine
-from zerorename.testing.faultproxy import FaultProxy, FaultRule
-from zerorename.testing.targets import S3Target
+from zerorename.servers.faultproxy import FaultProxy, FaultRule
+from zerorename.servers.targets import S3Target
 from zerorename.units import MiB
 
 PART = 5 * MiB

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from zerorename.testing.faultproxy import FaultProxy, FaultRule
-from zerorename.testing.targets import S3Target
-from zerorename.testing.tls import WRONG_HOST, TlsFiles, make_tls_files
+from zerorename.servers.faultproxy import FaultProxy, FaultRule
+from zerorename.servers.targets import S3Target
+from zerorename.servers.tls import WRONG_HOST, TlsFiles, make_tls_files
 
 
 def _https(proxy: FaultProxy, context: ssl.SSLContext) -> http.client.HTTPSConnection:

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from cli_helpers import check_document, run, run_sub, target_env, use_target
-from zerorename.testing.faultproxy import FaultProxy, FaultRule
-from zerorename.testing.targets import S3Target
+from zerorename.servers.faultproxy import FaultProxy, FaultRule
+from zerorename.servers.targets import S3Target
 from zerorename.units import MiB
 
 

@@ -23,8 +23,8 @@ import pytest
 
 from cli_helpers import credentials_env
 from zerorename.engine import EngineConfig, RetryConfig, UploadEngine
-from zerorename.testing.faultproxy import FaultProxy, FaultRule
-from zerorename.testing.targets import S3Target
+from zerorename.servers.faultproxy import FaultProxy, FaultRule
+from zerorename.servers.targets import S3Target
 
 MiB = 1024 * 1024
 

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from cli_helpers import credentials_env
-from zerorename.testing.faultproxy import FaultProxy, FaultRule
-from zerorename.testing.targets import S3Target
+from zerorename.servers.faultproxy import FaultProxy, FaultRule
+from zerorename.servers.targets import S3Target
 
 NOTICE = "zerorename: interrupted: finishing the clean-up first"
 

@@ -19,7 +19,7 @@ import pytest
 from cli_helpers import README, check_document, run, run_sub, target_env, use_target
 from zerorename.committers import MagicCommitter
 from zerorename.engine import EngineConfig, UploadEngine
-from zerorename.testing.targets import S3Target
+from zerorename.servers.targets import S3Target
 
 #: tests of zerorename's own logic, which no store changes, run on moto only (the rule in
 #: tests/conftest.py's docstring)

@@ -24,12 +24,12 @@ from zerorename.committers import (
     TaskCommitSummary,
 )
 from zerorename.engine import UploadEngine
+from zerorename.servers.targets import S3Target
 from zerorename.spark_adapter.options import WriteOptions
 from zerorename.spark_adapter.stream.log import Intent, stream_job_id
 from zerorename.spark_adapter.stream.sink import STREAM_COMMIT, StreamSink, ensure_job
 from zerorename.spark_adapter.write import TaskResult, task_id_for
 from zerorename.testing.s3acrash import lay_out_on
-from zerorename.testing.targets import S3Target
 
 S3A_JOB = "3f2a9c1e-6c0b-4d57-9a59-0123456789ab"
 QUERY = "11111111-2222-4333-8444-555555555555"

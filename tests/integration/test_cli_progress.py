@@ -1,6 +1,6 @@
 """Progress on a terminal, silence when piped (issue 25 item 1): the commands run under a
 pseudo-terminal (the ``pty`` module) as a user's shell runs them, and piped as cron runs
-them. The display's choice and its plain line are pure: tests/unit/test_cliprogress.py."""
+them. The display's choice and its plain line are pure: tests/unit/cli/test_cliprogress.py."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from cli_helpers import run, run_sub, target_env, use_target
-from zerorename.testing.targets import S3Target
+from zerorename.servers.targets import S3Target
 from zerorename.units import MiB
 
 

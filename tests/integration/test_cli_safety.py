@@ -23,7 +23,7 @@ import pytest
 
 from cli_helpers import target_env, use_target
 from zerorename import cli
-from zerorename.testing.targets import S3Target
+from zerorename.servers.targets import S3Target
 
 #: tests of zerorename's own logic, which no store changes, run on moto only (the rule in
 #: tests/conftest.py's docstring)

@@ -34,7 +34,7 @@ from zerorename.engine import (
 )
 from zerorename.engine.wire.client import FastClient
 from zerorename.engine.wire.fastpath import SigV4Signer, canonical_value
-from zerorename.testing.targets import S3Target
+from zerorename.servers.targets import S3Target
 from zerorename.units import MiB
 
 KEYS = [

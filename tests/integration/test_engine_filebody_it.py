@@ -19,7 +19,7 @@ from engine_helpers import SEND_MODES, data_file, get, object_keys, pending_keys
 from engine_helpers import open_engine as open_mode_engine
 from zerorename.engine import Event, PartDone, PendingUpload, UploadEngine, errors
 from zerorename.engine.checksums import compute
-from zerorename.testing.targets import S3Target
+from zerorename.servers.targets import S3Target
 from zerorename.units import MiB
 
 #: tests of zerorename's own logic, which no store changes, run on moto only (the rule in

@@ -16,7 +16,7 @@ import pytest
 from test_perf_commit import perf_target
 
 from zerorename.perf.model import run_in_child
-from zerorename.testing.targets import S3Target
+from zerorename.servers.targets import S3Target
 from zerorename.units import MiB
 
 

@@ -18,8 +18,8 @@ from engine_helpers import get, pending_keys
 from zerorename.engine import EngineConfig, PendingUpload, UploadEngine, UploadInfo
 from zerorename.engine.errors import ConfigError, RecordError
 from zerorename.engine.wire.client import FastClient
-from zerorename.testing.faultproxy import FaultProxy
-from zerorename.testing.targets import S3Target
+from zerorename.servers.faultproxy import FaultProxy
+from zerorename.servers.targets import S3Target
 from zerorename.units import MiB
 
 

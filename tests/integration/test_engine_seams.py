@@ -11,7 +11,7 @@ import pytest
 from engine_helpers import ablocks, get, object_keys, pending_keys
 from zerorename.engine import PendingUpload, UploadEngine, UploadResult, errors
 from zerorename.engine.bodies.sources import Part, part_stream
-from zerorename.testing.targets import S3Target
+from zerorename.servers.targets import S3Target
 from zerorename.units import MiB
 
 #: tests of zerorename's own logic, which no store changes, run on moto only (the rule in

@@ -25,7 +25,7 @@ from engine_helpers import data_file, get, open_engine, pending_keys, zero_copy_
 from zerorename.engine import PendingUpload, UploadEngine
 from zerorename.engine.checksums import compute
 from zerorename.engine.wire.client import FastClient, TrailerState
-from zerorename.testing.targets import S3Target
+from zerorename.servers.targets import S3Target
 from zerorename.units import MiB
 
 PART = 5 * MiB

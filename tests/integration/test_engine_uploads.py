@@ -25,7 +25,7 @@ from zerorename.engine import (
     errors,
 )
 from zerorename.engine.checksums import compute
-from zerorename.testing.targets import S3Target
+from zerorename.servers.targets import S3Target
 from zerorename.units import MiB
 
 #: tests of zerorename's own logic, which no store changes, run on moto only (the rule in

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from zerorename.engine import UploadEngine
-from zerorename.testing.targets import S3Target
+from zerorename.servers.targets import S3Target
 
 
 def verify_builder(engine: UploadEngine) -> Any:

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError, HTTPClientError
 
-from zerorename.testing.faultproxy import FaultProxy, FaultRule, Request
-from zerorename.testing.requestlog import describe, longest_chain, sequential_requests
-from zerorename.testing.targets import S3Target
+from zerorename.servers.faultproxy import FaultProxy, FaultRule, Request
+from zerorename.servers.requestlog import describe, longest_chain, sequential_requests
+from zerorename.servers.targets import S3Target
 
 ProxyFactory = Callable[..., FaultProxy]
 #: per request: far above the jitter of a loaded machine, so parallel requests overlap

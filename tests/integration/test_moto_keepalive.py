@@ -21,9 +21,9 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from zerorename.testing.faultproxy import FaultProxy
-from zerorename.testing.servers import MotoServer
-from zerorename.testing.targets import S3Target
+from zerorename.servers.faultproxy import FaultProxy
+from zerorename.servers.servers import MotoServer
+from zerorename.servers.targets import S3Target
 
 MiB = 1024 * 1024
 
@@ -235,7 +235,7 @@ def test_large_upload_and_concurrent_connections(on_moto: S3Target) -> None:
 @pytest.fixture
 def echo() -> Iterator[tuple[Any, list[dict[str, Any]]]]:
     """A WsgiServer whose app reads the body only when the path says so and echoes it."""
-    from zerorename.testing.wsgiserver import WsgiServer
+    from zerorename.servers.wsgiserver import WsgiServer
 
     seen: list[dict[str, Any]] = []
 
@@ -258,7 +258,7 @@ def test_unread_body_is_dropped_or_the_connection_closed(
 ) -> None:
     """A small body the application did not read is read past (the next request is parsed
     right); a large one (over DRAIN_LIMIT) makes the answer close the connection."""
-    from zerorename.testing.wsgiserver import DRAIN_LIMIT
+    from zerorename.servers.wsgiserver import DRAIN_LIMIT
 
     server, seen = echo
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
@@ -304,7 +304,7 @@ def test_environ_is_werkzeugs(echo: tuple[Any, list[dict[str, Any]]]) -> None:
 def test_header_map_finds_what_header_finds() -> None:
     """The proxy looks a message's headers up in one map: the first line of a name wins (as
     ``header`` answers), any case; tokens are matched in comma lists, trimmed, any case."""
-    from zerorename.testing.faultrules import header, header_map, token_in
+    from zerorename.servers.faultrules import header, header_map, token_in
 
     headers = [
         ("Content-Length", "5"),

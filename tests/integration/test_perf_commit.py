@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from perf_helpers import perf_target, run_observed
-from zerorename.perf import commit_scenario as cs
-from zerorename.perf import commit_verify as cv
 from zerorename.perf.model import Run, Sample, Target, run_in_child
-from zerorename.perf.targets import TargetError, open_target
-from zerorename.testing.targets import S3Target
+from zerorename.perf.opentarget import TargetError, open_target
+from zerorename.perf.scenarios.commit import scenario as cs
+from zerorename.perf.scenarios.commit import verify as cv
+from zerorename.servers.targets import S3Target
 
 N, SETS = 40, 4
 #: what the zerorename run loads (boto3 for its verification, after the measurement)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from zerorename.testing.servers import RgwServer
+from zerorename.servers.servers import RgwServer
 
 TINY = {
     "upload": ["--size", "6MiB", "--part-size", "5MiB", "--concurrency", "2"],

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from perf_helpers import perf, perf_target, run_observed
-from zerorename.perf import stream_scenario as ss
 from zerorename.perf.model import ChildFailed, run_in_child
 from zerorename.perf.scenarios.commit.verify import cleanup
-from zerorename.testing.targets import S3Target
+from zerorename.perf.scenarios.stream import scenario as ss
+from zerorename.servers.targets import S3Target
 
 FIGURES = ("commit_p50_ms", "commit_p99_ms", "commit_max_ms", "batches", "files", "verified")
 COUNTS = ("requests", "sequential_requests", "sequential_requests_max")
@@ -87,7 +87,7 @@ def test_a_wrong_destination_fails_the_run_instead_of_reporting(moto_s3: S3Targe
     records it as failed) and still cleans up. The run checks what it listed (the pending
     uploads here; the objects in every run above, which would miss files otherwise) with
     stream_check.destination_problems, whose every refusal (a committed file missing, ...)
-    tests/unit/test_perf_stream_check.py shows without a server."""
+    tests/unit/perf/test_perf_stream_check.py shows without a server."""
     run = runs_on(moto_s3)["zerorename"]
     with pytest.raises(ChildFailed) as err:
         run_in_child(run.func, perf_target(moto_s3), {**run.params, "inject": "upload"})
@@ -102,9 +102,9 @@ def test_on_the_sink_behind_the_proxy_a_batch_commit_is_6_sequential_requests(
 ) -> None:
     """The harness end to end: per files value the sink and the baseline, every figure,
     ratios, and the chains. A batch commit sends 6 requests one after another, as
-    tests/unit/test_streaming_sink.py counts on the in-memory store: the append job
-    commit's 6 rounds, the sink's requests sent with them (the log and the job notes read
-    with the first, the intent with the journal, the log's commit with the journal's
+    tests/unit/spark_adapter/stream/test_streaming_sink.py counts on the in-memory store:
+    the append job commit's 6 rounds, the sink's requests sent with them (the log and the
+    job notes read with the first, the intent with the journal, the log's commit with the journal's
     `succeeded`, the job's note deleted with the journal). The baseline: the
     completes at once, then the PUT. 600 ms per request, so requests sent together overlap
     even when a loaded machine stalls the sender between them (at 200 ms a fresh-clone run

@@ -22,8 +22,8 @@ from test_perf_harness import TINY, check_doc
 
 from zerorename.perf import clients
 from zerorename.perf.model import Target
-from zerorename.testing.sink import SinkServer
-from zerorename.testing.tls import make_tls_files
+from zerorename.servers.sink import SinkServer
+from zerorename.servers.tls import make_tls_files
 
 #: the commit's clients: ours and one boto3 loop (boto3-64 is boto3-15's function with 64
 #: threads: tests/integration/test_perf_commit.py runs it)

@@ -11,9 +11,10 @@ import pytest
 from test_perf_harness import check_doc
 
 from perf_helpers import perf
-from zerorename.perf import sweep_scenario, upload_scenario
 from zerorename.perf.model import Target
-from zerorename.perf.targets import TargetError
+from zerorename.perf.opentarget import TargetError
+from zerorename.perf.scenarios import sweep as sweep_scenario
+from zerorename.perf.scenarios import upload as upload_scenario
 
 #: an upload of 6 MiB in 5 MiB parts: create, 2 parts, complete, then head and delete
 UPLOAD_REQUESTS = 6.0
@@ -72,7 +73,7 @@ def test_latency_ms_needs_an_http_target(module: Any) -> None:
 def test_tune_refuses_an_https_target_before_probing() -> None:
     import argparse
 
-    from zerorename.perf import tune_scenario
+    from zerorename.perf.scenarios.tune import scenario as tune_scenario
 
     parser = argparse.ArgumentParser()
     tune_scenario.add_arguments(parser)
@@ -85,7 +86,7 @@ def test_tune_refuses_an_https_target_before_probing() -> None:
 
 def test_the_proxys_cpu_counts_against_the_ceiling_of_the_runs() -> None:
     """With --latency-ms the proxy shares every measured process's interpreter."""
-    from zerorename.perf import tune_scenario
+    from zerorename.perf.scenarios.tune import scenario as tune_scenario
 
     got = {"rtt_s": 0.02, "part_bytes": 8.0 * 2**20, "part_s": 0.04, "cpu_s_per_gib": 0.5}
     alone = tune_scenario._probe_of(got)

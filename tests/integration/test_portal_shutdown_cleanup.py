@@ -12,8 +12,8 @@ from typing import Any
 from zerorename.aio import to_the_end
 from zerorename.engine import UploadEngine
 from zerorename.portal import LoopPortal
-from zerorename.testing.faultproxy import FaultProxy, FaultRule
-from zerorename.testing.targets import S3Target
+from zerorename.servers.faultproxy import FaultProxy, FaultRule
+from zerorename.servers.targets import S3Target
 
 
 def test_close_lets_a_running_clean_up_finish_before_the_engine_closes(

@@ -12,7 +12,7 @@ import pytest
 from engine_helpers import get, object_keys, pending_keys
 from zerorename.engine import PendingUpload, UploadEngine
 from zerorename.portal import process_portal
-from zerorename.testing.targets import S3Target
+from zerorename.servers.targets import S3Target
 from zerorename.units import MiB
 
 #: tests of zerorename's own logic, which no store changes, run on moto only (the rule in

@@ -21,7 +21,7 @@ from zerorename import logsafe
 from zerorename.cli import main as cli_main
 from zerorename.committers import MagicCommitter
 from zerorename.engine import UploadEngine
-from zerorename.testing.targets import S3Target
+from zerorename.servers.targets import S3Target
 
 TOKEN = "IQoJb3JpZ2luX2VjEXAMPLESESSIONTOKENzr0123456789abcdefSECRET"
 # a hex run of 64 after something that names a signature, or an Authorization value

@@ -13,8 +13,8 @@ import urllib.request
 import pytest
 from botocore.exceptions import ClientError
 
-from zerorename.testing.servers import MotoServer
-from zerorename.testing.targets import S3Target
+from zerorename.servers.servers import MotoServer
+from zerorename.servers.targets import S3Target
 
 MiB = 1024 * 1024
 
@@ -125,7 +125,7 @@ def test_delete_objects_batch(s3: S3Target) -> None:
 
 
 def test_rgw_server_reports_start(rgw_server: object) -> None:
-    from zerorename.testing.servers import RgwServer
+    from zerorename.servers.servers import RgwServer
 
     assert isinstance(rgw_server, RgwServer)
     assert rgw_server.start_seconds is not None and rgw_server.start_seconds > 0

@@ -29,9 +29,9 @@ from botocore.exceptions import ClientError
 from zerorename.committers import CommitOptions
 from zerorename.committers.sync import SyncCommitter
 from zerorename.engine import EngineConfig, PendingUpload, UploadEngine
-from zerorename.engine.records import multipart_etag
-from zerorename.testing.sink import SinkServer
-from zerorename.testing.tls import make_tls_files
+from zerorename.engine.results import multipart_etag
+from zerorename.servers.sink import SinkServer
+from zerorename.servers.tls import make_tls_files
 
 MiB = 1024 * 1024
 BUCKET = "bench"
@@ -524,7 +524,7 @@ def test_child_exits_when_its_parent_dies(tmp_path: Path) -> None:
     script = textwrap.dedent(
         """
         import os
-        from zerorename.testing.sink import SinkServer
+        from zerorename.servers.sink import SinkServer
         s = SinkServer().start()
         print(s.pid, flush=True)
         os._exit(0)  # no stop(): the sink's watchdog must notice

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 import pytest
 
 from zerorename.engine import EngineConfig
+from zerorename.servers.targets import S3Target
 from zerorename.spark_adapter import bridge as bridge_mod
 from zerorename.spark_adapter.bridge import LoopBridge
-from zerorename.testing.targets import S3Target
 
 EXTRA = 4  # threads beyond the cache's bound
 

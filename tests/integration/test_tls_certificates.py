@@ -15,11 +15,11 @@ import pytest
 
 from engine_helpers import object_keys, pending_keys
 from zerorename.engine import EngineConfig, RetryConfig, UploadEngine
-from zerorename.engine.client import FastClient
 from zerorename.engine.errors import CertificateError
-from zerorename.testing.faultproxy import FaultProxy
-from zerorename.testing.targets import S3Target
-from zerorename.testing.tls import TlsFiles
+from zerorename.engine.wire.client import FastClient
+from zerorename.servers.faultproxy import FaultProxy
+from zerorename.servers.targets import S3Target
+from zerorename.servers.tls import TlsFiles
 from zerorename.units import MiB
 
 PATHS = pytest.mark.parametrize("fast", [True, False], ids=["fastpath", "botocore"])

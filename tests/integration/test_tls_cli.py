@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from engine_helpers import get, object_keys, pending_keys
-from zerorename.testing.targets import S3Target
+from zerorename.servers.targets import S3Target
 
 
 def _env(s3: S3Target, *, ca: bool = True) -> dict[str, str]:

@@ -15,9 +15,9 @@ import pytest
 
 from engine_helpers import blocks, get, make_source, object_keys, pending_keys
 from zerorename.engine import PendingUpload, UploadEngine, UploadResult
-from zerorename.engine.client import FastClient
-from zerorename.testing.targets import S3Target
-from zerorename.testing.tls import TlsFiles
+from zerorename.engine.wire.client import FastClient
+from zerorename.servers.targets import S3Target
+from zerorename.servers.tls import TlsFiles
 from zerorename.units import MiB
 
 DATA = os.urandom(10 * MiB + 4321)  # 3 parts of 5 MiB at most

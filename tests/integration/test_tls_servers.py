@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from zerorename.testing.errors import ServerStartError
-from zerorename.testing.servers import RgwServer
-from zerorename.testing.tls import CertPair, TlsFiles
+from zerorename.servers.errors import ServerStartError
+from zerorename.servers.servers import RgwServer
+from zerorename.servers.tls import CertPair, TlsFiles
 
 
 def test_rgw_serves_http_and_https_from_one_gateway(

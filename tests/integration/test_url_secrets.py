@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from zerorename.testing.faultproxy import FaultProxy
-from zerorename.testing.targets import S3Target
+from zerorename.servers.faultproxy import FaultProxy
+from zerorename.servers.targets import S3Target
 
 SECRET = "Zr9SecretPassw0rdXq"
 

@@ -31,8 +31,8 @@ from needs import need_module
 pyspark = need_module("pyspark", "pip install -e '.[spark]'")
 need_module("pyarrow", "pip install -e '.[spark]'")
 
-from zerorename.testing.targets import S3Target  # noqa: E402
-from zerorename.testing.tls import session_tls  # noqa: E402
+from zerorename.servers.targets import S3Target  # noqa: E402
+from zerorename.servers.tls import session_tls  # noqa: E402
 
 SPARK_MASTER = "local[2,3]"  # 2 task slots; a task may fail 3 times (retry tests)
 

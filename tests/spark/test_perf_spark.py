@@ -28,7 +28,7 @@ from zerorename.perf.scenarios.spark import (
     plot,
     rows_for,
 )
-from zerorename.testing.targets import S3Target
+from zerorename.servers.targets import S3Target
 
 pytestmark = pytest.mark.spark
 if shutil.which("java") is None:  # skipped, or failed under CI=true

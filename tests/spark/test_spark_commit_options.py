@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from pyspark import cloudpickle
 
+from zerorename.servers.faultproxy import FaultRule
 from zerorename.spark_adapter.datasource import ZeroRenameDataSource, ZeroRenameWriter
-from zerorename.testing.faultproxy import FaultRule
 
 pytestmark = pytest.mark.spark
 

@@ -53,7 +53,7 @@ def test_demo_runs_and_verifies(tmp_path: object) -> None:
 
 
 def test_demo_text_says_what_bounds_its_write_and_points_at_perf() -> None:
-    from zerorename.spark_adapter.demo import DemoSummary, write_bound
+    from zerorename.cli.demo import DemoSummary, write_bound
 
     bound = write_bound("local[2]", 8, None)
     assert "Spark generating rows" in bound and "moto" in bound and "not an upload speed" in bound

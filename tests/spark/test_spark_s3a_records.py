@@ -13,7 +13,7 @@ import pytest
 from pyspark import cloudpickle
 
 from s3a_oracle.oracle import Oracle, s3a_oracle  # noqa: F401 (the fixture)
-from zerorename.committers.records import SuccessData, read_pendingset
+from zerorename.committers.codec.pending import SuccessData, read_pendingset
 from zerorename.spark_adapter.datasource import ZeroRenameDataSource, ZeroRenameWriter
 
 pytestmark = pytest.mark.spark

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from zerorename.aio import to_the_end
+from zerorename.cli.dirupload import upload_directory
 from zerorename.committers import CommitOptions, MagicCommitter
-from zerorename.dirupload import upload_directory
 from zerorename.engine.errors import AccessDenied
 from zerorename.testing.memfaults import Fault
 from zerorename.testing.memstore import MemoryState, MemoryStore

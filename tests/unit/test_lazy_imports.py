@@ -55,8 +55,8 @@ def test_every_public_name_imports_and_is_its_modules_object(package: str) -> No
     pkg = importlib.import_module(f"zerorename.{package}")
     folder = Path(SRC) / "zerorename" / package
     modules = [
-        importlib.import_module(f"zerorename.{package}.{p.stem}")
-        for p in sorted(folder.glob("*.py"))
+        importlib.import_module(f"zerorename.{package}.{'.'.join(p.with_suffix('').parts)}")
+        for p in sorted(q.relative_to(folder) for q in folder.rglob("*.py"))
         if p.stem != "__init__"
     ]
     for name in pkg.__all__:

@@ -11,6 +11,8 @@ zerorename``, ``python -m zerorename.cli``) and every command it runs.
   directory as one job
 - :mod:`.jobargs`: the arguments of ``uploads``, ``jobs``, ``inspect``; :mod:`.jobs` runs
   them; :mod:`.claims`: the command claims of ``jobs resume|abort``
+- :mod:`.demo`: ``zerorename demo``, the README's main job (a local Spark write through
+  the magic committer, on moto unless given an endpoint)
 
 Importing this package stays cheap (the entry point and stdlib only), so ``--help`` and a
 Ctrl-C while modules load cost nothing. The attributes of :mod:`.commands`
@@ -36,6 +38,7 @@ SUBMODULES = frozenset(
     {
         "claims",
         "commands",
+        "demo",
         "dirupload",
         "entry",
         "jobargs",

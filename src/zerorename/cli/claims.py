@@ -29,7 +29,7 @@ records forever otherwise).
 
 Needs a listing that shows every claim written before it (S3, moto, one Ceph RGW zone):
 where listings lag writes, a resume and an abort can both act (a strict xfail in
-``tests/unit/committers/test_cmdclaim.py``).
+``tests/unit/cli/test_cmdclaim.py``).
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from dataclasses import dataclass
 
 from zerorename.aio import to_the_end
 from zerorename.committers import objectstore as caps
+from zerorename.committers.codec.validate import Fields, load_json
 from zerorename.committers.errors import (
     CommitterError,
     InvalidJobId,
@@ -55,9 +56,8 @@ from zerorename.committers.errors import (
 )
 from zerorename.committers.objectstore import Store
 from zerorename.committers.paths import Destination, check_job_id
-from zerorename.committers.s3alayout import s3a_id_problem
+from zerorename.committers.s3a.layout import s3a_id_problem
 from zerorename.committers.store import read_optional
-from zerorename.committers.validate import Fields, load_json
 from zerorename.engine.errors import ObjectTooLarge, PreconditionFailed
 
 #: zerorename's own directory at a destination (the commit lock's too)

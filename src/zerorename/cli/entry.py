@@ -98,7 +98,7 @@ def build_parser(*, lazy: bool = False) -> argparse.ArgumentParser:
     are defined only if ``perf`` is parsed, as :func:`main` does; without it, all at once
     (for a caller that walks every option)."""
     from zerorename import __version__
-    from zerorename.cli import jobargs
+    from zerorename.cli import demo, jobargs
     from zerorename.cli.options import (
         PUT_DIR_DEFAULTS,
         LazyParser,
@@ -110,7 +110,6 @@ def build_parser(*, lazy: bool = False) -> argparse.ArgumentParser:
         part_size_arg,
     )
     from zerorename.perf import cli as perf_commands
-    from zerorename.spark_adapter import demo
     from zerorename.units import MiB
 
     parser = argparse.ArgumentParser(

@@ -6,7 +6,7 @@
     zerorename inspect s3://bucket/key|FILE   (a _SUCCESS, .pending or .pendingset) [--json]
 
 ``jobs`` knows zerorename's jobs and Hadoop S3A's magic jobs
-(:mod:`zerorename.committers.s3ajobs`): a JOB_ID whose ``__magic_job-<id>/`` holds S3A's
+(:mod:`zerorename.committers.s3a.jobs`): a JOB_ID whose ``__magic_job-<id>/`` holds S3A's
 ``job-<id>/`` is S3A's. ``inspect`` reads
 zerorename's and S3A's records, from the store or from a local file.
 
@@ -46,6 +46,12 @@ from zerorename.cli.jobargs import (
 )
 from zerorename.cli.jobargs import parse_age as parse_age  # re-exported
 from zerorename.cli.options import engine_config
+from zerorename.committers.codec.pending import (
+    PendingRecord,
+    SuccessData,
+    Unchecked,
+    read_pendingset,
+)
 from zerorename.committers.errors import CommitterError, RecordFormatError
 from zerorename.committers.maintenance import (
     inspect_record,
@@ -54,20 +60,14 @@ from zerorename.committers.maintenance import (
     uploads_under,
 )
 from zerorename.committers.paths import PENDING_SUFFIX, PENDINGSET_SUFFIX, Destination
-from zerorename.committers.records import (
-    PendingRecord,
-    SuccessData,
-    Unchecked,
-    read_pendingset,
-)
 from zerorename.committers.store import abort_uploads, job_uploads
 from zerorename.engine import UploadEngine, run
 from zerorename.engine.errors import EngineError
 from zerorename.engine.results import UploadInfo
 
 if TYPE_CHECKING:
+    from zerorename.committers.commit.run import CommitProgress
     from zerorename.committers.committer import Job
-    from zerorename.committers.jobcommit import CommitProgress
 
 
 @contextlib.contextmanager
@@ -273,7 +273,7 @@ async def _jobs_list(eng: UploadEngine, args: argparse.Namespace) -> int:
     """zerorename's jobs and Hadoop S3A's magic jobs, one line each, sorted by job id; the
     kind column tells them apart (``zerorename/<committer>``, ``stream`` for a streaming
     query's batch job, as ``jobs show|resume|abort`` say, or ``s3a/magic``)."""
-    from zerorename.committers.s3ajobs import list_s3a_jobs
+    from zerorename.committers.s3a.jobs import list_s3a_jobs
 
     dest = Destination.parse(args.dest)
     ids: StreamJobIds | None = getattr(args, "stream_ids", None)
@@ -303,8 +303,8 @@ async def _jobs_list(eng: UploadEngine, args: argparse.Namespace) -> int:
 
 async def _s3a_action(eng: UploadEngine, dest: Destination, args: argparse.Namespace) -> int:
     """show / resume / abort of a Hadoop S3A magic job (see :mod:`s3ajobs`)."""
-    from zerorename.committers.s3aabort import S3AAbortResult, kept_lines
-    from zerorename.committers.s3ajobs import (
+    from zerorename.committers.s3a.abort import S3AAbortResult, kept_lines
+    from zerorename.committers.s3a.jobs import (
         NOTHING_ROLLED_BACK,
         abort_s3a_job,
         resume_s3a_job,
@@ -406,7 +406,7 @@ async def _stored_spelling(eng: UploadEngine, dest: Destination, job_id: str) ->
     published outside its log (stop 37's attack)."""
     import uuid
 
-    from zerorename.committers.s3aread import find_s3a_job
+    from zerorename.committers.s3a.read import find_s3a_job
 
     try:
         canonical = str(uuid.UUID(job_id))
@@ -419,7 +419,7 @@ async def _stored_spelling(eng: UploadEngine, dest: Destination, job_id: str) ->
 
 async def _jobs_action(eng: UploadEngine, args: argparse.Namespace) -> int:
     from zerorename.cli.claims import CLAIM_VERBS, command_claim
-    from zerorename.committers.s3ajobs import job_committed
+    from zerorename.committers.s3a.jobs import job_committed
 
     if args.action == "list":
         return await _jobs_list(eng, args)
@@ -436,8 +436,8 @@ async def _job_action(
     eng: UploadEngine, dest: Destination, job_id: str, args: argparse.Namespace
 ) -> int:
     from zerorename.committers.committer import MagicCommitter
-    from zerorename.committers.s3ajobs import UNRECORDED
-    from zerorename.committers.s3aread import find_s3a_job
+    from zerorename.committers.s3a.jobs import UNRECORDED
+    from zerorename.committers.s3a.read import find_s3a_job
 
     if await find_s3a_job(eng, dest, job_id) is not None:  # Hadoop 3.4's or 3.3's
         return await _s3a_action(eng, dest, args)

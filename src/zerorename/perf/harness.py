@@ -35,7 +35,7 @@ from zerorename.perf.model import (
     positive_int,
     run_in_child,
 )
-from zerorename.perf.targets import TargetError, open_target
+from zerorename.perf.opentarget import TargetError, open_target
 
 
 def scenario_module(name: str) -> ModuleType:

@@ -23,7 +23,7 @@ from typing import Any
 
 from zerorename.committers.objectstore import UploadStore
 from zerorename.committers.paths import Destination
-from zerorename.committers.s3alayout import S3AJobLayout, S3ALayoutKind
+from zerorename.committers.s3a.layout import S3AJobLayout, S3ALayoutKind
 from zerorename.engine import EngineConfig, PendingUpload, UploadEngine, run
 
 TASK = "task_202601010000_0000_m_{:06d}"

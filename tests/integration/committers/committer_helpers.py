@@ -13,7 +13,7 @@ from zerorename.committers import (
     StagingCommitter,
 )
 from zerorename.engine import UploadEngine
-from zerorename.testing.targets import S3Target
+from zerorename.servers.targets import S3Target
 
 ODD = "dätä sét #1+%/"  # spaces, unicode, '#', '+', '%' in every destination
 

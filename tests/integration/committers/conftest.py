@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from zerorename.testing.targets import S3Target
+from zerorename.servers.targets import S3Target
 
 
 @pytest.fixture

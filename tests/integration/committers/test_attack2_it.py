@@ -12,15 +12,15 @@ import io
 from collections.abc import Callable
 from typing import Any
 
-from zerorename.committers.cmdclaim import command_claim
+from zerorename.cli.claims import command_claim
 from zerorename.committers.errors import CommitterError
 from zerorename.committers.paths import Destination
-from zerorename.committers.s3alayout import S3AJobLayout
+from zerorename.committers.s3a.layout import S3AJobLayout
 from zerorename.engine import RetryConfig, UploadEngine
+from zerorename.servers.faultproxy import FaultRule
+from zerorename.servers.targets import S3Target
 from zerorename.sim.operators import run_cli
-from zerorename.testing.faultproxy import FaultRule
 from zerorename.testing.s3acrash import lay_out_on
-from zerorename.testing.targets import S3Target
 
 JOB = "3f2a9c1e-6c0b-4d57-9a59-0123456789ab"
 FAST_RETRY = RetryConfig(max_attempts=3, base_delay=0.01, max_delay=0.05, max_elapsed=20)

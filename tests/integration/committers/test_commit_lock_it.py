@@ -15,19 +15,19 @@ import anyio
 import pytest
 from committer_helpers import data_objects, objects, uploads
 
+from zerorename.cli.jobs import main
 from zerorename.committers import (
     CommitOptions,
     ConflictError,
     JobCommitError,
     MagicCommitter,
 )
-from zerorename.committers.cli import main
-from zerorename.committers.commitlock import DestinationLocked
+from zerorename.committers.commit.lock import DestinationLocked
 from zerorename.engine import UploadEngine
 from zerorename.engine.config import RetryConfig
 from zerorename.engine.errors import PreconditionFailed
-from zerorename.testing.faultproxy import FaultProxy, FaultRule
-from zerorename.testing.targets import S3Target
+from zerorename.servers.faultproxy import FaultProxy, FaultRule
+from zerorename.servers.targets import S3Target
 
 ProxyFactory = Callable[..., FaultProxy]
 

@@ -20,10 +20,10 @@ from zerorename.committers import (
 )
 from zerorename.committers.objectstore import UploadStore
 from zerorename.engine import UploadEngine
-from zerorename.testing.faultproxy import FaultProxy, FaultRule
+from zerorename.servers.faultproxy import FaultProxy, FaultRule
+from zerorename.servers.requestlog import Request, describe, sequential_requests
+from zerorename.servers.targets import S3Target
 from zerorename.testing.memstore import MemoryState, MemoryStore
-from zerorename.testing.requestlog import Request, describe, sequential_requests
-from zerorename.testing.targets import S3Target
 
 ProxyFactory = Callable[..., FaultProxy]
 TASKS = 12

@@ -17,7 +17,7 @@ from committer_helpers import (
 )
 
 from zerorename.committers import CommitProgress, SuccessData, TaskCommitSummary
-from zerorename.testing.targets import S3Target
+from zerorename.servers.targets import S3Target
 
 #: every kind on both servers over HTTP; over HTTPS one magic job, on RGW's own TLS: the
 #: kinds differ in when zerorename uploads, not in what TLS carries (test_tls_engine.py

@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 from committer_helpers import ODD, bucket_state, committer, engine_for, write
 
+from zerorename.cli.jobs import main as cli_main
 from zerorename.committers import JobCommitError, SuccessData
-from zerorename.committers.cli import main as cli_main
 from zerorename.committers.paths import with_job_id
 from zerorename.engine import UploadEngine
-from zerorename.testing.targets import S3Target
+from zerorename.servers.targets import S3Target
 
 A = "6f1c2b9e-8a4d-4c57-9a0e-3b2f1d0c9e8a"
 B = "6f1c2b9e-8a4d-4c57-9a0e-3b2f1d0c9e8b"  # differs from A in its last character

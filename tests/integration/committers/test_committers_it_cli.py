@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from committer_helpers import bucket_state, committer, dest_uri, engine_for, uploads, write
 
-from zerorename.committers.cli import main, parse_age
-from zerorename.testing.targets import S3Target
+from zerorename.cli.jobs import main, parse_age
+from zerorename.servers.targets import S3Target
 
 #: tests of zerorename's own logic, which no store changes, run on moto only (the rule in
 #: tests/conftest.py's docstring)

@@ -15,9 +15,9 @@ from committer_helpers import (
 )
 
 from zerorename.committers import ConflictError, PathError, RecordFormatError
+from zerorename.committers.commit.storage import plan_replacement, run_replacement
 from zerorename.committers.conflict import OldObject, replace_plan_record
-from zerorename.committers.jobstorage import plan_replacement, run_replacement
-from zerorename.testing.targets import S3Target
+from zerorename.servers.targets import S3Target
 
 #: tests of zerorename's own logic, which no store changes, run on moto only (the rule in
 #: tests/conftest.py's docstring)

@@ -22,8 +22,12 @@ from zerorename.committers import (
     RecordFormatError,
     TaskAttemptError,
 )
-from zerorename.committers.records import PENDINGSET_VERSION, PendingSetHeader, pendingset_bytes
-from zerorename.testing.targets import S3Target
+from zerorename.committers.codec.pending import (
+    PENDINGSET_VERSION,
+    PendingSetHeader,
+    pendingset_bytes,
+)
+from zerorename.servers.targets import S3Target
 
 #: tests of zerorename's own logic, which no store changes, run on moto only (the rule in
 #: tests/conftest.py's docstring)

@@ -13,17 +13,17 @@ from typing import Any
 import pytest
 from committer_helpers import bucket_state, committer, dest_prefix, dest_uri, engine_for, write
 
+from zerorename.cli.jobs import main as cli_main
 from zerorename.committers import JobCommitError, RecordFormatError, SuccessData
-from zerorename.committers.cli import main as cli_main
-from zerorename.committers.journal import CommitPlan, Journal, PlannedSet, State
-from zerorename.committers.records import (
+from zerorename.committers.codec.pending import (
     PendingRecord,
     PendingSetHeader,
     pendingset_bytes,
     read_pendingset,
 )
-from zerorename.engine.records import PartInfo, PendingUpload
-from zerorename.testing.targets import S3Target
+from zerorename.committers.commit.journal import CommitPlan, Journal, PlannedSet, State
+from zerorename.engine.results import PartInfo, PendingUpload
+from zerorename.servers.targets import S3Target
 
 #: tests of zerorename's own logic, which no store changes, run on moto only (the rule in
 #: tests/conftest.py's docstring)

@@ -14,10 +14,10 @@ import pytest
 from committer_helpers import committer, data_objects, dest_prefix, dest_uri, uploads, write
 
 from zerorename.committers import JobCommitError, TaskCommitSummary
-from zerorename.committers import spool as spool_mod
+from zerorename.committers.commit import spool as spool_mod
 from zerorename.engine import UploadEngine
-from zerorename.testing.faultproxy import FaultProxy
-from zerorename.testing.targets import S3Target
+from zerorename.servers.faultproxy import FaultProxy
+from zerorename.servers.targets import S3Target
 
 #: tests of zerorename's own logic, which no store changes, run on moto only (the rule in
 #: tests/conftest.py's docstring)

@@ -26,7 +26,7 @@ from committer_helpers import (
 )
 
 from zerorename.committers import JournalError, SuccessData
-from zerorename.testing.targets import S3Target
+from zerorename.servers.targets import S3Target
 
 CHILD = textwrap.dedent("""
     import asyncio, json, sys

@@ -26,9 +26,9 @@ from committer_helpers import (
 from zerorename.committers import CommitOptions, CommitProgress
 from zerorename.committers.sync import SyncCommitter
 from zerorename.engine import UploadEngine
-from zerorename.testing.faultrules import FaultRule
-from zerorename.testing.targets import S3Target
-from zerorename.testing.wsgiserver import CONNECTION_THREAD_PREFIX
+from zerorename.servers.faultrules import FaultRule
+from zerorename.servers.targets import S3Target
+from zerorename.servers.wsgiserver import CONNECTION_THREAD_PREFIX
 
 #: tests of zerorename's own logic, which no store changes, run on moto only (the rule in
 #: tests/conftest.py's docstring)

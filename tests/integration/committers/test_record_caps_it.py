@@ -16,7 +16,7 @@ from zerorename.committers import CommitterError, objectstore
 from zerorename.committers.paths import Destination, JobLayout
 from zerorename.engine import UploadEngine
 from zerorename.engine.errors import ObjectTooLarge
-from zerorename.testing.targets import S3Target
+from zerorename.servers.targets import S3Target
 from zerorename.units import MiB
 
 

@@ -4,7 +4,7 @@ planned object's ETag with the delete; S3 then keeps the rewritten object. What 
 store here does with that ETag, as measured (moto 5.2.5, Ceph RGW 16.2.15): both accept
 the request and ignore the ETag, so there the rewritten object is deleted (the window
 the README names). The in-memory store's honouring is in
-tests/unit/committers/test_replace_window.py."""
+tests/unit/committers/commit/test_replace_window.py."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from typing import Any
 import anyio
 from committer_helpers import committer, data_objects, dest_prefix, dest_uri, engine_for, write
 
-from zerorename.committers.jobstorage import plan_replacement, run_replacement
-from zerorename.testing.targets import S3Target
+from zerorename.committers.commit.storage import plan_replacement, run_replacement
+from zerorename.servers.targets import S3Target
 
 #: does the store keep an object whose DeleteObjects ETag is not its own? (measured)
 HONOURS_DELETE_ETAG = {"moto": False, "rgw": False}

@@ -19,9 +19,9 @@ import pytest
 from committer_helpers import bucket_state, committer, dest_prefix, dest_uri, engine_for
 
 from s3a_oracle import oracle as s3a_oracle_module
-from zerorename.committers.cli import main
-from zerorename.committers.successdata import SuccessData
-from zerorename.testing.targets import S3Target
+from zerorename.cli.jobs import main
+from zerorename.committers.codec.success import SuccessData
+from zerorename.servers.targets import S3Target
 from zerorename.units import MiB
 
 #: tests of zerorename's own logic, which no store changes, run on moto only (the rule in

@@ -30,8 +30,8 @@ from test_s3a_jobs import (  # the records Hadoop writes, and how the S3A tests 
 )
 
 from cli_helpers import check_document
-from zerorename.committers.s3aformat import s3a_uri
-from zerorename.testing.targets import S3Target
+from zerorename.committers.codec.hadoop import s3a_uri
+from zerorename.servers.targets import S3Target
 
 __all__ = ["s3a_oracle", "s3a_records"]  # fixtures the tests here use
 

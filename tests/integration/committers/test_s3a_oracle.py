@@ -22,15 +22,15 @@ from committer_helpers import (
 )
 
 from s3a_oracle.oracle import Oracle, s3a_oracle  # noqa: F401 (the fixture)
-from zerorename.committers.records import (
+from zerorename.committers.codec.hadoop import s3a_uri
+from zerorename.committers.codec.pending import (
     PendingRecord,
     SuccessData,
     Unchecked,
     read_pendingset,
 )
-from zerorename.committers.s3aformat import s3a_uri
-from zerorename.engine.records import PartInfo, PendingUpload
-from zerorename.testing.targets import S3Target
+from zerorename.engine.results import PartInfo, PendingUpload
+from zerorename.servers.targets import S3Target
 from zerorename.units import MiB
 
 

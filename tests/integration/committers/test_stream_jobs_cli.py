@@ -20,11 +20,11 @@ from driver_death import batch_records, dying_committer
 from zerorename.cli import main
 from zerorename.committers import Destination, JobCommitError, MagicCommitter, TaskCommitSummary
 from zerorename.engine import UploadEngine
+from zerorename.servers.targets import S3Target
 from zerorename.spark_adapter.options import WriteOptions
 from zerorename.spark_adapter.stream.log import Intent, stream_job_id
 from zerorename.spark_adapter.stream.sink import STREAM_COMMIT, StreamSink, ensure_job
 from zerorename.spark_adapter.write import TaskResult, task_id_for
-from zerorename.testing.targets import S3Target
 
 #: tests of zerorename's own logic, which no store changes, run on moto only (the rule in
 #: tests/conftest.py's docstring)

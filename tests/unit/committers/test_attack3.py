@@ -18,20 +18,16 @@ hook included):
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/unit: the sink's helpers
-
-from test_attack2_s3a_abort import JOB as S3A_JOB
-from test_attack2_s3a_abort import URI as S3A_URI
-from test_attack2_s3a_abort import B as S3A_B
-from test_attack2_s3a_abort import before, cli, kept, want_kept
-from test_attack2_s3a_abort import crashed as s3a_crashed
-from test_streaming_sink import (
+from unit.committers.s3a.test_attack2_s3a_abort import JOB as S3A_JOB
+from unit.committers.s3a.test_attack2_s3a_abort import URI as S3A_URI
+from unit.committers.s3a.test_attack2_s3a_abort import B as S3A_B
+from unit.committers.s3a.test_attack2_s3a_abort import before, cli, kept, want_kept
+from unit.committers.s3a.test_attack2_s3a_abort import crashed as s3a_crashed
+from unit.spark_adapter.stream.test_streaming_sink import (
     URI,
     B,
     commit_batch,
@@ -42,11 +38,9 @@ from test_streaming_sink import (
     run_tasks,
     sink,
 )
-
-from zerorename.committers.cmdclaim import claim_dir
-from zerorename.committers.conflict import ConflictMode
-from zerorename.committers.errors import CommitterError
-from zerorename.committers.jobpolicy import (
+from zerorename.cli.claims import claim_dir
+from zerorename.committers.commit.journal import State
+from zerorename.committers.commit.policy import (
     RULES,
     Entry,
     Fault,
@@ -57,9 +51,10 @@ from zerorename.committers.jobpolicy import (
     reaction,
     works,
 )
-from zerorename.committers.journal import State
+from zerorename.committers.conflict import ConflictMode
+from zerorename.committers.errors import CommitterError
 from zerorename.committers.paths import Destination
-from zerorename.committers.s3alayout import S3ALayoutKind
+from zerorename.committers.s3a.layout import S3ALayoutKind
 from zerorename.testing.memfaults import ProcessCrashed
 from zerorename.testing.memstate import MemoryState
 from zerorename.testing.memstore import MemoryStore

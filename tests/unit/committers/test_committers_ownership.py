@@ -11,7 +11,7 @@ import uuid
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from zerorename.committers.cli import safe, safe_json
+from zerorename.cli.jobs import safe, safe_json
 from zerorename.committers.errors import PathError
 from zerorename.committers.paths import (
     Destination,

@@ -9,11 +9,11 @@ import hashlib
 import pytest
 
 from zerorename.aio import first_error
+from zerorename.committers.codec.pending import PendingRecord
 from zerorename.committers.errors import RecordFormatError
 from zerorename.committers.paths import Destination
-from zerorename.committers.records import PendingRecord
 from zerorename.committers.store import Check, check_record, is_ours
-from zerorename.engine.records import (
+from zerorename.engine.results import (
     ObjectInfo,
     PartInfo,
     PendingUpload,

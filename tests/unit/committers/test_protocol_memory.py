@@ -28,9 +28,9 @@ from zerorename.committers import (
     TaskCommitSummary,
 )
 from zerorename.engine.errors import RetriesExhausted
+from zerorename.servers.requestlog import describe, sequential_requests
 from zerorename.testing.memfaults import ProcessCrashed
 from zerorename.testing.memstore import MemoryState, MemoryStore
-from zerorename.testing.requestlog import describe, sequential_requests
 from zerorename.testing.rounds import rounds
 
 B = "bkt"

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_protocol_memory import B, prepare
 
+from unit.committers.test_protocol_memory import B, prepare
 from zerorename.committers import CommitterError, objectstore
 from zerorename.committers.paths import Destination, JobLayout
 from zerorename.engine.errors import ConfigError, ObjectNotFound, ObjectTooLarge

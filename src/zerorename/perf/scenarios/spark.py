@@ -226,7 +226,7 @@ def _writer_options(target: Target, params: dict[str, Any], timing_file: str) ->
 
 def _dataset(spark: Any, rows: int, partitions: int, days: int, order: str) -> Any:
     """The demo's rows; ``order`` random: the day column in random order (``rand(3)``)."""
-    from zerorename.spark_adapter.demo import DAY0, dataset
+    from zerorename.spark_adapter.demodata import DAY0, dataset
 
     df = dataset(spark, rows, partitions, days)
     if order == "random":

@@ -13,8 +13,8 @@ import importlib
 from typing import Any
 
 from zerorename.perf.model import MeasureFn, Target
+from zerorename.perf.opentarget import TargetError
 from zerorename.perf.scenarios.commit.latency import Wire
-from zerorename.perf.targets import TargetError
 from zerorename.units import GiB
 
 #: the measured function that runs another one (params["inner"]) behind the proxy

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from zerorename.perf.model import Meter, Sample, Target
-from zerorename.perf.targets import TargetError
+from zerorename.perf.opentarget import TargetError
 from zerorename.servers.requestlog import Request, describe, sequential_requests
 
 #: the measured phase of a run: a Meter, with or without the proxy's window around it

@@ -1,0 +1,1 @@
+"""Unit tests: pure, or on the in-memory store; no server. Folders mirror src/zerorename/."""

@@ -1,0 +1,1 @@
+"""Unit tests of :mod:`zerorename.committers.s3a`."""
