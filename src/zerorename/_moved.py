@@ -45,6 +45,7 @@ MOVED: dict[str, str] = {
     "zerorename.engine.sources": "zerorename.engine.bodies.sources",
     "zerorename.engine.filebody": "zerorename.engine.bodies.filebody",
     "zerorename.engine.writers": "zerorename.engine.bodies.writers",
+    "zerorename.engine.runner": "zerorename.portal",
     # the job commit: committers/commit/
     "zerorename.committers.commitlock": "zerorename.committers.commit.lock",
     "zerorename.committers.jobcommit": "zerorename.committers.commit.run",

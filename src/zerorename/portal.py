@@ -6,6 +6,8 @@ not exist in the child), closed at interpreter exit. The Spark adapter, the bloc
 committer facade and the blocking upload writer all cross threads through it, so a
 process holds one loop and its long-lived resources (engines) live there, keyed.
 :meth:`LoopPortal.attach` is the same crossing onto a loop an async program already runs.
+:func:`run` is the entry points' way: a coroutine run to its end on a fresh loop of the
+same kind (uvloop when installed), quiet about the Ctrl-C that stops it.
 
 Why not anyio's ``start_blocking_portal``: its thread comes from a
 ``ThreadPoolExecutor``, which ``threading`` joins before ``atexit`` handlers run, so a
@@ -34,9 +36,11 @@ __all__ = [
     "CLOSE_TIMEOUT",
     "LoopPortal",
     "PortalError",
+    "interrupt_only",
     "loop_factory",
     "new_loop",
     "process_portal",
+    "run",
 ]
 
 log = logging.getLogger("zerorename.portal")
@@ -70,6 +74,35 @@ def loop_factory(use_uvloop: bool | None = None) -> Callable[[], asyncio.Abstrac
 def new_loop(use_uvloop: bool | None = None) -> asyncio.AbstractEventLoop:
     """A new event loop from :func:`loop_factory`."""
     return loop_factory(use_uvloop)()
+
+
+# -- entry points: a coroutine run to its end on a fresh loop of the same kind ------------
+def interrupt_only(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is a Ctrl-C (KeyboardInterrupt), alone or in a task group's
+    exception group with nothing but cancellations beside it."""
+    if isinstance(exc, KeyboardInterrupt):
+        return True
+    if isinstance(exc, BaseExceptionGroup):
+        parts = [e for e in exc.exceptions if not isinstance(e, asyncio.CancelledError)]
+        return bool(parts) and all(interrupt_only(e) for e in parts)
+    return False
+
+
+def _quiet_on_interrupt(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """The loop's exception handler: a task that ended with the Ctrl-C that stops the run
+    (the second Ctrl-C, raised inside a clean-up's task group) is not logged with its
+    traceback at shutdown; the caller says "interrupted" in one line. Anything else goes
+    to asyncio's default handler."""
+    if interrupt_only(context.get("exception")):
+        return
+    loop.default_exception_handler(context)
+
+
+def run(coro: Coroutine[Any, Any, T], *, debug: bool | None = None) -> T:
+    """Run ``coro`` to completion on a fresh loop (uvloop when available)."""
+    with asyncio.Runner(loop_factory=loop_factory(), debug=debug) as runner:
+        runner.get_loop().set_exception_handler(_quiet_on_interrupt)
+        return runner.run(coro)
 
 
 @dataclass

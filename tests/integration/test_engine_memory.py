@@ -49,7 +49,7 @@ def test_two_gib_stream_peak_rss_is_bounded(rgw_s3: S3Target) -> None:
 _FILE_UPLOAD = r"""
 import json, sys
 from zerorename.engine import EngineConfig, UploadEngine
-from zerorename.engine.runner import run
+from zerorename.portal import run
 
 args = json.loads(sys.argv[1])
 

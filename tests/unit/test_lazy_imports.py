@@ -50,6 +50,11 @@ WATCH = (
 )
 
 
+#: public names a package exports from a module outside it: the engine's ``run`` is the
+#: portal's (issue 21: the loop runner lives with the portal, engine/runner.py is gone)
+BORROWED = {"engine": {"run": "zerorename.portal"}}
+
+
 @pytest.mark.parametrize("package", ["engine", "committers"])
 def test_every_public_name_imports_and_is_its_modules_object(package: str) -> None:
     pkg = importlib.import_module(f"zerorename.{package}")
@@ -61,6 +66,9 @@ def test_every_public_name_imports_and_is_its_modules_object(package: str) -> No
     ]
     for name in pkg.__all__:
         value = getattr(pkg, name)
+        if name in BORROWED.get(package, {}):  # exported from a module outside the package
+            assert value is getattr(importlib.import_module(BORROWED[package][name]), name)
+            continue
         # the very object one of the package's modules defines (or the module itself)
         assert any(getattr(m, name, None) is value or m is value for m in modules), name
     namespace: dict[str, object] = {}

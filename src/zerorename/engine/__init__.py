@@ -5,7 +5,8 @@ parts, and owns the rest as members), ``ops/`` (those members: completing, abort
 listing uploads; whole objects), ``wire/`` (the client, the signed fast path, every answer
 checked, trailing checksums), ``bodies/`` (sources cut into parts, file ranges, writers),
 and beside them the leaves: ``config``, ``errors``, ``events``, ``planning``,
-``checksums``, ``results`` (what the engine returns), ``retry``, ``progress``, ``runner``.
+``checksums``, ``results`` (what the engine returns), ``retry``, ``progress``; ``run`` is
+:func:`zerorename.portal.run`.
 
 Every name below loads its module on first use (PEP 562), so ``from zerorename.engine
 import EngineConfig`` loads the configuration alone, not aiohttp and botocore: a command
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
         UploadResult,
     )
     from zerorename.engine.retry import EngineStats
-    from zerorename.engine.runner import run
+    from zerorename.portal import run
 
 #: each public name -> the module that defines it
 _LAZY = {
@@ -71,7 +72,7 @@ _LAZY = {
     "UploadInfo": "results",
     "UploadResult": "results",
     "errors": "errors",
-    "run": "runner",
+    "run": "zerorename.portal",  # the entry points' loop runner lives with the portal
 }
 
 
@@ -81,7 +82,8 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib
 
-    loaded = importlib.import_module(f"{__name__}.{module}")
+    path = module if module.startswith("zerorename.") else f"{__name__}.{module}"
+    loaded = importlib.import_module(path)
     value = loaded if name == module else getattr(loaded, name)
     globals()[name] = value
     return value

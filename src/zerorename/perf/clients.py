@@ -130,7 +130,7 @@ def _engine_config(target: Target, params: dict[str, Any]) -> Any:
 
 def upload_zerorename(target: Target, params: dict[str, Any]) -> dict[str, float]:
     from zerorename.engine import UploadEngine
-    from zerorename.engine.runner import run
+    from zerorename.portal import run
 
     source = _source(params)
     size = int(params["size"])
@@ -289,7 +289,7 @@ def _many_metrics(m: Meter, count: int, size: int) -> dict[str, float]:
 
 def many_zerorename(target: Target, params: dict[str, Any]) -> dict[str, float]:
     from zerorename.engine import UploadEngine
-    from zerorename.engine.runner import run
+    from zerorename.portal import run
 
     count, size = int(params["count"]), int(params["size"])
     data = make_data(size)

@@ -22,7 +22,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 from zerorename.logsafe import redact_url
 from zerorename.perf import SCENARIO_NAMES, report, scenarios, tlsinfo
@@ -52,15 +52,6 @@ def scenario_module(name: str) -> ModuleType:
 SCENARIOS: dict[str, ModuleType] = {name: scenario_module(name) for name in SCENARIO_NAMES}
 
 _SECRET_WORDS = ("secret", "password", "token", "credential", "access_key")
-
-
-class Scenario(Protocol):
-    NAME: str
-    HELP: str
-
-    def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
-
-    def plan(self, args: argparse.Namespace, target: Target) -> list[Run]: ...
 
 
 def add_common(p: argparse.ArgumentParser) -> None:

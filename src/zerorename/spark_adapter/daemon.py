@@ -14,8 +14,9 @@ Only what starts no thread, no event loop and opens no socket runs before the fo
 forked child has only the forking thread, and would share the parent's sockets): pyarrow,
 numpy and pandas start native threads when imported (pyspark's own reason to import the
 worker after the fork), so they, and the zerorename modules that import them, still load in
-each worker. ``tests/unit/spark_adapter/test_spark_daemon_preload.py`` holds this: after :func:`preload` the
-process has one thread, no socket, no event loop, and none of those three modules.
+each worker. ``tests/unit/spark_adapter/test_spark_daemon_preload.py`` holds this: after
+:func:`preload` the process has one thread, no socket, no event loop, and none of those
+three modules.
 
 Spark starts its data source planning workers (``writer()``, ``commit()``) through
 pyspark's own daemon whatever this setting says; it concerns task workers only.

@@ -273,7 +273,7 @@ def _prepare_forked(
     starts any thread or event loop); its result, or its error in one line, comes back
     through a pipe. The fork's memory is its own: this process's peak RSS never sees it."""
     import zerorename.committers.committer  # noqa: F401  (loaded once, here, before the fork)
-    from zerorename.engine.runner import run
+    from zerorename.portal import run
 
     read_fd, write_fd = os.pipe()
     pid = os.fork()
@@ -387,7 +387,7 @@ def _commit_zerorename(
     commit that reports nothing looks hung to whoever runs it)."""
     from zerorename.committers import MagicCommitter, TaskCommitSummary
     from zerorename.engine import UploadEngine
-    from zerorename.engine.runner import run
+    from zerorename.portal import run
 
     summaries = [TaskCommitSummary.from_json(line) for line in lines]
     n, sets = int(params["uploads"]), int(params["pendingsets"])
@@ -598,7 +598,7 @@ def _main(argv: list[str]) -> int:
             "(used by the commit scenario's measured runs; see `zerorename perf commit`)\n"
         )
         return 2
-    from zerorename.engine.runner import run
+    from zerorename.portal import run
 
     req = json.loads(sys.stdin.read())
     target = Target.from_json(req["target"])

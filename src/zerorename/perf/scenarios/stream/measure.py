@@ -139,7 +139,7 @@ def measure_stream(target: Target, params: dict[str, Any]) -> dict[str, float]:
 def _stream_batches(
     direct: Target, timed_on: Target, counter: _Counter, dest: str, params: dict[str, Any]
 ) -> list[BatchFigure]:
-    from zerorename.engine.runner import run
+    from zerorename.portal import run
 
     figs, want = run(stream_batches(direct, timed_on, counter, dest, params))
     inject(direct, dest, params.get("inject"))
@@ -231,7 +231,7 @@ def verify_stream(target: Target, dest: str, want: Expected) -> None:
     from zerorename.committers import MagicCommitter
     from zerorename.committers.paths import Destination
     from zerorename.engine import UploadEngine
-    from zerorename.engine.runner import run
+    from zerorename.portal import run
     from zerorename.spark_adapter.options import WriteOptions
     from zerorename.spark_adapter.stream.sink import STREAM_COMMIT, StreamSink
 

@@ -157,8 +157,8 @@ def measure_probe(target: Target, params: dict[str, Any]) -> dict[str, float]:
 
 def _probe(target: Target, params: dict[str, Any], wire: Wire | None) -> dict[str, float]:
     from zerorename.engine import UploadEngine
-    from zerorename.engine.runner import run
     from zerorename.perf.clients import make_data
+    from zerorename.portal import run
 
     part = int(params["part_bytes"])
     size = int(params["size"])

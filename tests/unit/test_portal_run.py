@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from zerorename.engine.runner import interrupt_only
+from zerorename.portal import interrupt_only
 
 SCRIPT = """
 import asyncio, sys
