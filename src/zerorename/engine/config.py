@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 from urllib.parse import urlsplit
 
 from zerorename.engine.errors import EngineConfigError
@@ -17,7 +17,11 @@ AddressingStyle = Literal["auto", "path", "virtual"]
 TrailerChecksum = Literal["auto", "always", "never"]
 _TRAILER_MODES = frozenset({"auto", "always", "never"})
 _CHECKSUMS = frozenset({"none", "CRC32", "CRC32C", "SHA256"})
-_STYLES = frozenset({"auto", "path", "virtual"})
+#: the addressing styles, in the order help texts list them: the one list of them
+ADDRESSING_STYLES: tuple[AddressingStyle, ...] = get_args(AddressingStyle)
+_STYLES = frozenset(ADDRESSING_STYLES)
+#: the part size every entry point defaults to (engine, CLI, Spark options)
+DEFAULT_PART_SIZE = 16 * MiB
 # botocore's rule for region names (validate_region_name)
 _REGION_RE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-]{0,61}[a-zA-Z0-9])?")
 
@@ -133,7 +137,7 @@ class EngineConfig:
     region: str | None = None
     addressing_style: AddressingStyle = "auto"
     #: bytes per part for streams; known sizes get a fitting part size (>= this).
-    part_size: int = 16 * MiB
+    part_size: int = DEFAULT_PART_SIZE
     #: parts in flight for the whole engine (across all uploads).
     max_concurrency: int = 16
     #: completes/aborts in flight in complete_many/abort_many.

@@ -24,6 +24,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, cast
 
+from zerorename.engine.config import ADDRESSING_STYLES
 from zerorename.logsafe import redact_url
 from zerorename.perf import SCENARIO_NAMES, report, scenarios, tlsinfo
 from zerorename.perf.model import (
@@ -86,7 +87,7 @@ def add_common(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--addressing-style",
-        choices=["auto", "path", "virtual"],
+        choices=ADDRESSING_STYLES,
         help="S3 addressing (default: path for embedded and URL targets, auto for aws)",
     )
     g.add_argument(

@@ -26,10 +26,10 @@ from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from zerorename.engine.config import AddressingStyle
 from zerorename.logsafe import redact_url
 from zerorename.perf.errors import TargetError as TargetError  # re-exported
 from zerorename.perf.model import DEFAULT_BUCKET, Target
-from zerorename.servers.targets import AddressingStyle
 
 if TYPE_CHECKING:
     from zerorename.servers.tls import TlsFiles

@@ -15,6 +15,7 @@ from typing import Literal
 
 from zerorename.committers import ConflictScope
 from zerorename.engine import EngineConfig
+from zerorename.engine.config import ADDRESSING_STYLES, DEFAULT_PART_SIZE, AddressingStyle
 from zerorename.engine.errors import EngineConfigError
 from zerorename.spark_adapter.commitopts import COMMIT_OPTION_DOCS, CommitSettings, int_option
 from zerorename.spark_adapter.errors import CommitMessageError, OptionError
@@ -56,7 +57,10 @@ OPTION_DOCS: dict[str, tuple[str, str]] = {
         "snappy (parquet), none (others)",
         "parquet: none|snappy|gzip|zstd|lz4|brotli; csv/json/text: none|gzip|bzip2|zstd",
     ),
-    "partSize": ("16m", "multipart part size (5m..5g; binary k/m/g suffixes: 16m = 16 MiB)"),
+    "partSize": (
+        f"{DEFAULT_PART_SIZE // MiB}m",
+        "multipart part size (5m..5g; binary k/m/g suffixes: 16m = 16 MiB)",
+    ),
     "concurrency": ("8", "parts in flight per Python worker process"),
     "poolSize": ("(concurrency-based)", "HTTP connections kept per Python worker process"),
     "endpoint": ("(AWS)", "S3 endpoint URL (MinIO, Ceph RGW, ...)"),
@@ -317,13 +321,13 @@ class WriteOptions:
     partition_by: tuple[str, ...] = ()
     conflict: Conflict = "append"
     compression: str = "snappy"
-    part_size: int = 16 * MiB
+    part_size: int = DEFAULT_PART_SIZE
     concurrency: int = 8
     pool_size: int | None = None
     endpoint: str | None = None
     region: str | None = None
     profile: str | None = None
-    addressing_style: Literal["auto", "path", "virtual"] = "auto"
+    addressing_style: AddressingStyle = "auto"
     max_open_files: int = 16
     max_records_per_file: int = 0
     csv_header: bool = False
@@ -381,9 +385,7 @@ class WriteOptions:
         sep = "\t" if sep == "\\t" else sep
         if len(sep) != 1:
             raise OptionError(f"sep must be one character (or \\t), got {sep!r}")
-        style = _choice(
-            opts.get("addressingstyle", "auto"), "addressingStyle", ("auto", "path", "virtual")
-        )
+        style = _choice(opts.get("addressingstyle", "auto"), "addressingStyle", ADDRESSING_STYLES)
         pom = opts.get("partitionoverwritemode")
         out = cls(
             path=path,
@@ -393,7 +395,11 @@ class WriteOptions:
             partition_by=part_cols,
             conflict=conflict,  # type: ignore[arg-type]
             compression=codec,
-            part_size=parse_size(opts.get("partsize", "16m"), "partSize"),
+            part_size=(
+                parse_size(opts["partsize"], "partSize")
+                if "partsize" in opts
+                else DEFAULT_PART_SIZE
+            ),
             concurrency=_int(opts.get("concurrency", "8"), "concurrency", 1),
             pool_size=_int(opts["poolsize"], "poolSize", 1) if "poolsize" in opts else None,
             endpoint=opts.get("endpoint") or None,
