@@ -26,12 +26,12 @@ from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from zerorename.engine.config import AddressingStyle
 from zerorename.logsafe import redact_url
 from zerorename.perf.errors import TargetError as TargetError  # re-exported
 from zerorename.perf.model import DEFAULT_BUCKET, Target
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the harness and a baseline's child load no engine
+    from zerorename.engine.config import AddressingStyle
     from zerorename.servers.tls import TlsFiles
 
 log = logging.getLogger(__name__)

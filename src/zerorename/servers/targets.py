@@ -11,12 +11,11 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from zerorename.engine.config import AddressingStyle
 from zerorename.logsafe import redact_url
 
 if TYPE_CHECKING:  # the engine (aiobotocore, aiohttp) is imported by the clients that use it:
     # a benchmark baseline's child never loads it
-    from zerorename.engine.config import EngineConfig
+    from zerorename.engine.config import AddressingStyle, EngineConfig
 
 
 _BUCKET_BAD = re.compile(r"[^a-z0-9-]+")

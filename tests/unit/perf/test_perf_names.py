@@ -23,3 +23,11 @@ def test_a_runs_destination_is_named_as_the_committers_name_it() -> None:
             target.key("commit", "boto3-15-0123456789ab"),
         )
         assert (dest.uri, dest.list_prefix) == (uri, list_prefix)
+
+
+def test_the_harness_offers_the_engines_addressing_styles() -> None:
+    """The harness spells the styles out (it loads no engine); they are engine.config's."""
+    from zerorename.engine.config import ADDRESSING_STYLES
+    from zerorename.perf import harness
+
+    assert harness.ADDRESSING_STYLES == ADDRESSING_STYLES
