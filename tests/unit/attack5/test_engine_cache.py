@@ -113,3 +113,21 @@ def test_a_fork_while_another_thread_holds_the_cache_lock_does_not_hang_the_chil
         said = f.read()
     os.waitpid(pid, 0)
     assert said == "ok"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="defect left: the portal's own close (process_portal().close(), what runs at "
+    "exit) does not close a retired engine a user still holds; only LoopBridge.close() "
+    "calls the cache's close_retired (the portal has no hook for it, and a resource of "
+    "the cache's own would change the portal's resource counts the bridge tests assert)",
+)
+def test_the_portals_close_closes_a_retired_engine_still_held() -> None:
+    from zerorename.portal import process_portal
+
+    keep = get_bridge().engine(cfg(1))
+    for i in range(bridge_mod.MAX_ENGINES):
+        get_bridge().engine(cfg(100 + i))
+    assert get_bridge().engines_open() == (bridge_mod.MAX_ENGINES, 1)
+    process_portal().close()
+    assert not is_open(keep)
