@@ -183,6 +183,9 @@ class MovedFinder:
 
 def install() -> None:
     """Put the hook first on ``sys.meta_path`` (once): an old path is answered before any
-    file of that name could be."""
-    if not any(isinstance(f, MovedFinder) for f in sys.meta_path):
+    file of that name could be. Also after a reload of this module (a new class)."""
+    if not any(
+        type(f).__module__ == __name__ and type(f).__qualname__ == "MovedFinder"
+        for f in sys.meta_path
+    ):
         sys.meta_path.insert(0, MovedFinder())

@@ -72,8 +72,16 @@ class EngineCache:
     def __init__(self, portal: LoopPortal) -> None:
         self.portal = portal
         self._lock = threading.Lock()
-        #: engines taken out of the cache that some user still holds
+        #: engines taken out of the cache that some user still holds, of process ``_pid``
         self._retired: weakref.WeakSet[_CachedEngine] = weakref.WeakSet()
+        self._pid = os.getpid()
+
+    def _mine(self) -> weakref.WeakSet[_CachedEngine]:
+        """The retired engines of this process: a forked child starts with none (its
+        copies of the parent's are the parent's to close, on the parent's loop)."""
+        if self._pid != os.getpid():
+            self._retired, self._pid = weakref.WeakSet(), os.getpid()
+        return self._retired
 
     def engine(self, config: EngineConfig) -> UploadEngine:
         """The engine for ``config`` (one per distinct config in the cache), entered on the
@@ -86,7 +94,7 @@ class EngineCache:
                 engines = [k for k in keys if _is_engine_key(k)]
                 for old in engines[: max(0, len(engines) - MAX_ENGINES + 1)]:
                     self._retire(old)
-                if len(self._retired):
+                if len(self._mine()):
                     # an engine refers to itself (bound methods), so only the cycle
                     # collector frees it: collect now, on a miss (rare), so the retired
                     # engines no user holds any more are closed at once
@@ -104,14 +112,14 @@ class EngineCache:
         stack = engine.closer()
         if stack is None:
             return
-        self._retired.add(engine)
+        self._mine().add(engine)
         weakref.finalize(engine, _close_retired, self.portal.loop, os.getpid(), stack)
 
     def close_retired(self, timeout: float = CLOSE_TIMEOUT) -> None:
         """Close the retired engines some user still holds (before the portal closes: the
         cache's own are its resources)."""
         with self._lock:
-            retired = list(self._retired)
+            retired = list(self._mine())
             self._retired = weakref.WeakSet()
         if retired and self.portal.is_running():
             for engine in retired:
@@ -121,7 +129,7 @@ class EngineCache:
         """(engines in the cache, retired engines some user still holds): for tests and
         diagnostics."""
         cached = sum(1 for k in self.portal.resource_keys() if _is_engine_key(k))
-        return cached, len(self._retired)
+        return cached, len(self._mine())
 
 
 _CACHES: weakref.WeakKeyDictionary[LoopPortal, EngineCache] = weakref.WeakKeyDictionary()
@@ -135,3 +143,16 @@ def engine_cache(portal: LoopPortal) -> EngineCache:
         if cache is None:
             cache = _CACHES[portal] = EngineCache(portal)
         return cache
+
+
+def _after_fork_in_child() -> None:
+    """A lock another thread held at fork time stays held forever in the child: renew the
+    caches' locks (the portal renews its own)."""
+    global _CACHES_LOCK
+    _CACHES_LOCK = threading.Lock()
+    for cache in list(_CACHES.values()):
+        cache._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -88,13 +88,16 @@ async def _request_body(body: bytes | bytearray | memoryview | FileRange, signed
 
 
 def _whole_body(source: Any) -> bytes | bytearray | memoryview | None:
-    """A bytes-like source as the one body of a single-part object (bytes as they are,
-    any other buffer as a flat byte view, as the part stream would cut it), or None."""
+    """A bytes-like source as the one body of a single-part object (bytes as they are, a
+    read-only buffer as a flat byte view), or None. A writable buffer is copied, as the
+    part stream copies a buffer smaller than a part: what the caller writes into it once
+    ``upload()`` began never reaches the object (nor a retry)."""
     if isinstance(source, bytes):
         return source
     if isinstance(source, bytearray | memoryview):
         view = memoryview(source)
-        return view if view.format == "B" and view.ndim == 1 else view.cast("B")
+        flat = view if view.format == "B" and view.ndim == 1 else view.cast("B")
+        return bytes(flat) if not flat.readonly else flat
     return None
 
 
