@@ -13,22 +13,17 @@ from typing import Any
 
 import pytest
 
+from zerorename._moved import MOVED as TABLE
+
 PACKAGE = "zerorename.engine"
 
-#: old module (flat, before issue 21) -> where it lives now (rows of zerorename/_moved.py,
-#: whose table test checks every row; these also check the names other code imported)
+#: old module (flat, before issue 21) -> where it lives now in the package: the engine's rows
+#: of zerorename/_moved.py (whose own test checks every row; these also check the names
+#: other code imported and the star imports)
 MOVED = {
-    "records": "results",
-    "store": "ops.objects",
-    "completion": "ops.completion",
-    "client": "wire.client",
-    "fastpath": "wire.fastpath",
-    "fastanswers": "wire.fastanswers",
-    "answers": "wire.answers",
-    "trailer": "wire.trailer",
-    "sources": "bodies.sources",
-    "filebody": "bodies.filebody",
-    "writers": "bodies.writers",
+    old.removeprefix(f"{PACKAGE}."): new.removeprefix(f"{PACKAGE}.")
+    for old, new in TABLE.items()
+    if old.startswith(f"{PACKAGE}.") and new.startswith(f"{PACKAGE}.")
 }
 
 
